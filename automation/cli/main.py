@@ -1,0 +1,28 @@
+"""Top-level command group and the lazily opened application context."""
+
+from __future__ import annotations
+
+import click
+
+from automation import __version__
+from automation.cli.cluster import cluster
+from automation.cli.credentials import credentials
+from automation.cli.demo import demo
+from automation.cli.deployment import deployment
+from automation.cli.node_pool import node_pool
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="anycloud")
+@click.option(
+    "--home", envvar="ANYCLOUD_HOME", type=click.Path(file_okay=False),
+    help="State directory (default ~/.anycloud; env ANYCLOUD_HOME).",
+)
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """Pools of compute on any cloud, joined to one K3s cluster."""
+    ctx.obj = {"home": home}
+
+
+for command in (cluster, credentials, node_pool, deployment, demo):
+    cli.add_command(command)

@@ -1,0 +1,104 @@
+"""``anycloud node-pool …``"""
+
+from __future__ import annotations
+
+import click
+
+from automation.cli.context import app_from
+from automation.cli.output import (
+    handle_errors, info, json_option, print_fields, print_json, print_table,
+)
+from automation.models import NodePoolStatus
+from automation.services import node_pools as svc
+
+
+@click.group("node-pool")
+def node_pool() -> None:
+    """Cloud VM pools joined to the cluster."""
+
+
+@node_pool.command()
+@click.argument("name")
+@click.option("--cluster", help="Cluster id or name (default: the only registered one).")
+@click.option("--credentials", required=True, help="Credential name or id; fixes the cloud.")
+@click.option("--region", required=True)
+@click.option("--zone", help="AWS/GCP: a zone of --region (us-east-1a); Azure: a digit.")
+@click.option("--vm-type", required=True, help="A catalog VM type (x86_64).")
+@click.option("--min-vms", required=True, type=int)
+@click.option("--max-vms", required=True, type=int, help="Must equal --min-vms.")
+@json_option
+@handle_errors
+@click.pass_context
+def create(ctx: click.Context, name: str, cluster: str | None, credentials: str, region: str,
+           zone: str | None, vm_type: str, min_vms: int, max_vms: int, as_json: bool) -> None:
+    """Store the intent for a new node pool; the reconciler provisions it."""
+    app = app_from(ctx)
+    pool = svc.create_node_pool(app, svc.CreateNodePool(
+        name=name, cluster=cluster, credentials=credentials, region=region, zone=zone,
+        vm_type=vm_type, min_vms=min_vms, max_vms=max_vms,
+    ))
+    if as_json:
+        print_json(pool)
+    else:
+        info(f"node pool {pool.name} ({pool.id}) created; the reconciler provisions it")
+        _show(svc.node_pool_status(app, pool.id))
+
+
+@node_pool.command("list")
+@click.option("--cluster", help="Only this cluster's pools.")
+@json_option
+@handle_errors
+@click.pass_context
+def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
+    """List node pools."""
+    items = svc.list_node_pools(app_from(ctx), cluster)
+    if as_json:
+        print_json(items)
+        return
+    print_table("Node pools", ["ID", "NAME", "CLUSTER", "CLOUD", "REGION", "VM TYPE", "VMS",
+                               "STATE", "READY"],
+                [(p.id, p.name, p.cluster, p.provider, p.zone or p.region, p.vm_type, p.vms,
+                  p.state, f"{p.counts.ready}/{p.vms}") for p in items])
+
+
+def _show(p: NodePoolStatus) -> None:
+    print_fields(f"Node pool {p.name}", [
+        ("ID", p.id), ("Cluster", p.cluster), ("Credentials", p.credentials),
+        ("Cloud", p.provider), ("Region", p.region), ("Zone", p.zone), ("VM type", p.vm_type),
+        ("VMs", p.vms), ("State", p.state),
+        ("VMs ready / starting / draining",
+         f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
+        ("Last error", p.last_error),
+    ])
+
+
+@node_pool.command()
+@click.argument("ref")
+@json_option
+@handle_errors
+@click.pass_context
+def status(ctx: click.Context, ref: str, as_json: bool) -> None:
+    """Lifecycle state, last error and VM counts of one pool."""
+    p = svc.node_pool_status(app_from(ctx), ref)
+    if as_json:
+        print_json(p)
+    else:
+        _show(p)
+
+
+@node_pool.command()
+@click.argument("ref")
+@json_option
+@handle_errors
+@click.pass_context
+def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
+    """Delete a node pool (refused while work targets it). Aliases: terminate, rm."""
+    pool = svc.delete_node_pool(app_from(ctx), ref)
+    if as_json:
+        print_json(pool)
+    else:
+        info(f"node pool {pool.name} ({pool.id}) is {pool.state}; the reconciler releases its VMs")
+
+
+node_pool.add_command(delete, "terminate")
+node_pool.add_command(delete, "rm")

@@ -1,0 +1,82 @@
+"""Rendering for the CLI: JSON or rich tables on stdout, messages on stderr, error mapping.
+
+rich is imported only when a human is being shown something; ``--json`` paths skip it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import click
+from pydantic import BaseModel
+
+from automation.errors import AnycloudError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(fn)
+
+
+def to_jsonable(data: Any) -> Any:
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, (list, tuple)):
+        return [to_jsonable(d) for d in data]
+    if isinstance(data, dict):
+        return {k: to_jsonable(v) for k, v in data.items()}
+    return data
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*("-" if v is None else str(v) for v in row))
+    Console().print(table)
+
+
+def print_fields(title: str, fields: Sequence[tuple[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in fields:
+        table.add_row(key, "-" if value is None else str(value))
+    Console().print(table)
+
+
+def info(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn domain errors into a message (or a JSON error object) and their exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AnycloudError as err:
+            if kwargs.get("as_json"):
+                print_json({"error": err.to_dict()})
+            else:
+                click.echo(f"Error [{err.code}]: {err.message}", err=True)
+            sys.exit(err.exit_code)
+
+    return wrapper  # type: ignore[return-value]

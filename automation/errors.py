@@ -1,0 +1,77 @@
+"""Errors the control plane reports to people and to scripts.
+
+Every refusal names the field, the value and the rule, and carries a stable machine code
+that ``--json`` output exposes. Exit code 2 is bad input (nothing was written), 1 is a
+failure while doing the work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+
+class AnycloudError(Exception):
+    """A refusal or failure with a stable code."""
+
+    exit_code = EXIT_FAILURE
+    default_code = "FAILED"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        value: Any = None,
+        rule: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.field = field
+        self.value = value
+        self.rule = rule
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            out["field"] = self.field
+            out["value"] = self.value
+        if self.rule is not None:
+            out["rule"] = self.rule
+        return out
+
+
+class InvalidInput(AnycloudError):
+    """The request breaks a rule; nothing was written."""
+
+    exit_code = EXIT_BAD_INPUT
+    default_code = "INVALID_ARGUMENT"
+
+    def __init__(self, field: str, value: Any, rule: str, *, code: str | None = None) -> None:
+        shown = "(none)" if value is None else repr(value) if isinstance(value, str) else value
+        super().__init__(f"{field} {shown}: {rule}", code=code, field=field, value=value, rule=rule)
+
+
+class NotFound(AnycloudError):
+    exit_code = EXIT_BAD_INPUT
+    default_code = "NOT_FOUND"
+
+    def __init__(self, kind: str, ref: str, *, field: str | None = None) -> None:
+        super().__init__(
+            f"{kind} {ref!r} not found",
+            field=field or kind.replace(" ", "_"),
+            value=ref,
+            rule=f"must name an existing {kind} (id or name)",
+        )
+
+
+class Conflict(AnycloudError):
+    """The request is well-formed but the current state refuses it; nothing was written."""
+
+    exit_code = EXIT_BAD_INPUT
+    default_code = "FAILED_PRECONDITION"

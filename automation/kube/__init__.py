@@ -1,0 +1,1 @@
+"""The Kubernetes side: reading cluster facts through the official client."""

@@ -1,0 +1,170 @@
+"""Table definitions. Changes to these go with a migration in ``migrations/versions``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+metadata = sa.MetaData()
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Stores naive UTC, returns aware UTC: SQLite has no time zones and PostgreSQL's
+    ``timestamptz`` would otherwise come back in the session's zone."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the ledger; use an aware UTC time")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _ts(name: str, nullable: bool = True) -> sa.Column[Any]:
+    return sa.Column(name, UTCDateTime(), nullable=nullable)
+
+
+clusters = sa.Table(
+    "clusters",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # pending | ready | deleted
+    sa.Column("server_url", sa.String(512), nullable=False),
+    sa.Column("ca_sha256", sa.String(64)),
+    sa.Column("kubernetes_version", sa.String(64)),
+    sa.Column("kube_system_uid", sa.String(64)),
+    sa.Column("kubeconfig_path", sa.String(1024)),
+    sa.Column("kube_context", sa.String(253)),
+    sa.Column("facts_source", sa.String(16)),  # cluster | offline | NULL while unknown
+    sa.Column("last_error", sa.Text),
+    _ts("created_at", False),
+    _ts("updated_at", False),
+    _ts("deleted_at"),
+)
+sa.Index(
+    "uq_clusters_live_name",
+    clusters.c.name,
+    unique=True,
+    sqlite_where=clusters.c.state != "deleted",
+    postgresql_where=clusters.c.state != "deleted",
+)
+
+credentials = sa.Table(
+    "credentials",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False),
+    sa.Column("provider", sa.String(16), nullable=False),
+    # Where to find the secret (profile, key-file path, ids), never the secret itself.
+    sa.Column("reference", sa.JSON, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # active | deleted
+    _ts("created_at", False),
+    _ts("deleted_at"),
+)
+sa.Index(
+    "uq_credentials_live_name",
+    credentials.c.name,
+    unique=True,
+    sqlite_where=credentials.c.state == "active",
+    postgresql_where=credentials.c.state == "active",
+)
+
+node_pools = sa.Table(
+    "node_pools",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False),
+    sa.Column("cluster_id", sa.String(32), sa.ForeignKey("clusters.id"), nullable=False),
+    sa.Column("credential_id", sa.String(32), sa.ForeignKey("credentials.id"), nullable=False),
+    sa.Column("provider", sa.String(16), nullable=False),
+    sa.Column("region", sa.String(64), nullable=False),
+    sa.Column("zone", sa.String(64)),
+    sa.Column("vm_type", sa.String(64), nullable=False),
+    sa.Column("min_vms", sa.Integer, nullable=False),
+    sa.Column("max_vms", sa.Integer, nullable=False),
+    # pending -> provisioning -> ready; failed (parked); deleting -> deleted
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("hosts_service", sa.Boolean, nullable=False, default=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column("consecutive_failures", sa.Integer, nullable=False, default=0),
+    _ts("backoff_until"),
+    _ts("created_at", False),
+    _ts("updated_at", False),
+    _ts("deleted_at"),
+)
+sa.Index(
+    "uq_node_pools_live_name",
+    node_pools.c.cluster_id,
+    node_pools.c.name,
+    unique=True,
+    sqlite_where=node_pools.c.state != "deleted",
+    postgresql_where=node_pools.c.state != "deleted",
+)
+sa.Index("ix_node_pools_state", node_pools.c.state)
+
+vm_attempts = sa.Table(
+    "vm_attempts",
+    metadata,
+    # Written before any cloud call; names and tags the VM so a crash can find it again.
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("pool_id", sa.String(32), sa.ForeignKey("node_pools.id"), nullable=False),
+    # pending -> creating -> running; releasing -> released
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("replaces_attempt_id", sa.String(32)),
+    sa.Column("token_generation", sa.Integer, nullable=False, default=0),
+    sa.Column("vm_id", sa.String(256)),
+    sa.Column("public_ip", sa.String(64)),
+    sa.Column("node_name", sa.String(253)),
+    # Last observation of the attempt's Node: absent | NotReady | Ready
+    sa.Column("node_state", sa.String(16)),
+    sa.Column("last_error", sa.Text),
+    _ts("created_at", False),
+    _ts("updated_at", False),
+    _ts("released_at"),
+)
+sa.Index("ix_vm_attempts_pool", vm_attempts.c.pool_id, vm_attempts.c.state)
+
+workloads = sa.Table(
+    "workloads",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),  # deployment | service
+    sa.Column("pool_id", sa.String(32), sa.ForeignKey("node_pools.id"), nullable=False),
+    # active -> terminated (a service's native objects still exist) -> removed
+    sa.Column("state", sa.String(16), nullable=False),
+    _ts("created_at", False),
+    _ts("terminated_at"),
+    _ts("removed_at"),
+)
+sa.Index(
+    "uq_workloads_live_name",
+    workloads.c.name,
+    unique=True,
+    sqlite_where=workloads.c.state != "removed",
+    postgresql_where=workloads.c.state != "removed",
+)
+sa.Index("ix_workloads_pool", workloads.c.pool_id, workloads.c.state)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    _ts("at", False),
+    sa.Column("subject_kind", sa.String(16), nullable=False),
+    sa.Column("subject_id", sa.String(32), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("data", sa.JSON),
+)
+sa.Index("ix_events_subject", events.c.subject_id, events.c.id)

@@ -1,0 +1,428 @@
+"""Run a Pulumi stack program under the SDK's mock engine and return what it registered.
+
+This is the engine-less half of the StackRunner story: the real resource registration path
+of the Pulumi SDK runs, but a pluggable *cloud* object answers instead of provider plugins.
+It assigns ids and addresses (``new_resource``) and answers invokes (``call``, e.g.
+``aws:ec2/getAmi:getAmi``). The result is plain data: every resource with its inputs under
+the engine's wire names (camelCase), secrets replaced by ``"[secret]"``, plus the stack
+outputs. Used by ``anycloud node-pool plan``, the offline policy check and tests.
+
+Pulumi is imported lazily so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import ipaddress
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
+
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+__all__ = [
+    "SECRET",
+    "Cloud",
+    "CloudFailure",
+    "ProgramRun",
+    "RegisteredResource",
+    "SimulatedCloud",
+    "run_program",
+]
+
+
+class Cloud(Protocol):
+    """What the mock engine asks of a (simulated) cloud."""
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        """Return the physical id and the *extra* output properties (wire names)."""
+        ...
+
+    def call(self, args: MockCallArgs) -> dict[str, Any]:
+        """Answer a provider function (invoke); return its result under wire names."""
+        ...
+
+
+class CloudFailure(Exception):
+    """Raised by a simulated cloud to make one resource's creation fail."""
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    id: str | None
+    parent: str | None
+    provider: str | None
+    inputs: dict[str, Any]
+    secret_inputs: tuple[str, ...]
+    outputs: dict[str, Any]
+    secret_outputs: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "custom": self.custom,
+            "id": self.id,
+            "parent": self.parent,
+            "provider": self.provider,
+            "inputs": self.inputs,
+            "secretInputs": list(self.secret_inputs),
+            "outputs": self.outputs,
+            "secretOutputs": list(self.secret_outputs),
+            "options": self.options,
+        }
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    resources: tuple[RegisteredResource, ...]
+    outputs: dict[str, Any]
+    secret_outputs: tuple[str, ...]
+    stack_urn: str
+
+    def of_type(self, type_: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> RegisteredResource:
+        found = self.of_type(type_)
+        if len(found) != 1:
+            raise LookupError(f"expected one {type_}, found {len(found)}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> RegisteredResource:
+        for r in self.resources:
+            if r.urn == urn:
+                return r
+        raise LookupError(urn)
+
+    def children_of(self, urn: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.parent == urn]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack_urn,
+            "resources": [r.to_dict() for r in self.resources],
+            "outputs": self.outputs,
+            "secretOutputs": list(self.secret_outputs),
+        }
+
+
+# --------------------------------------------------------------------------- simulated cloud
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\x1f".join(parts).encode()).digest()
+
+
+class SimulatedCloud:
+    """A deterministic cloud: ids and addresses derive from the resource type and name.
+
+    ``fail`` makes creation of matching resources raise (``CloudFailure``); it receives the
+    type and the logical name.
+    """
+
+    _PUBLIC_NET = ipaddress.ip_network("198.18.0.0/15")  # benchmarking range, never routed
+
+    def __init__(self, fail: Callable[[str, str], bool] | None = None) -> None:
+        self._fail = fail
+        self._lock = threading.Lock()
+        self._ips: dict[str, str] = {}
+
+    # Addresses are unique within one cloud object; collisions are probed deterministically.
+    def public_ip(self, key: str) -> str:
+        with self._lock:
+            if key in self._ips:
+                return self._ips[key]
+            size = self._PUBLIC_NET.num_addresses
+            n = int.from_bytes(_digest("ip", key)[:4], "big") % size
+            taken = set(self._ips.values())
+            while True:
+                ip = str(self._PUBLIC_NET.network_address + n)
+                if ip not in taken and not ip.endswith((".0", ".255")):
+                    self._ips[key] = ip
+                    return ip
+                n = (n + 1) % size
+
+    def resource_id(self, type_: str, name: str) -> str:
+        h = _digest(type_, name).hex()
+        if type_.startswith("aws:"):
+            prefix = {
+                "aws:ec2/vpc:Vpc": "vpc",
+                "aws:ec2/subnet:Subnet": "subnet",
+                "aws:ec2/internetGateway:InternetGateway": "igw",
+                "aws:ec2/routeTable:RouteTable": "rtb",
+                "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc",
+                "aws:ec2/securityGroup:SecurityGroup": "sg",
+                "aws:ec2/instance:Instance": "i",
+            }.get(type_, "res")
+            return f"{prefix}-{h[:17]}"
+        if type_.startswith("azure-native:"):
+            kind = type_.rsplit(":", 1)[-1]
+            return f"/subscriptions/00000000-0000-0000-0000-000000000000/sim/{kind}/{name}"
+        if type_.startswith("gcp:"):
+            return f"projects/sim/{type_.rsplit(':', 1)[-1].lower()}s/{name}"
+        return f"{name}-{h[:8]}"
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if self._fail is not None and self._fail(args.typ, args.name):
+            raise CloudFailure(f"simulated failure creating {args.typ} {args.name}")
+        if not args.custom:
+            return None, {}
+        rid = self.resource_id(args.typ, args.name)
+        extra: dict[str, Any] = {}
+        t = args.typ
+        if t == "aws:ec2/instance:Instance":
+            extra = {
+                "publicIp": self.public_ip(args.name),
+                "privateIp": "10.0.1.10",
+                "arn": f"arn:aws:ec2:sim:000000000000:instance/{rid}",
+                "instanceState": "running",
+            }
+        elif t == "gcp:compute/instance:Instance":
+            nics = [dict(n) for n in args.inputs.get("networkInterfaces", [])]
+            if nics:
+                nics[0]["accessConfigs"] = [
+                    {**ac, "natIp": self.public_ip(args.name)}
+                    for ac in nics[0].get("accessConfigs", [])
+                ]
+                nics[0]["networkIp"] = "10.0.1.10"
+            extra = {"networkInterfaces": nics, "instanceId": str(int(_digest(rid).hex()[:12], 16))}
+        elif t == "azure-native:network:PublicIPAddress":
+            extra = {"ipAddress": self.public_ip(args.name)}
+        elif t in ("random:index/randomString:RandomString", "random:index/randomPassword:RandomPassword"):
+            length = int(args.inputs.get("length", 16))
+            alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+            seed = _digest(t, args.name, json.dumps(args.inputs.get("keepers", {}), sort_keys=True))
+            out = "".join(alphabet[b % len(alphabet)] for b in (seed * 4)[:length])
+            extra = {"result": out}
+        elif t.startswith("pulumi:providers:"):
+            rid = f"{args.name}-provider"
+        if "name" not in args.inputs and t.startswith(("aws:", "gcp:")):
+            extra.setdefault("name", args.name)
+        return rid, extra
+
+    def call(self, args: MockCallArgs) -> dict[str, Any]:
+        if args.token == "aws:ec2/getAmi:getAmi":
+            names = [f.get("values", []) for f in args.args.get("filters", []) if f.get("name") == "name"]
+            key = json.dumps(names, sort_keys=True)
+            return {
+                "id": "ami-" + _digest("ami", key).hex()[:17],
+                "architecture": "x86_64",
+                "name": (names[0][0] if names and names[0] else "sim-image").replace("*", "sim"),
+            }
+        if args.token == "gcp:compute/getImage:getImage":
+            return {"selfLink": f"projects/sim/global/images/{args.args.get('family', 'image')}"}
+        return {}
+
+
+# --------------------------------------------------------------------------- plain data
+
+
+def _plain(value: Any) -> tuple[Any, bool]:
+    """Strip secret wrappers; return (value with secrets replaced, whether any was secret)."""
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    if rpc.is_rpc_secret(value):
+        return SECRET, True
+    if isinstance(value, Unknown):
+        return UNKNOWN, False
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        secret = False
+        for k, v in value.items():
+            out[str(k)], s = _plain(v)
+            secret = secret or s
+        return out, secret
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value, False
+    # Assets, archives and resource references: keep a readable form.
+    return repr(value), False
+
+
+def _plain_props(props: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    out: dict[str, Any] = {}
+    secret_keys: list[str] = []
+    for k, v in props.items():
+        out[k], secret = _plain(v)
+        if secret:
+            secret_keys.append(k)
+    return out, tuple(sorted(secret_keys))
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def _make_mocks(cloud: Cloud) -> Any:
+    from pulumi.runtime import mocks as pmocks
+
+    class _Mocks(pmocks.Mocks):
+        def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+            rid, extra = cloud.new_resource(args)
+            # Echo the inputs (secret wrappers included, so secrets stay secret) plus what
+            # the cloud computed.
+            return rid, {**args.inputs, **extra}
+
+        def call(self, args: MockCallArgs) -> Any:
+            # A bare dict means "no check failures" to MockMonitor.Invoke.
+            return cloud.call(args)
+
+    return _Mocks()
+
+
+def _make_monitor(mocks: Any, record: dict[str, Any]) -> Any:
+    from pulumi.runtime import rpc
+    from pulumi.runtime.mocks import MockMonitor
+
+    class _Monitor(MockMonitor):  # type: ignore[misc]
+        def make_urn(self, parent: str, type_: str, name: str) -> str:
+            # Like the real engine: children of the root stack carry no parent type.
+            if parent and parent.split("::")[2].split("$")[-1] == STACK_TYPE:
+                parent = ""
+            result: str = super().make_urn(parent, type_, name)
+            return result
+
+        def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC name)
+            resp = super().RegisterResource(request)
+            if request.type == STACK_TYPE:
+                record["stack_urn"] = resp.urn
+                return resp
+            inputs = rpc.deserialize_properties(request.object)
+            with record["lock"]:
+                record["order"].append(resp.urn)
+                record["requests"][resp.urn] = {
+                    "type": request.type,
+                    "name": request.name,
+                    "parent": request.parent or None,
+                    "custom": bool(request.custom),
+                    "provider": request.provider or None,
+                    "inputs": inputs,
+                    "options": {
+                        "additionalSecretOutputs": list(request.additionalSecretOutputs),
+                        "replaceOnChanges": list(request.replaceOnChanges),
+                        "ignoreChanges": list(request.ignoreChanges),
+                        "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+                        "retainOnDelete": bool(request.retainOnDelete),
+                        "protect": bool(request.protect),
+                        "dependencies": list(request.dependencies),
+                    },
+                }
+            return resp
+
+        def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+            if request.urn == record.get("stack_urn"):
+                record["stack_outputs"] = rpc.deserialize_properties(request.outputs)
+            return super().RegisterResourceOutputs(request)
+
+    return _Monitor(mocks)
+
+
+def run_program(
+    program: Callable[[], None],
+    *,
+    cloud: Cloud | None = None,
+    project: str = "anycloud",
+    stack: str = "mock",
+    config: Mapping[str, str] | None = None,
+    preview: bool = False,
+    logger: logging.Logger | None = None,
+) -> ProgramRun:
+    """Run ``program`` as a Pulumi stack under mocks; return every registered resource.
+
+    Safe to call repeatedly in one process: each run gets fresh runtime settings, a fresh
+    monitor and a fresh root stack, inside a copied context so nothing leaks between runs.
+    ``config`` is Pulumi config as the engine passes it (``{"anycloud:pool": "<json>"}``).
+    Raises whatever the program (or the cloud) raised.
+    """
+    ctx = contextvars.copy_context()
+    return ctx.run(
+        _run, program, cloud or SimulatedCloud(), project, stack, dict(config or {}), preview, logger
+    )
+
+
+def _run(
+    program: Callable[[], None],
+    cloud: Cloud,
+    project: str,
+    stack: str,
+    config: dict[str, str],
+    preview: bool,
+    logger: logging.Logger | None,
+) -> ProgramRun:
+    from google.protobuf import empty_pb2
+    from pulumi.runtime import config as pconfig
+    from pulumi.runtime import mocks as pmocks
+    from pulumi.runtime import settings
+    from pulumi.runtime.stack import run_in_stack
+    from pulumi.runtime.sync_await import _sync_await
+
+    record: dict[str, Any] = {"lock": threading.Lock(), "order": [], "requests": {}}
+    mocks = _make_mocks(cloud)
+    monitor = _make_monitor(mocks, record)
+    features = set(monitor.GetDeploymentInfo(empty_pb2.Empty()).supportedFeatures)
+    settings.configure(
+        pmocks.MockSettings(
+            monitor=monitor,
+            monitor_features=features,
+            engine=pmocks.MockEngine(logger or logging.getLogger("anycloud.mock_engine")),
+            project=project,
+            stack=stack,
+            dry_run=preview,
+            organization="organization",
+            callbacks=None,
+        )
+    )
+    settings.SETTINGS.outputs.clear()
+    settings.ROOT.set(None)
+    pconfig.set_all_config(config, [])
+
+    _sync_await(run_in_stack(program))
+
+    resources: list[RegisteredResource] = []
+    registered = monitor.get_registered_resources()
+    for urn in record["order"]:
+        req = record["requests"][urn]
+        inputs, secret_inputs = _plain_props(req["inputs"])
+        reg = registered.get(urn)
+        outputs, secret_outputs = _plain_props(reg.state if reg else {})
+        resources.append(
+            RegisteredResource(
+                urn=urn,
+                type=req["type"],
+                name=req["name"],
+                custom=req["custom"],
+                id=(reg.id or None) if reg else None,
+                parent=req["parent"] if req["parent"] != record.get("stack_urn") else None,
+                provider=req["provider"],
+                inputs=inputs,
+                secret_inputs=secret_inputs,
+                outputs=outputs,
+                secret_outputs=secret_outputs,
+                options=req["options"],
+            )
+        )
+    stack_outputs, secret_stack_outputs = _plain_props(record.get("stack_outputs", {}))
+    return ProgramRun(
+        resources=tuple(resources),
+        outputs=stack_outputs,
+        secret_outputs=secret_stack_outputs,
+        stack_urn=record.get("stack_urn", ""),
+    )

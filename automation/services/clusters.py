@@ -1,0 +1,213 @@
+"""Cluster records: register, refresh, list, delete.
+
+A record is *ready* once its Kubernetes version and CA hash are known, read from the
+cluster or given offline; until then it is *pending* and no node pool can be created on it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
+
+from automation import ids
+from automation.errors import Conflict, InvalidInput
+from automation.kube.probe import ClusterUnreachable, sha256_hex
+from automation.ledger import schema
+from automation.models import Cluster, ClusterState, LIVE_POOL_STATES
+from automation.services.common import find_live, record_event
+from automation.services.context import App
+from automation.validation import (
+    KUBERNETES_RULE,
+    MAX_KUBERNETES,
+    MIN_KUBERNETES,
+    check_kubernetes_version,
+    check_name,
+    parse_kubernetes_version,
+)
+
+_LIVE = schema.clusters.c.state != ClusterState.DELETED
+
+
+@dataclass(frozen=True)
+class RegisterCluster:
+    name: str
+    kubeconfig: Path
+    context: str | None = None
+    server_url: str | None = None  # the public address agents join; defaults to kubeconfig's
+    kubernetes_version: str | None = None  # offline value
+    ca_file: Path | None = None  # offline value
+    offline: bool = False  # do not try to read the cluster
+
+
+def _check_server_url(field: str, url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise InvalidInput(field, url, "must be an https:// URL of the cluster's API server")
+    try:
+        loopback = ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        loopback = parts.hostname == "localhost"
+    if loopback:
+        raise InvalidInput(
+            field, url,
+            "agents in other clouds cannot join a loopback address: "
+            "give the cluster's public address with --server-url",
+        )
+    return url
+
+
+def _read_ca(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInput("--ca-file", str(path), f"must be a readable file ({exc.strerror})")
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise InvalidInput("--ca-file", str(path), "must hold the cluster CA in PEM form")
+    return sha256_hex(data)
+
+
+def _in_window(version: str | None) -> bool:
+    if version is None:
+        return False
+    return MIN_KUBERNETES <= parse_kubernetes_version("version", version) <= MAX_KUBERNETES
+
+
+def register_cluster(app: App, req: RegisterCluster) -> Cluster:
+    check_name("name", req.name)
+    kubeconfig = req.kubeconfig.expanduser().resolve()
+    if not kubeconfig.is_file():
+        raise InvalidInput("--kubeconfig", str(req.kubeconfig), "must be a readable kubeconfig file")
+    if req.kubernetes_version is not None:
+        check_kubernetes_version("--kubernetes-version", req.kubernetes_version)
+    offline_ca = _read_ca(req.ca_file) if req.ca_file else None
+    try:
+        target = app.probe.target(kubeconfig, req.context)
+    except ValueError as exc:
+        raise InvalidInput("--kubeconfig", str(req.kubeconfig), str(exc)) from exc
+    if req.server_url is not None:
+        server_url = _check_server_url("--server-url", req.server_url)
+    else:
+        server_url = _check_server_url("--kubeconfig", target.server_url)
+
+    version, uid, source, error = req.kubernetes_version, None, None, None
+    ca = offline_ca or target.ca_sha256
+    if not req.offline:
+        try:
+            facts = app.probe.read(kubeconfig, req.context)
+        except ClusterUnreachable as exc:
+            error = f"cluster not read: {exc}"
+        else:
+            check_kubernetes_version("cluster version", facts.kubernetes_version)
+            version, uid, source = facts.kubernetes_version, facts.kube_system_uid, "cluster"
+    if source is None and version is not None and ca is not None:
+        source = "offline"
+    state = ClusterState.READY if source and ca else ClusterState.PENDING
+    if state is ClusterState.PENDING and error is None:
+        error = "Kubernetes version or CA unknown: run `anycloud cluster refresh` once reachable"
+
+    now = app.clock.now()
+    row = dict(
+        id=ids.new_id("cl"), name=req.name, state=state, server_url=server_url, ca_sha256=ca,
+        kubernetes_version=version, kube_system_uid=uid, kubeconfig_path=str(kubeconfig),
+        kube_context=req.context, facts_source=source, last_error=error,
+        created_at=now, updated_at=now,
+    )
+    with app.ledger.write() as conn:
+        taken = conn.execute(
+            sa.select(schema.clusters.c.id).where(_LIVE, schema.clusters.c.name == req.name)
+        ).first()
+        if taken:
+            raise Conflict(
+                f"cluster name {req.name!r} is already registered ({taken.id})",
+                code="ALREADY_EXISTS", field="name", value=req.name,
+                rule="must be unique among registered clusters",
+            )
+        conn.execute(schema.clusters.insert().values(**row))
+        record_event(conn, now, "cluster", row["id"], "registered", f"cluster {req.name} {state}")
+    return Cluster.model_validate(row)
+
+
+def refresh_cluster(app: App, ref: str) -> Cluster:
+    """Read the cluster again; a pending record becomes ready once it can be read."""
+    with app.ledger.read() as conn:
+        current = Cluster.model_validate(
+            find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
+        )
+    changes: dict[str, object]
+    kubeconfig = Path(current.kubeconfig_path or "")
+    try:
+        facts = app.probe.read(kubeconfig, current.kube_context)
+        target = app.probe.target(kubeconfig, current.kube_context)
+    except (ClusterUnreachable, ValueError) as exc:
+        changes = {"last_error": f"cluster not read: {exc}"}
+    else:
+        ca = current.ca_sha256 or target.ca_sha256
+        supported = _in_window(facts.kubernetes_version)
+        changes = {
+            "kubernetes_version": facts.kubernetes_version,
+            "kube_system_uid": facts.kube_system_uid,
+            "ca_sha256": ca,
+            "facts_source": "cluster",
+            "state": ClusterState.READY if supported and ca else ClusterState.PENDING,
+            "last_error": None if supported else
+            f"Kubernetes {facts.kubernetes_version}: {KUBERNETES_RULE}",
+        }
+    now = app.clock.now()
+    with app.ledger.write() as conn:
+        conn.execute(
+            schema.clusters.update()
+            .where(schema.clusters.c.id == current.id, _LIVE)
+            .values(updated_at=now, **changes)
+        )
+        state = changes.get("state", current.state)
+        record_event(conn, now, "cluster", current.id, "refreshed", f"cluster {state}")
+        return Cluster.model_validate(
+            conn.execute(sa.select(schema.clusters).where(schema.clusters.c.id == current.id))
+            .mappings().one()
+        )
+
+
+def list_clusters(app: App) -> list[Cluster]:
+    with app.ledger.read() as conn:
+        rows = conn.execute(
+            sa.select(schema.clusters).where(_LIVE).order_by(schema.clusters.c.name)
+        ).mappings()
+        return [Cluster.model_validate(r) for r in rows]
+
+
+def get_cluster(app: App, ref: str) -> Cluster:
+    with app.ledger.read() as conn:
+        return Cluster.model_validate(
+            find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
+        )
+
+
+def delete_cluster(app: App, ref: str) -> Cluster:
+    """Forget a cluster; refused while any node pool on it is not deleted."""
+    now = app.clock.now()
+    with app.ledger.write() as conn:
+        row = find_live(
+            conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster", lock=True
+        )
+        pools = conn.execute(
+            sa.select(sa.func.count()).where(
+                schema.node_pools.c.cluster_id == row["id"],
+                schema.node_pools.c.state.in_(list(LIVE_POOL_STATES)),
+            )
+        ).scalar_one()
+        if pools:
+            raise Conflict(
+                f"cluster {row['name']!r} still has {pools} node pool(s): delete them first",
+                code="CLUSTER_IN_USE", field="cluster", value=ref,
+                rule="a cluster with live node pools cannot be deleted",
+            )
+        conn.execute(
+            schema.clusters.update().where(schema.clusters.c.id == row["id"])
+            .values(state=ClusterState.DELETED, deleted_at=now, updated_at=now)
+        )
+        record_event(conn, now, "cluster", row["id"], "deleted", f"cluster {row['name']} deleted")
+    return Cluster.model_validate({**row, "state": ClusterState.DELETED, "updated_at": now})

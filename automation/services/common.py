@@ -1,0 +1,58 @@
+"""Look-ups and the event log, shared by the services."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, RowMapping
+
+from automation.errors import AnycloudError, NotFound
+from automation.ledger import schema
+
+
+def find_live(
+    conn: Connection,
+    table: sa.Table,
+    ref: str,
+    *,
+    live: sa.ColumnElement[bool],
+    kind: str,
+    field: str,
+    scope: sa.ColumnElement[bool] | None = None,
+    lock: bool = False,
+) -> RowMapping:
+    """The live row whose id or name is ``ref``; ``lock`` holds it until commit."""
+    query = sa.select(table).where(live, sa.or_(table.c.id == ref, table.c.name == ref))
+    if scope is not None:
+        query = query.where(scope)
+    if lock:
+        query = query.with_for_update()
+    rows = conn.execute(query).mappings().all()
+    if not rows:
+        raise NotFound(kind, ref, field=field)
+    if len(rows) > 1:
+        # Only possible for a name shared across clusters; the id is always unique.
+        raise AnycloudError(
+            f"{kind} name {ref!r} is used in several clusters: give its id or --cluster",
+            code="AMBIGUOUS", field=field, value=ref, rule="must name exactly one " + kind,
+        )
+    return rows[0]
+
+
+def record_event(
+    conn: Connection,
+    at: datetime,
+    subject_kind: str,
+    subject_id: str,
+    kind: str,
+    message: str,
+    data: dict[str, Any] | None = None,
+) -> None:
+    conn.execute(
+        schema.events.insert().values(
+            at=at, subject_kind=subject_kind, subject_id=subject_id,
+            kind=kind, message=message, data=data,
+        )
+    )

@@ -1,0 +1,22 @@
+"""What every service call needs: the ledger, a clock, the catalog and the cluster probe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from automation.catalog import Catalog, load_catalog
+from automation.clock import Clock, SystemClock
+from automation.kube.probe import ClusterProbe, KubernetesProbe
+from automation.ledger.db import Ledger
+
+
+@dataclass
+class App:
+    ledger: Ledger
+    clock: Clock = field(default_factory=SystemClock)
+    probe: ClusterProbe = field(default_factory=KubernetesProbe)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        return load_catalog()

@@ -1,0 +1,144 @@
+"""Compute credentials: stored as references to where the secret lives, never the secret."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from automation import ids
+from automation.errors import Conflict, InvalidInput
+from automation.ledger import schema
+from automation.models import Credential, LIVE_POOL_STATES
+from automation.services.common import find_live, record_event
+from automation.services.context import App
+from automation.validation import check_name
+
+_LIVE = schema.credentials.c.state == "active"
+_UUID = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+_GCP_PROJECT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
+_ENV_VAR = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+@dataclass(frozen=True)
+class NewCredential:
+    name: str
+    provider: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _require(opts: dict[str, Any], key: str, provider: str) -> Any:
+    if not opts.get(key):
+        flag = "--" + key.replace("_", "-")
+        raise InvalidInput(flag, None, f"is required for --provider {provider}")
+    return opts[key]
+
+
+def _refuse_extra(opts: dict[str, Any], allowed: set[str], provider: str) -> None:
+    for key, value in opts.items():
+        if value is not None and key not in allowed:
+            flag = "--" + key.replace("_", "-")
+            raise InvalidInput(flag, value, f"does not apply to --provider {provider}")
+
+
+def _reference(provider: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """Validate the provider-specific options and return what gets stored."""
+    if provider == "aws":
+        _refuse_extra(opts, {"profile", "role_arn"}, provider)
+        if not (opts.get("profile") or opts.get("role_arn")):
+            raise InvalidInput("--profile", None, "aws needs --profile or --role-arn")
+        if opts.get("role_arn") and not _ROLE_ARN.fullmatch(opts["role_arn"]):
+            raise InvalidInput(
+                "--role-arn", opts["role_arn"], "must be an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)"
+            )
+        return {k: opts[k] for k in ("profile", "role_arn") if opts.get(k)}
+    if provider == "gcp":
+        _refuse_extra(opts, {"project", "key_file"}, provider)
+        project = _require(opts, "project", provider)
+        if not _GCP_PROJECT.fullmatch(project):
+            raise InvalidInput("--project", project, "must be a GCP project id (6-30 chars, a-z, 0-9, -)")
+        key_file = Path(_require(opts, "key_file", provider)).expanduser().resolve()
+        if not key_file.is_file():
+            raise InvalidInput("--key-file", opts["key_file"], "must be a readable service-account key file")
+        return {"project": project, "key_file": str(key_file)}
+    if provider == "azure":
+        _refuse_extra(opts, {"subscription_id", "tenant_id", "client_id"}, provider)
+        out = {}
+        for key in ("subscription_id", "tenant_id", "client_id"):
+            value = _require(opts, key, provider)
+            if not _UUID.fullmatch(value):
+                raise InvalidInput("--" + key.replace("_", "-"), value, "must be a UUID")
+            out[key] = value.lower()
+        out["client_secret_env"] = "AZURE_CLIENT_SECRET"
+        return out
+    # Providers the catalog lists without isolated networking: an API key from the environment.
+    _refuse_extra(opts, {"api_key_env"}, provider)
+    env = _require(opts, "api_key_env", provider)
+    if not _ENV_VAR.fullmatch(env):
+        raise InvalidInput("--api-key-env", env, "must name an environment variable")
+    return {"api_key_env": env}
+
+
+def new_credential(app: App, req: NewCredential) -> Credential:
+    check_name("name", req.name)
+    if app.catalog.provider(req.provider) is None:
+        raise InvalidInput(
+            "--provider", req.provider, f"must be one of {', '.join(sorted(app.catalog.providers))}"
+        )
+    reference = _reference(req.provider, req.options)
+    now = app.clock.now()
+    row = dict(
+        id=ids.new_id("cr"), name=req.name, provider=req.provider, reference=reference,
+        state="active", created_at=now,
+    )
+    with app.ledger.write() as conn:
+        if conn.execute(sa.select(schema.credentials.c.id).where(
+            _LIVE, schema.credentials.c.name == req.name
+        )).first():
+            raise Conflict(
+                f"credential {req.name!r} already exists", code="ALREADY_EXISTS",
+                field="name", value=req.name, rule="must be unique among credentials",
+            )
+        conn.execute(schema.credentials.insert().values(**row))
+        record_event(conn, now, "credential", row["id"], "created", f"credential {req.name}")
+    return Credential.model_validate(row)
+
+
+def list_credentials(app: App) -> list[Credential]:
+    with app.ledger.read() as conn:
+        rows = conn.execute(
+            sa.select(schema.credentials).where(_LIVE).order_by(schema.credentials.c.name)
+        ).mappings()
+        return [Credential.model_validate(r) for r in rows]
+
+
+def delete_credential(app: App, ref: str) -> Credential:
+    """Refused while a node pool that is not deleted uses it (checked under the row lock)."""
+    now = app.clock.now()
+    with app.ledger.write() as conn:
+        row = find_live(
+            conn, schema.credentials, ref, live=_LIVE, kind="credential", field="credentials",
+            lock=True,
+        )
+        users = conn.execute(
+            sa.select(schema.node_pools.c.name).where(
+                schema.node_pools.c.credential_id == row["id"],
+                schema.node_pools.c.state.in_(list(LIVE_POOL_STATES)),
+            )
+        ).scalars().all()
+        if users:
+            raise Conflict(
+                f"credential {row['name']!r} is used by node pool(s) {', '.join(sorted(users))}",
+                code="CREDENTIAL_IN_USE", field="credentials", value=ref,
+                rule="a credential used by a node pool cannot be deleted",
+            )
+        conn.execute(
+            schema.credentials.update().where(schema.credentials.c.id == row["id"])
+            .values(state="deleted", deleted_at=now)
+        )
+        record_event(conn, now, "credential", row["id"], "deleted", f"credential {row['name']}")
+    return Credential.model_validate({**row, "state": "deleted"})

@@ -1,0 +1,106 @@
+"""The creation rules of node pools and their neighbours, as pure functions.
+
+Each rule raises ``InvalidInput`` naming the field, the value and the rule; none touches
+the ledger, so the services can check everything before they write anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from automation.catalog import Catalog, VmType
+from automation.errors import InvalidInput
+
+DNS_LABEL_RULE = (
+    "must be a DNS-1123 label: 1-63 lowercase letters, digits or '-', "
+    "starting and ending with a letter or digit"
+)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+# The pinned K3s agent (v1.35) may join servers up to three minors newer (version skew).
+MIN_KUBERNETES = (1, 35)
+MAX_KUBERNETES = (1, 38)
+KUBERNETES_RULE = "the cluster must run Kubernetes v1.35 through v1.38, the pinned agent's window"
+_K8S_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?([-+].*)?")
+
+
+def check_name(field: str, value: str) -> str:
+    if not _DNS_LABEL.fullmatch(value):
+        raise InvalidInput(field, value, DNS_LABEL_RULE)
+    return value
+
+
+def parse_kubernetes_version(field: str, value: str) -> tuple[int, int]:
+    m = _K8S_VERSION.fullmatch(value.strip())
+    if not m:
+        raise InvalidInput(field, value, "must be a Kubernetes version such as v1.36.2+k3s1")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check_kubernetes_version(field: str, value: str) -> str:
+    if not MIN_KUBERNETES <= parse_kubernetes_version(field, value) <= MAX_KUBERNETES:
+        raise InvalidInput(field, value, KUBERNETES_RULE, code="KUBERNETES_VERSION_UNSUPPORTED")
+    return value
+
+
+def check_vm_counts(min_vms: int, max_vms: int) -> int:
+    if min_vms < 1:
+        raise InvalidInput("--min-vms", min_vms, "must be at least 1")
+    if max_vms != min_vms:
+        raise InvalidInput(
+            "--max-vms", max_vms, f"must equal --min-vms ({min_vms}): pools have a fixed size"
+        )
+    return min_vms
+
+
+@dataclass(frozen=True)
+class Placement:
+    provider: str
+    region: str
+    zone: str | None
+    vm_type: VmType
+
+
+def check_placement(
+    catalog: Catalog, provider: str, region: str, zone: str | None, vm_type: str
+) -> Placement:
+    """Provider, region, zone and VM type of a new pool; fixed for the pool's whole life."""
+    cloud = catalog.provider(provider)
+    if cloud is None or not cloud.isolated_networking:
+        raise InvalidInput(
+            "--credentials", provider,
+            "the credential's cloud must support isolated capacity networking "
+            f"({', '.join(catalog.isolated_providers)})",
+            code="PROVIDER_UNSUPPORTED",
+        )
+    if region not in cloud.regions:
+        raise InvalidInput(
+            "--region", region, f"must be a {provider} region: {', '.join(sorted(cloud.regions))}"
+        )
+    zones = cloud.regions[region]
+    if zone is not None:
+        if cloud.zone_style == "none":
+            raise InvalidInput("--zone", zone, f"{provider} takes no zone")
+        if cloud.zone_style == "digit" and not re.fullmatch(r"\d", zone):
+            raise InvalidInput("--zone", zone, f"must be a single digit on {provider} (e.g. 1)")
+        if cloud.zone_style == "suffix" and not (
+            zone.startswith(region) and re.fullmatch(r"[a-z]", zone[len(region):])
+        ):
+            raise InvalidInput(
+                "--zone", zone, f"must belong to --region {region} (e.g. {zones[0]})"
+            )
+        if zone not in zones:
+            raise InvalidInput("--zone", zone, f"must be one of {region}'s zones: {', '.join(zones)}")
+    elif cloud.zone_style == "suffix" and zones:
+        # AWS and GCP place a subnet and a VM in one zone: fix it now, for the pool's life.
+        zone = zones[0]
+    vm = cloud.vm_type(vm_type)
+    if vm is None:
+        raise InvalidInput("--vm-type", vm_type, f"must be a {provider} VM type in the catalog")
+    if vm.arch != "x86_64":
+        raise InvalidInput(
+            "--vm-type", vm_type,
+            f"must be an x86_64 type ({vm_type} is {vm.arch}): the agent runs on x86_64 only",
+        )
+    return Placement(provider, region, zone, vm)

@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources for node pools. No I/O besides registering resources."""
