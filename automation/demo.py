@@ -12,7 +12,7 @@ from pathlib import Path
 from automation.catalog import data_dir
 from automation.errors import AnycloudError
 from automation.models import WorkloadKind
-from automation.services import clusters, credentials, node_pools, workloads
+from automation.services import clusters, credentials, node_pools, pool_status, workloads
 from automation.services.context import App
 
 Step = Callable[[str, str, dict[str, object]], None]
@@ -87,4 +87,4 @@ def run_demo(app: App, workdir: Path, step: Step) -> dict[str, object]:
     ))
     step("node_pool", f"node pool {gpu.name} created ({gpu.id}) in {gpu.zone}: {gpu.state}",
          {"id": gpu.id, "state": gpu.state})
-    return node_pools.node_pool_status(app, gpu.id).model_dump(mode="json")
+    return pool_status.node_pool_status(app.ledger, gpu.id).model_dump(mode="json")

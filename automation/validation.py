@@ -85,13 +85,15 @@ def check_placement(
         if cloud.zone_style == "digit" and not re.fullmatch(r"\d", zone):
             raise InvalidInput("--zone", zone, f"must be a single digit on {provider} (e.g. 1)")
         if cloud.zone_style == "suffix" and not (
-            zone.startswith(region) and re.fullmatch(r"[a-z]", zone[len(region):])
+            zone.startswith(region) and re.fullmatch(r"-?[a-z]", zone[len(region):])
         ):
             raise InvalidInput(
                 "--zone", zone, f"must belong to --region {region} (e.g. {zones[0]})"
             )
         if zone not in zones:
-            raise InvalidInput("--zone", zone, f"must be one of {region}'s zones: {', '.join(zones)}")
+            raise InvalidInput(
+                "--zone", zone, f"must be one of {region}'s zones: {', '.join(zones)}"
+            )
     elif cloud.zone_style == "suffix" and zones:
         # AWS and GCP place a subnet and a VM in one zone: fix it now, for the pool's life.
         zone = zones[0]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from automation.cli.context import app_from
 from automation.cli.output import handle_errors, json_option, print_fields, print_json, print_table
-from automation.models import Cluster
-from automation.services import clusters as svc
+
+if TYPE_CHECKING:
+    from automation.models import Cluster
 
 
 def _show(c: Cluster, as_json: bool) -> None:
@@ -22,6 +24,13 @@ def _show(c: Cluster, as_json: bool) -> None:
         ("kube-system UID", c.kube_system_uid), ("Facts from", c.facts_source),
         ("Last error", c.last_error),
     ])
+
+
+def _svc():  # type: ignore[no-untyped-def]
+    """The service module, imported on use: --help must not load the ledger stack."""
+    from automation.services import clusters
+
+    return clusters
 
 
 @click.group()
@@ -45,7 +54,7 @@ def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str 
              server_url: str | None, kubernetes_version: str | None, ca_file: Path | None,
              offline: bool, as_json: bool) -> None:
     """Record a cluster: its address, CA hash, version and identity."""
-    c = svc.register_cluster(app_from(ctx), svc.RegisterCluster(
+    c = _svc().register_cluster(app_from(ctx), _svc().RegisterCluster(
         name=name, kubeconfig=kubeconfig, context=kube_context, server_url=server_url,
         kubernetes_version=kubernetes_version, ca_file=ca_file, offline=offline,
     ))
@@ -58,7 +67,7 @@ def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str 
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List registered clusters."""
-    items = svc.list_clusters(app_from(ctx))
+    items = _svc().list_clusters(app_from(ctx))
     if as_json:
         print_json(items)
         return
@@ -73,7 +82,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Show one cluster record."""
-    _show(svc.get_cluster(app_from(ctx), ref), as_json)
+    _show(_svc().get_cluster(app_from(ctx), ref), as_json)
 
 
 @cluster.command()
@@ -83,7 +92,7 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def refresh(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Read the cluster again (a pending record becomes ready once it is read)."""
-    _show(svc.refresh_cluster(app_from(ctx), ref), as_json)
+    _show(_svc().refresh_cluster(app_from(ctx), ref), as_json)
 
 
 @cluster.command()
@@ -93,4 +102,4 @@ def refresh(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Forget a cluster (refused while it has node pools). Add-ons stay installed."""
-    _show(svc.delete_cluster(app_from(ctx), ref), as_json)
+    _show(_svc().delete_cluster(app_from(ctx), ref), as_json)

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from automation.cli.context import app_from
 from automation.cli.output import handle_errors, json_option, print_json, print_table
-from automation.models import Credential
-from automation.services import credentials as svc
+
+if TYPE_CHECKING:
+    from automation.models import Credential
 
 
 def _rows(items: list[Credential]) -> list[tuple[str, ...]]:
     return [(c.id, c.name, c.provider, ", ".join(f"{k}={v}" for k, v in c.reference.items()))
             for c in items]
+
+
+def _svc():  # type: ignore[no-untyped-def]
+    """The service module, imported on use: --help must not load the ledger stack."""
+    from automation.services import credentials
+
+    return credentials
 
 
 @click.group()
@@ -36,7 +46,7 @@ def credentials() -> None:
 @click.pass_context
 def new(ctx: click.Context, name: str, provider: str, as_json: bool, **options: str | None) -> None:
     """Add a credential reference."""
-    cred = svc.new_credential(app_from(ctx), svc.NewCredential(name, provider, options))
+    cred = _svc().new_credential(app_from(ctx), _svc().NewCredential(name, provider, options))
     if as_json:
         print_json(cred)
     else:
@@ -49,7 +59,7 @@ def new(ctx: click.Context, name: str, provider: str, as_json: bool, **options: 
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List credentials."""
-    items = svc.list_credentials(app_from(ctx))
+    items = _svc().list_credentials(app_from(ctx))
     if as_json:
         print_json(items)
     else:
@@ -63,7 +73,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Delete a credential (refused while a node pool uses it)."""
-    cred = svc.delete_credential(app_from(ctx), ref)
+    cred = _svc().delete_credential(app_from(ctx), ref)
     if as_json:
         print_json(cred)
     else:

@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from automation.cli.output import handle_errors, info, json_option, print_json
-from automation.services.context import App
 
 
 @click.command()
@@ -20,6 +19,7 @@ def demo(keep: bool, as_json: bool) -> None:
     """Register a cluster and create node pools in a throw-away home, showing each step."""
     from automation.demo import run_demo
     from automation.ledger import open_ledger
+    from automation.services.context import App
 
     workdir = Path(tempfile.mkdtemp(prefix="anycloud-demo-"))
 

@@ -6,8 +6,13 @@ import click
 
 from automation.cli.context import app_from
 from automation.cli.output import handle_errors, json_option, print_json, print_table
-from automation.models import WorkloadKind
-from automation.services import workloads as svc
+
+
+def _svc():  # type: ignore[no-untyped-def]
+    """The service module, imported on use: --help must not load the ledger stack."""
+    from automation.services import workloads
+
+    return workloads
 
 
 @click.group()
@@ -24,8 +29,10 @@ def deployment() -> None:
 @click.pass_context
 def create(ctx: click.Context, name: str, node_pool: str, service: bool, as_json: bool) -> None:
     """Place a deployment (or service) on a node pool."""
+    from automation.models import WorkloadKind
+
     kind = WorkloadKind.SERVICE if service else WorkloadKind.DEPLOYMENT
-    w = svc.create_workload(app_from(ctx), name, node_pool, kind)
+    w = _svc().create_workload(app_from(ctx), name, node_pool, kind)
     if as_json:
         print_json(w)
     else:
@@ -38,7 +45,7 @@ def create(ctx: click.Context, name: str, node_pool: str, service: bool, as_json
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List deployments and services that still target a pool."""
-    items = svc.list_workloads(app_from(ctx))
+    items = _svc().list_workloads(app_from(ctx))
     if as_json:
         print_json(items)
     else:
@@ -53,7 +60,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Delete a deployment (a service keeps counting until its objects are removed)."""
-    w = svc.delete_workload(app_from(ctx), ref)
+    w = _svc().delete_workload(app_from(ctx), ref)
     if as_json:
         print_json(w)
     else:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from automation.cli.context import app_from
+from automation.cli.context import app_from, ledger_from
 from automation.cli.output import (
-    handle_errors, info, json_option, print_fields, print_json, print_table,
+    handle_errors,
+    info,
+    json_option,
+    print_fields,
+    print_json,
+    print_table,
 )
-from automation.models import NodePoolStatus
-from automation.services import node_pools as svc
+
+if TYPE_CHECKING:
+    from automation.models import NodePoolStatus
 
 
 @click.group("node-pool")
@@ -32,8 +40,9 @@ def node_pool() -> None:
 def create(ctx: click.Context, name: str, cluster: str | None, credentials: str, region: str,
            zone: str | None, vm_type: str, min_vms: int, max_vms: int, as_json: bool) -> None:
     """Store the intent for a new node pool; the reconciler provisions it."""
-    app = app_from(ctx)
-    pool = svc.create_node_pool(app, svc.CreateNodePool(
+    from automation.services import node_pools, pool_status
+
+    pool = node_pools.create_node_pool(app_from(ctx), node_pools.CreateNodePool(
         name=name, cluster=cluster, credentials=credentials, region=region, zone=zone,
         vm_type=vm_type, min_vms=min_vms, max_vms=max_vms,
     ))
@@ -41,7 +50,7 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
         print_json(pool)
     else:
         info(f"node pool {pool.name} ({pool.id}) created; the reconciler provisions it")
-        _show(svc.node_pool_status(app, pool.id))
+        _show(pool_status.node_pool_status(ledger_from(ctx), pool.id))
 
 
 @node_pool.command("list")
@@ -51,7 +60,9 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
 @click.pass_context
 def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
     """List node pools."""
-    items = svc.list_node_pools(app_from(ctx), cluster)
+    from automation.services import pool_status
+
+    items = pool_status.list_node_pools(ledger_from(ctx), cluster)
     if as_json:
         print_json(items)
         return
@@ -79,7 +90,9 @@ def _show(p: NodePoolStatus) -> None:
 @click.pass_context
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Lifecycle state, last error and VM counts of one pool."""
-    p = svc.node_pool_status(app_from(ctx), ref)
+    from automation.services import pool_status
+
+    p = pool_status.node_pool_status(ledger_from(ctx), ref)
     if as_json:
         print_json(p)
     else:
@@ -93,7 +106,9 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Delete a node pool (refused while work targets it). Aliases: terminate, rm."""
-    pool = svc.delete_node_pool(app_from(ctx), ref)
+    from automation.services import node_pools
+
+    pool = node_pools.delete_node_pool(app_from(ctx), ref)
     if as_json:
         print_json(pool)
     else:

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import click
-from pydantic import BaseModel
 
 from automation.errors import AnycloudError
 
@@ -24,7 +23,7 @@ def json_option(fn: F) -> F:
 
 
 def to_jsonable(data: Any) -> Any:
-    if isinstance(data, BaseModel):
+    if hasattr(data, "model_dump"):  # a pydantic model (not imported here: --help stays fast)
         return data.model_dump(mode="json")
     if isinstance(data, (list, tuple)):
         return [to_jsonable(d) for d in data]
@@ -37,8 +36,15 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def _console() -> Any:
     from rich.console import Console
+
+    console = Console()
+    # Piped output is read by scripts and grep: never truncate cells to 80 columns there.
+    return console if console.is_terminal else Console(width=4096)
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", header_style="bold")
@@ -46,11 +52,10 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(col)
     for row in rows:
         table.add_row(*("-" if v is None else str(v) for v in row))
-    Console().print(table)
+    _console().print(table)
 
 
 def print_fields(title: str, fields: Sequence[tuple[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", show_header=False, box=None)
@@ -58,7 +63,7 @@ def print_fields(title: str, fields: Sequence[tuple[str, Any]]) -> None:
     table.add_column()
     for key, value in fields:
         table.add_row(key, "-" if value is None else str(value))
-    Console().print(table)
+    _console().print(table)
 
 
 def info(message: str) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from automation.kube.kubeconfig import read_context_target
+
 
 @dataclass(frozen=True)
 class KubeconfigTarget:
@@ -56,10 +58,8 @@ class KubernetesProbe:
             raise ValueError(f"cannot load kubeconfig {kubeconfig}: {exc}") from exc
 
     def target(self, kubeconfig: Path, context: str | None) -> KubeconfigTarget:
-        api = self._client(kubeconfig, context)
-        ca_path = api.configuration.ssl_ca_cert
-        ca = sha256_hex(Path(ca_path).read_bytes()) if ca_path else None
-        return KubeconfigTarget(server_url=api.configuration.host, ca_sha256=ca)
+        t = read_context_target(kubeconfig, context)
+        return KubeconfigTarget(t.server_url, sha256_hex(t.ca_pem) if t.ca_pem else None)
 
     def read(self, kubeconfig: Path, context: str | None) -> ClusterFacts:
         from kubernetes import client

@@ -3,33 +3,52 @@
 Writers serialise on the rows they touch: ``SELECT … FOR UPDATE`` on PostgreSQL, and on
 SQLite every write transaction starts with ``BEGIN IMMEDIATE`` (one writer at a time), so
 the same service code gives the same guarantees on both.
+
+SQLAlchemy costs ~200 ms to import, most of the 300 ms budget of ``node-pool list``; so the
+engine is built on first use, and the hot read paths (``query``) and the schema check go
+straight through the DB-API driver with plain, dialect-neutral SQL.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from automation.errors import AnycloudError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
 
 # The newest migration; tests check it against the migration scripts' head.
 SCHEMA_REVISION = "0001"
 _MIGRATION_LOCK_KEY = 0x616E79636C6F7564  # "anycloud", for pg_advisory_xact_lock
+_NAMED_PARAM = re.compile(r"(?<!:):(\w+)")
+
+
+def _sqlite_path(url: str) -> str | None:
+    """The file of a sqlite:/// URL, None for an in-memory database."""
+    path = url.split("///", 1)[1] if "///" in url else ""
+    return None if path in ("", ":memory:") else path.split("?", 1)[0]
+
+
+def _libpq_url(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme="postgresql"))
 
 
 class Ledger:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.dialect = "sqlite" if url.startswith("sqlite") else "postgresql"
 
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
+    @cached_property
+    def engine(self) -> Engine:
+        return create_engine(self.url)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -40,18 +59,40 @@ class Ledger:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (no write lock on SQLite)."""
-        with self.engine.connect().execution_options(anycloud_read=True) as conn:
-            with conn.begin():
-                yield conn
+        with self.engine.connect().execution_options(anycloud_read=True) as conn, conn.begin():
+            yield conn
+
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One read-only statement through the bare driver; ``:name`` parameters."""
+        if self.dialect == "sqlite":
+            import sqlite3
+
+            path = _sqlite_path(self.url)
+            if path is None or not os.path.exists(path):
+                raise AnycloudError(f"no ledger at {self.url}")
+            conn = sqlite3.connect(path, timeout=60)
+            try:
+                conn.row_factory = sqlite3.Row
+                return [dict(r) for r in conn.execute(sql, dict(params or {}))]
+            finally:
+                conn.close()
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(_libpq_url(self.url), autocommit=True, row_factory=dict_row) as pg:
+            return list(pg.execute(_NAMED_PARAM.sub(r"%(\1)s", sql), dict(params or {})))
 
     def dispose(self) -> None:
-        self.engine.dispose()
+        if "engine" in self.__dict__:
+            self.engine.dispose()
 
 
 def _sqlite_engine(url: str) -> Engine:
-    path = sa.engine.make_url(url).database
-    if path and path != ":memory:":
-        Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    import sqlalchemy as sa
+
+    path = _sqlite_path(url)
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
     engine = sa.create_engine(url, connect_args={"timeout": 60})
 
     @sa.event.listens_for(engine, "connect")
@@ -73,6 +114,8 @@ def _sqlite_engine(url: str) -> Engine:
 
 
 def create_engine(url: str) -> Engine:
+    import sqlalchemy as sa
+
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
     if url.startswith("postgresql://"):
@@ -81,6 +124,8 @@ def create_engine(url: str) -> Engine:
 
 
 def current_revision(conn: Connection) -> str | None:
+    import sqlalchemy as sa
+
     if not sa.inspect(conn).has_table("alembic_version"):
         return None
     return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
@@ -88,22 +133,42 @@ def current_revision(conn: Connection) -> str | None:
 
 def migrate(ledger: Ledger) -> None:
     """Bring the schema to the newest revision; safe when several processes race to do it."""
+    import sqlalchemy as sa
     from alembic import command  # imported only when a migration is due: ~300 ms
     from alembic.config import Config
+    from alembic.util import CommandError
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+    cfg.set_main_option(
+        "script_location", os.path.join(os.path.dirname(__file__), "migrations")
+    )
     with ledger.write() as conn:
         if ledger.dialect == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
         if current_revision(conn) == SCHEMA_REVISION:
             return
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        try:
+            command.upgrade(cfg, "head")
+        except CommandError as exc:  # e.g. a ledger written by a newer anycloud
+            raise AnycloudError(f"cannot migrate the ledger: {exc}") from exc
+
+
+def _fast_revision(ledger: Ledger) -> str | None:
+    """The schema revision through the bare driver; None when it cannot be read that way."""
+    try:
+        rows = ledger.query("SELECT version_num FROM alembic_version")
+    except Exception:  # no file, no table, no server: the full path below says which
+        return None
+    return rows[0]["version_num"] if rows else None
 
 
 def open_ledger(url: str, *, migrate_schema: bool = True) -> Ledger:
-    ledger = Ledger(create_engine(url))
+    ledger = Ledger(url)
+    if _fast_revision(ledger) == SCHEMA_REVISION:
+        return ledger
+    import sqlalchemy as sa
+
     try:
         with ledger.read() as conn:
             revision = current_revision(conn)
@@ -111,14 +176,18 @@ def open_ledger(url: str, *, migrate_schema: bool = True) -> Ledger:
         raise AnycloudError(f"cannot open the ledger at {_redact(url)}: {exc.orig}") from exc
     if revision != SCHEMA_REVISION:
         if not migrate_schema:
-            raise AnycloudError(f"ledger schema is at {revision}, this anycloud needs "
-                                f"{SCHEMA_REVISION}: run `anycloud ledger migrate`")
+            raise AnycloudError(
+                f"ledger schema is at {revision}, this anycloud needs {SCHEMA_REVISION}"
+            )
         migrate(ledger)
-    if url.startswith("sqlite:///") and not url.endswith(":memory:"):
+    path = _sqlite_path(url)
+    if path:
         # The ledger holds no secrets, but pool and cluster names are still nobody else's.
-        os.chmod(sa.engine.make_url(url).database or "", 0o600)
+        os.chmod(path, 0o600)
     return ledger
 
 
 def _redact(url: str) -> str:
+    import sqlalchemy as sa
+
     return sa.engine.make_url(url).render_as_string(hide_password=True)

@@ -17,7 +17,7 @@ from automation import ids
 from automation.errors import Conflict, InvalidInput
 from automation.kube.probe import ClusterUnreachable, sha256_hex
 from automation.ledger import schema
-from automation.models import Cluster, ClusterState, LIVE_POOL_STATES
+from automation.models import LIVE_POOL_STATES, Cluster, ClusterState
 from automation.services.common import find_live, record_event
 from automation.services.context import App
 from automation.validation import (
@@ -64,7 +64,8 @@ def _read_ca(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise InvalidInput("--ca-file", str(path), f"must be a readable file ({exc.strerror})")
+        raise InvalidInput("--ca-file", str(path), f"must be a readable file ({exc.strerror})") \
+            from exc
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise InvalidInput("--ca-file", str(path), "must hold the cluster CA in PEM form")
     return sha256_hex(data)
@@ -80,7 +81,7 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
     check_name("name", req.name)
     kubeconfig = req.kubeconfig.expanduser().resolve()
     if not kubeconfig.is_file():
-        raise InvalidInput("--kubeconfig", str(req.kubeconfig), "must be a readable kubeconfig file")
+        raise InvalidInput("--kubeconfig", str(req.kubeconfig), "must be a readable file")
     if req.kubernetes_version is not None:
         check_kubernetes_version("--kubernetes-version", req.kubernetes_version)
     offline_ca = _read_ca(req.ca_file) if req.ca_file else None

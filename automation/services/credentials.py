@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from automation import ids
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
-from automation.models import Credential, LIVE_POOL_STATES
+from automation.models import LIVE_POOL_STATES, Credential
 from automation.services.common import find_live, record_event
 from automation.services.context import App
 from automation.validation import check_name
@@ -53,17 +53,22 @@ def _reference(provider: str, opts: dict[str, Any]) -> dict[str, Any]:
             raise InvalidInput("--profile", None, "aws needs --profile or --role-arn")
         if opts.get("role_arn") and not _ROLE_ARN.fullmatch(opts["role_arn"]):
             raise InvalidInput(
-                "--role-arn", opts["role_arn"], "must be an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)"
+                "--role-arn", opts["role_arn"],
+                "must be an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)",
             )
         return {k: opts[k] for k in ("profile", "role_arn") if opts.get(k)}
     if provider == "gcp":
         _refuse_extra(opts, {"project", "key_file"}, provider)
         project = _require(opts, "project", provider)
         if not _GCP_PROJECT.fullmatch(project):
-            raise InvalidInput("--project", project, "must be a GCP project id (6-30 chars, a-z, 0-9, -)")
+            raise InvalidInput(
+                "--project", project, "must be a GCP project id (6-30 chars: a-z, 0-9, -)"
+            )
         key_file = Path(_require(opts, "key_file", provider)).expanduser().resolve()
         if not key_file.is_file():
-            raise InvalidInput("--key-file", opts["key_file"], "must be a readable service-account key file")
+            raise InvalidInput(
+                "--key-file", opts["key_file"], "must be a readable service-account key file"
+            )
         return {"project": project, "key_file": str(key_file)}
     if provider == "azure":
         _refuse_extra(opts, {"subscription_id", "tenant_id", "client_id"}, provider)

@@ -17,13 +17,10 @@ from automation import ids
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ledger import schema
 from automation.models import (
-    AttemptState,
-    ClusterState,
     LIVE_POOL_STATES,
+    ClusterState,
     NodePool,
-    NodePoolStatus,
     PoolState,
-    VmCounts,
     WorkloadState,
 )
 from automation.services.common import find_live, record_event
@@ -83,14 +80,17 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
             conn, credentials, req.credentials, live=credentials.c.state == "active",
             kind="credential", field="--credentials", lock=True,
         )
-        placement = check_placement(app.catalog, cred["provider"], req.region, req.zone, req.vm_type)
+        placement = check_placement(
+            app.catalog, cred["provider"], req.region, req.zone, req.vm_type
+        )
         taken = conn.execute(
             sa.select(pools.c.id).where(_LIVE, pools.c.cluster_id == cluster["id"],
                                         pools.c.name == req.name)
         ).first()
         if taken:
             raise Conflict(
-                f"node pool {req.name!r} already exists on cluster {cluster['name']!r} ({taken.id})",
+                f"node pool {req.name!r} already exists on cluster {cluster['name']!r} "
+                f"({taken.id})",
                 code="ALREADY_EXISTS", field="name", value=req.name,
                 rule="must be unique among the cluster's node pools",
             )
@@ -115,81 +115,6 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
             f"node pool {req.name}: {count} x {placement.vm_type.name} in {placement.region}",
         )
     return NodePool.model_validate(row)
-
-
-def _count_column(condition: sa.ColumnElement[bool], label: str) -> sa.Label[Any]:
-    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0).label(label)
-
-
-def _counts_subquery() -> sa.Subquery:
-    """Ready / starting / draining VMs per pool, from the attempts and their Node state."""
-    ready = (attempts.c.state == AttemptState.RUNNING) & (attempts.c.node_state == "Ready")
-    starting = attempts.c.state.in_([AttemptState.PENDING, AttemptState.CREATING]) | (
-        (attempts.c.state == AttemptState.RUNNING)
-        & (sa.func.coalesce(attempts.c.node_state, "") != "Ready")
-    )
-    return (
-        sa.select(
-            attempts.c.pool_id,
-            _count_column(ready, "ready"),
-            _count_column(starting, "starting"),
-            _count_column(attempts.c.state == AttemptState.RELEASING, "draining"),
-        )
-        .group_by(attempts.c.pool_id)
-        .subquery()
-    )
-
-
-def _status_query() -> sa.Select[Any]:
-    counts = _counts_subquery()
-    return (
-        sa.select(
-            pools,
-            clusters.c.name.label("cluster_name"),
-            credentials.c.name.label("credential_name"),
-            counts.c.ready, counts.c.starting, counts.c.draining,
-        )
-        .join(clusters, clusters.c.id == pools.c.cluster_id)
-        .join(credentials, credentials.c.id == pools.c.credential_id)
-        .outerjoin(counts, counts.c.pool_id == pools.c.id)
-    )
-
-
-def _to_status(r: RowMapping) -> NodePoolStatus:
-    return NodePoolStatus(
-        id=r["id"], name=r["name"], cluster=r["cluster_name"], credentials=r["credential_name"],
-        provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
-        vms=r["max_vms"], state=r["state"], last_error=r["last_error"],
-        counts=VmCounts(
-            ready=r["ready"] or 0, starting=r["starting"] or 0, draining=r["draining"] or 0
-        ),
-        hosts_service=r["hosts_service"], created_at=r["created_at"], updated_at=r["updated_at"],
-    )
-
-
-def list_node_pools(app: App, cluster: str | None = None) -> list[NodePoolStatus]:
-    with app.ledger.read() as conn:
-        query = _status_query().where(_LIVE).order_by(clusters.c.name, pools.c.name)
-        if cluster is not None:
-            row = find_live(conn, clusters, cluster, live=clusters.c.state != ClusterState.DELETED,
-                            kind="cluster", field="--cluster")
-            query = query.where(pools.c.cluster_id == row["id"])
-        return [_to_status(r) for r in conn.execute(query).mappings()]
-
-
-def node_pool_status(app: App, ref: str) -> NodePoolStatus:
-    """By id (any state, deleted included) or by name among live pools."""
-    with app.ledger.read() as conn:
-        rows = conn.execute(
-            _status_query().where(sa.or_(pools.c.id == ref, sa.and_(_LIVE, pools.c.name == ref)))
-        ).mappings().all()
-    if not rows:
-        raise NotFound("node pool", ref, field="node_pool")
-    if len(rows) > 1:
-        raise InvalidInput(
-            "node_pool", ref, "names node pools on several clusters: give the node pool id"
-        )
-    return _to_status(rows[0])
 
 
 def lock_live_pool(conn: Connection, ref: str, field: str = "node_pool") -> RowMapping:
@@ -219,5 +144,7 @@ def delete_node_pool(app: App, ref: str) -> NodePool:
             pools.update().where(pools.c.id == row["id"])
             .values(state=PoolState.DELETING, updated_at=now)
         )
-        record_event(conn, now, "node_pool", row["id"], "deleting", f"node pool {row['name']} deleting")
+        record_event(
+            conn, now, "node_pool", row["id"], "deleting", f"node pool {row['name']} deleting"
+        )
     return NodePool.model_validate({**row, "state": PoolState.DELETING, "updated_at": now})

@@ -58,7 +58,9 @@ def delete_workload(app: App, ref: str) -> Workload:
             state, stamp = WorkloadState.TERMINATED, {"terminated_at": now}
         else:
             state, stamp = WorkloadState.REMOVED, {"terminated_at": now, "removed_at": now}
-        conn.execute(workloads.update().where(workloads.c.id == row["id"]).values(state=state, **stamp))
+        conn.execute(
+            workloads.update().where(workloads.c.id == row["id"]).values(state=state, **stamp)
+        )
         record_event(conn, now, "node_pool", row["pool_id"], f"{row['kind']}_{state}", row["name"])
     return Workload.model_validate({**row, "state": state})
 

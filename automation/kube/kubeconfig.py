@@ -1,0 +1,65 @@
+"""Reads the target of a kubeconfig context: the server URL and the CA bundle bytes.
+
+Parsed directly rather than through the client, which drops the CA of a plain-http server
+and costs half a second to import; the official client still does the talking (probe.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class ContextTarget:
+    server_url: str
+    ca_pem: bytes | None
+
+
+def _named(items: Any, name: str, kind: str) -> dict[str, Any]:
+    for item in items or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return dict(item.get(kind) or {})
+    raise ValueError(f"no {kind} named {name!r}")
+
+
+def read_context_target(path: Path, context: str | None = None) -> ContextTarget:
+    """Raises ValueError naming what is missing or malformed."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot load kubeconfig {path}: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"cannot load kubeconfig {path}: not a kubeconfig document")
+    name = context or doc.get("current-context")
+    if not name:
+        raise ValueError(f"cannot load kubeconfig {path}: no context given and no current-context")
+    try:
+        ctx = _named(doc.get("contexts"), name, "context")
+        cluster = _named(doc.get("clusters"), str(ctx.get("cluster")), "cluster")
+    except ValueError as exc:
+        raise ValueError(f"cannot load kubeconfig {path}: {exc}") from exc
+    server = cluster.get("server")
+    if not server:
+        raise ValueError(f"cannot load kubeconfig {path}: context {name!r} has no server")
+    ca: bytes | None = None
+    if cluster.get("certificate-authority-data"):
+        try:
+            ca = base64.b64decode(cluster["certificate-authority-data"], validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"kubeconfig {path}: certificate-authority-data is not base64") \
+                from exc
+    elif cluster.get("certificate-authority"):
+        ca_path = Path(cluster["certificate-authority"]).expanduser()
+        ca_path = ca_path if ca_path.is_absolute() else path.parent / ca_path
+        try:
+            ca = ca_path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"kubeconfig {path}: cannot read certificate-authority {ca_path}") \
+                from exc
+    return ContextTarget(server_url=str(server), ca_pem=ca)

@@ -1,0 +1,84 @@
+"""The read side of node pools: ``list`` and ``status``.
+
+Plain SQL through ``Ledger.query`` (no SQLAlchemy import) because these are the commands
+people and scripts run most; 1,000 pools must list in well under 300 ms.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from automation.errors import InvalidInput, NotFound
+from automation.ledger.db import Ledger
+from automation.models import NodePoolStatus, VmCounts
+
+# Ready: running with a Ready Node. Starting: not yet running, or running without a Ready
+# Node. Draining: being released. Released attempts are history and not read at all.
+_STATUS_SQL = """
+SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state,
+       p.last_error, p.hosts_service, p.created_at, p.updated_at,
+       c.name AS cluster, cr.name AS credentials,
+       COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
+       COALESCE(a.draining, 0) AS draining
+FROM node_pools p
+JOIN clusters c ON c.id = p.cluster_id
+JOIN credentials cr ON cr.id = p.credential_id
+LEFT JOIN (
+    SELECT pool_id,
+           SUM(CASE WHEN state = 'running' AND node_state = 'Ready' THEN 1 ELSE 0 END) AS ready,
+           SUM(CASE WHEN state IN ('pending', 'creating')
+                      OR (state = 'running' AND COALESCE(node_state, '') <> 'Ready')
+                    THEN 1 ELSE 0 END) AS starting,
+           SUM(CASE WHEN state = 'releasing' THEN 1 ELSE 0 END) AS draining
+    FROM vm_attempts
+    WHERE state <> 'released'
+    GROUP BY pool_id
+) a ON a.pool_id = p.id
+"""
+_LIVE = "p.state <> 'deleted'"
+
+
+def _utc(value: Any) -> datetime:
+    """SQLite gives text, PostgreSQL a naive datetime; both are UTC (see schema.UTCDateTime)."""
+    stamp = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return stamp.replace(tzinfo=UTC)
+
+
+def _to_status(r: dict[str, Any]) -> NodePoolStatus:
+    return NodePoolStatus(
+        id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
+        provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
+        vms=r["max_vms"], state=r["state"], last_error=r["last_error"],
+        counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
+        hosts_service=bool(r["hosts_service"]),
+        created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
+    )
+
+
+def list_node_pools(ledger: Ledger, cluster: str | None = None) -> list[NodePoolStatus]:
+    where, params = _LIVE, {}
+    if cluster is not None:
+        found = ledger.query(
+            "SELECT id FROM clusters WHERE state <> 'deleted' AND (id = :ref OR name = :ref)",
+            {"ref": cluster},
+        )
+        if not found:
+            raise NotFound("cluster", cluster, field="--cluster")
+        where, params = f"{_LIVE} AND p.cluster_id = :cluster", {"cluster": found[0]["id"]}
+    rows = ledger.query(f"{_STATUS_SQL} WHERE {where} ORDER BY c.name, p.name", params)
+    return [_to_status(r) for r in rows]
+
+
+def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
+    """By id (any state, deleted included) or by name among live pools."""
+    rows = ledger.query(
+        f"{_STATUS_SQL} WHERE p.id = :ref OR ({_LIVE} AND p.name = :ref)", {"ref": ref}
+    )
+    if not rows:
+        raise NotFound("node pool", ref, field="node_pool")
+    if len(rows) > 1:
+        raise InvalidInput(
+            "node_pool", ref, "names node pools on several clusters: give the node pool id"
+        )
+    return _to_status(rows[0])

@@ -1,0 +1,94 @@
+"""Service-level fixtures: an App over each ledger, a manual clock and a scripted probe."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from automation.catalog import data_dir
+from automation.clock import ManualClock
+from automation.kube.probe import ClusterFacts, ClusterUnreachable, KubeconfigTarget, sha256_hex
+from automation.ledger import open_ledger, schema
+from automation.services import clusters, credentials
+from automation.services.context import App
+
+DEMO_CA = data_dir() / "demo" / "ca.pem"
+CA_SHA = sha256_hex(DEMO_CA.read_bytes())
+
+
+@dataclass
+class ScriptedProbe:
+    """A cluster probe whose answers the test sets; counts how often it was asked."""
+
+    server_url: str = "https://203.0.113.10:6443"
+    ca_sha256: str | None = CA_SHA
+    facts: ClusterFacts | None = None  # None: unreachable
+    reads: int = 0
+    calls: list[str] = field(default_factory=list)
+
+    def target(self, kubeconfig: Path, context: str | None) -> KubeconfigTarget:
+        return KubeconfigTarget(self.server_url, self.ca_sha256)
+
+    def read(self, kubeconfig: Path, context: str | None) -> ClusterFacts:
+        self.reads += 1
+        if self.facts is None:
+            raise ClusterUnreachable("connection refused")
+        return self.facts
+
+
+@pytest.fixture
+def probe() -> ScriptedProbe:
+    return ScriptedProbe()
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text("apiVersion: v1\nkind: Config\n")
+    return path
+
+
+@pytest.fixture
+def app(ledger_url: str, probe: ScriptedProbe) -> Iterator[App]:
+    ledger = open_ledger(ledger_url)
+    yield App(ledger=ledger, clock=ManualClock(), probe=probe)
+    ledger.dispose()
+
+
+def snapshot(app: App) -> dict[str, list[Any]]:
+    """Every row of every table: equal before and after means nothing was written."""
+    out = {}
+    with app.ledger.read() as conn:
+        for table in schema.metadata.sorted_tables:
+            rows = conn.execute(sa.select(table).order_by(*table.primary_key.columns)).all()
+            out[table.name] = [tuple(r) for r in rows]
+    return out
+
+
+def ready_cluster(app: App, kubeconfig: Path, name: str = "prod") -> str:
+    c = clusters.register_cluster(app, clusters.RegisterCluster(
+        name=name, kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1", ca_file=DEMO_CA,
+        offline=True,
+    ))
+    return c.id
+
+
+def credential(app: App, name: str = "team-aws", provider: str = "aws") -> str:
+    options: dict[str, dict[str, str]] = {
+        "aws": {"profile": "team"},
+        "gcp": {"project": "my-project", "key_file": str(DEMO_CA)},
+        "azure": {
+            "subscription_id": "00000000-0000-0000-0000-000000000001",
+            "tenant_id": "00000000-0000-0000-0000-000000000002",
+            "client_id": "00000000-0000-0000-0000-000000000003",
+        },
+        "lambda": {"api_key_env": "LAMBDA_API_KEY"},
+    }
+    return credentials.new_credential(
+        app, credentials.NewCredential(name, provider, options[provider])
+    ).id

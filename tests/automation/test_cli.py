@@ -1,0 +1,154 @@
+"""The CLI through click's runner, and through real subprocesses of the installed command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from automation.cli import cli
+from tests.automation.conftest import DEMO_CA
+from tests.automation.kube_api_server import serve, write_kubeconfig
+
+ANYCLOUD = Path(sys.executable).with_name("anycloud")
+
+
+@pytest.fixture
+def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def _json(result: Result) -> object:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def _register_offline(run, tmp_path: Path) -> dict:  # type: ignore[no-untyped-def]
+    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443", DEMO_CA.read_bytes())
+    return _json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
+                     "--kubernetes-version", "v1.36.2+k3s1", "--json"))  # type: ignore[return-value]
+
+
+def test_full_flow_json(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with serve() as api:
+        kc = write_kubeconfig(tmp_path / "kc", api.url, DEMO_CA.read_bytes())
+        cluster = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
+                            "--server-url", "https://203.0.113.10:6443", "--json"))
+    assert cluster["state"] == "ready" and cluster["facts_source"] == "cluster"
+    assert cluster["kubernetes_version"] == "v1.36.2+k3s1"
+    assert _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
+                     "--json"))["reference"] == {"profile": "team"}
+    pool = _json(run("node-pool", "create", "gpu", "--credentials", "team", "--region",
+                     "us-east-1", "--zone", "us-east-1b", "--vm-type", "g5.12xlarge",
+                     "--min-vms", "2", "--max-vms", "2", "--json"))
+    assert pool["state"] == "pending" and pool["zone"] == "us-east-1b"
+    listed = _json(run("node-pool", "list", "--json"))
+    assert [p["id"] for p in listed] == [pool["id"]]
+    status = _json(run("node-pool", "status", "gpu", "--json"))
+    assert status["counts"] == {"ready": 0, "starting": 0, "draining": 0}
+    # status exposes no credentials, endpoints, Pods or Node objects
+    text = json.dumps(status)
+    for leak in ("203.0.113.10", "kubeconfig", "token", "profile", "nodes", "pods"):
+        assert leak not in text
+
+    _json(run("deployment", "create", "train", "--node-pool", "gpu", "--json"))
+    refused = run("node-pool", "delete", "gpu", "--json")
+    assert refused.exit_code == 2
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "NODE_POOL_IN_USE" and error["field"] == "node_pool"
+    assert error["value"] == "gpu" and "cannot be deleted" in error["rule"]
+    _json(run("deployment", "delete", "train", "--json"))
+    assert _json(run("node-pool", "terminate", "gpu", "--json"))["state"] == "deleting"
+    assert _json(run("node-pool", "rm", pool["id"], "--json"))["state"] == "deleting"
+
+
+def test_bad_input_exit_2_names_field_value_rule(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _register_offline(run, tmp_path)
+    _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
+    result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
+                 "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "3")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--max-vms 3: must equal --min-vms (1)" in result.stderr
+    assert "INVALID_ARGUMENT" in result.stderr
+    assert _json(run("node-pool", "list", "--json")) == []
+
+
+def test_pending_cluster_gives_node_pools_unavailable(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443")
+    c = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline", "--json"))
+    assert c["state"] == "pending"
+    _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
+    result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
+                 "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1", "--json")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"]["code"] == "NODE_POOLS_UNAVAILABLE"
+
+
+def test_unknown_names_exit_2(run) -> None:  # type: ignore[no-untyped-def]
+    for args in (["node-pool", "status", "ghost"], ["cluster", "status", "ghost"],
+                 ["credentials", "delete", "ghost"], ["deployment", "delete", "ghost"]):
+        result = run(*args, "--json")
+        assert result.exit_code == 2, args
+        assert json.loads(result.stdout)["error"]["code"] == "NOT_FOUND"
+
+
+def test_human_output_renders_tables(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _register_offline(run, tmp_path)
+    run("credentials", "new", "team", "--provider", "aws", "--profile", "team")
+    created = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
+                  "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1")
+    assert created.exit_code == 0 and "created" in created.stderr
+    listed = run("node-pool", "list")
+    assert "cpu" in listed.stdout and "m7i.large" in listed.stdout
+    status = run("node-pool", "status", "cpu")
+    assert "0 / 0 / 0" in status.stdout and "pending" in status.stdout
+
+
+def _subprocess(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ANYCLOUD_HOME": str(home)}
+    env.pop("ANYCLOUD_DATABASE_URL", None)
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_installed_command_in_a_subprocess(tmp_path: Path) -> None:
+    assert ANYCLOUD.exists(), "the package is not installed (pip install -e .)"
+    home = tmp_path / "home"
+    first = _subprocess([str(ANYCLOUD), "node-pool", "list", "--json"], home)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == []
+    bad = _subprocess([str(ANYCLOUD), "credentials", "new", "x", "--provider", "oracle"], home)
+    assert bad.returncode == 2 and "--provider 'oracle'" in bad.stderr
+    assert (home / "anycloud.db").exists()
+
+
+GUARDED = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_kubernetes", "kubernetes",
+           "pulumi")
+
+_PROBE = """
+import json, sys
+from automation.cli import cli
+try:
+    cli(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["node-pool", "list", "--json"], ["--help"],
+                                  ["node-pool", "status", "x", "--json"]])
+def test_start_up_paths_import_no_provider_sdk(tmp_path: Path, args: list[str]) -> None:
+    result = _subprocess([sys.executable, "-c", _PROBE, *args], tmp_path / "home")
+    loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
+    assert not loaded & set(GUARDED), loaded & set(GUARDED)

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from automation.ledger import db, open_ledger, schema
+from automation.ledger.db import SCHEMA_REVISION, current_revision
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_schema_revision_is_the_migrations_head() -> None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == SCHEMA_REVISION
+
+
+def test_migrations_build_the_declared_schema(ledger_url: str) -> None:
+    ledger = open_ledger(ledger_url)
+    with ledger.read() as conn:
+        inspector = sa.inspect(conn)
+        for table in schema.metadata.sorted_tables:
+            declared = {c.name for c in table.columns}
+            assert {c["name"] for c in inspector.get_columns(table.name)} == declared, table.name
+            declared_idx = {i.name for i in table.indexes}
+            assert declared_idx <= {i["name"] for i in inspector.get_indexes(table.name)}
+        assert current_revision(conn) == SCHEMA_REVISION
+    ledger.dispose()
+
+
+def test_reopen_is_a_no_op_and_concurrent_opens_migrate_once(ledger_url: str) -> None:
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        try:
+            open_ledger(ledger_url).dispose()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    ledger = open_ledger(ledger_url)
+    with ledger.read() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM alembic_version").scalar() == 1
+    ledger.dispose()
+
+
+def test_live_names_are_unique_in_the_database_itself(ledger_url: str) -> None:
+    ledger = open_ledger(ledger_url)
+    row = dict(name="prod", server_url="https://x", created_at=NOW, updated_at=NOW)
+    with ledger.write() as conn:
+        conn.execute(schema.clusters.insert().values(id="cl-1", state="ready", **row))
+        conn.execute(schema.clusters.insert().values(id="cl-0", state="deleted", **row))
+    with pytest.raises(sa.exc.IntegrityError), ledger.write() as conn:
+        conn.execute(schema.clusters.insert().values(id="cl-2", state="pending", **row))
+    ledger.dispose()
+
+
+def test_times_round_trip_as_aware_utc(ledger_url: str) -> None:
+    ledger = open_ledger(ledger_url)
+    with ledger.write() as conn:
+        conn.execute(schema.events.insert().values(
+            at=NOW, subject_kind="x", subject_id="y", kind="k", message="m"
+        ))
+        at = conn.execute(sa.select(schema.events.c.at)).scalar_one()
+    assert at == NOW and at.tzinfo is not None
+    with pytest.raises(sa.exc.StatementError, match="naive"), ledger.write() as conn:
+        conn.execute(schema.events.insert().values(
+            at=datetime(2026, 1, 1), subject_kind="x", subject_id="y", kind="k", message="m"
+        ))
+    ledger.dispose()
+
+
+def test_sqlite_file_is_private(sqlite_url: str) -> None:
+    open_ledger(sqlite_url).dispose()
+    path = Path(sa.engine.make_url(sqlite_url).database or "")
+    assert path.stat().st_mode & 0o077 == 0
+
+
+def test_refuses_to_run_on_a_newer_or_unknown_schema_without_migrating(sqlite_url: str) -> None:
+    open_ledger(sqlite_url).dispose()
+    engine = sa.create_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    engine.dispose()
+    from automation.errors import AnycloudError
+
+    with pytest.raises(AnycloudError, match="schema is at 9999"):
+        open_ledger(sqlite_url, migrate_schema=False)
+    with pytest.raises(AnycloudError, match="cannot migrate the ledger"):
+        open_ledger(sqlite_url)
