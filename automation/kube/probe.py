@@ -77,4 +77,7 @@ class KubernetesProbe:
             raise ClusterUnreachable(f"cannot reach {api.configuration.host}: {exc}") from exc
         finally:
             api.close()
-        return ClusterFacts(kubernetes_version=version.git_version, kube_system_uid=ns.metadata.uid)
+        uid = ns.metadata.uid if ns.metadata else None
+        if not uid or not version.git_version:
+            raise ClusterUnreachable("the API server answered without a version or namespace UID")
+        return ClusterFacts(kubernetes_version=version.git_version, kube_system_uid=uid)

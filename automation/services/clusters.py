@@ -111,8 +111,9 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
         error = "Kubernetes version or CA unknown: run `anycloud cluster refresh` once reachable"
 
     now = app.clock.now()
+    cluster_id = ids.new_id("cl")
     row = dict(
-        id=ids.new_id("cl"), name=req.name, state=state, server_url=server_url, ca_sha256=ca,
+        id=cluster_id, name=req.name, state=state, server_url=server_url, ca_sha256=ca,
         kubernetes_version=version, kube_system_uid=uid, kubeconfig_path=str(kubeconfig),
         kube_context=req.context, facts_source=source, last_error=error,
         created_at=now, updated_at=now,
@@ -128,7 +129,7 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
                 rule="must be unique among registered clusters",
             )
         conn.execute(schema.clusters.insert().values(**row))
-        record_event(conn, now, "cluster", row["id"], "registered", f"cluster {req.name} {state}")
+        record_event(conn, now, "cluster", cluster_id, "registered", f"cluster {req.name} {state}")
     return Cluster.model_validate(row)
 
 

@@ -96,8 +96,9 @@ def new_credential(app: App, req: NewCredential) -> Credential:
         )
     reference = _reference(req.provider, req.options)
     now = app.clock.now()
+    cred_id = ids.new_id("cr")
     row = dict(
-        id=ids.new_id("cr"), name=req.name, provider=req.provider, reference=reference,
+        id=cred_id, name=req.name, provider=req.provider, reference=reference,
         state="active", created_at=now,
     )
     with app.ledger.write() as conn:
@@ -109,7 +110,7 @@ def new_credential(app: App, req: NewCredential) -> Credential:
                 field="name", value=req.name, rule="must be unique among credentials",
             )
         conn.execute(schema.credentials.insert().values(**row))
-        record_event(conn, now, "credential", row["id"], "created", f"credential {req.name}")
+        record_event(conn, now, "credential", cred_id, "created", f"credential {req.name}")
     return Credential.model_validate(row)
 
 

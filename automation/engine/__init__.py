@@ -1,0 +1,1 @@
+"""Running stacks: the StackRunner protocol, the Automation API driver, the mock engine."""

@@ -1,0 +1,44 @@
+"""What can go wrong around the engine, as errors that say what to do next."""
+
+from __future__ import annotations
+
+from automation.errors import AnycloudError
+
+INSTALL_HINT = (
+    "install it with `curl -fsSL https://get.pulumi.com | sh` (https://www.pulumi.com/docs/install/) "
+    "and make sure `pulumi` is on PATH, or run with `--engine mock` to evaluate the stack "
+    "under the SDK's mock engine instead"
+)
+
+
+class EngineMissing(AnycloudError):
+    default_code = "ENGINE_MISSING"
+
+    def __init__(self) -> None:
+        super().__init__(f"the `pulumi` command (the Pulumi engine) was not found: {INSTALL_HINT}")
+
+
+class StackLocked(AnycloudError):
+    default_code = "STACK_LOCKED"
+
+    def __init__(self, stack: str, unlock_hint: str, detail: str) -> None:
+        super().__init__(
+            f"stack {stack} is locked by another update ({detail.strip() or 'no detail'}); "
+            f"if no other anycloud or pulumi run is working on it, clear a stale lock with "
+            f"`{unlock_hint}`"
+        )
+
+
+class StackMissing(AnycloudError):
+    default_code = "STACK_NOT_FOUND"
+
+    def __init__(self, stack: str) -> None:
+        super().__init__(f"stack {stack} does not exist in the backend")
+
+
+class EngineFailed(AnycloudError):
+    default_code = "ENGINE_FAILED"
+
+
+class SecretsConfigError(AnycloudError):
+    default_code = "SECRETS_CONFIG"

@@ -1,0 +1,188 @@
+"""The Automation API adapter: the only module that needs the ``pulumi`` CLI.
+
+One LocalWorkspace per stack with a persistent work dir under ``$ANYCLOUD_HOME/stacks``
+(a temporary dir per call would lose the stack's passphrase salt), the inline program from
+``stacks/``, project ``anycloud``. Events stream through a queue to the caller's sink.
+Never sets PULUMI_SKIP_CHECKPOINTS: crash recovery needs the record of in-flight steps.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Literal
+
+from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
+from automation.engine.events import run_with_events
+from automation.engine.runner import (
+    ChangeSummary,
+    Operation,
+    PolicyFinding,
+    ProgressEvent,
+    ProgressSink,
+    RunResult,
+    StackKind,
+    StackTarget,
+)
+from automation.engine.secrets import StateSettings, state_settings
+
+PROJECT = "anycloud"
+# Pulumi plugin name → the Python SDK distribution whose version pins it.
+PLUGIN_SDKS = {
+    "aws": "pulumi_aws",
+    "gcp": "pulumi_gcp",
+    "azure-native": "pulumi_azure_native",
+    "kubernetes": "pulumi_kubernetes",
+    "random": "pulumi_random",
+}
+CLOUD_PLUGIN = {"aws": "aws", "gcp": "gcp", "azure": "azure-native"}
+
+
+def policy_pack_dir() -> Path:
+    import policies
+
+    return Path(policies.__file__).resolve().parent
+
+
+def plugins_for(target: StackTarget) -> dict[str, str]:
+    """The provider plugins a stack needs, at the versions of the installed SDKs."""
+    names = ["kubernetes"]
+    if target.kind is StackKind.NODE_POOL:
+        names += [CLOUD_PLUGIN[target.config.provider], "random"]
+    pins = {}
+    for name in names:
+        try:
+            pins[name] = "v" + version(PLUGIN_SDKS[name])
+        except PackageNotFoundError as exc:
+            raise EngineFailed(f"the {PLUGIN_SDKS[name]} SDK is not installed") from exc
+    return pins
+
+
+def workspace_options(target: StackTarget, home: Path, state: StateSettings) -> Any:
+    from pulumi import automation as auto
+
+    work_dir = home / "stacks" / target.stack_name
+    work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return auto.LocalWorkspaceOptions(
+        work_dir=str(work_dir),
+        project_settings=auto.ProjectSettings(
+            name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=state.backend_url)
+        ),
+        secrets_provider=state.secrets_provider,
+        env_vars=state.env,
+    )
+
+
+def _diagnostic(err: Exception) -> str:
+    """The tail of the engine's stderr (CommandError keeps only its rendered text)."""
+    text = str(err)
+    stderr = text.split(" stderr: ", 1)[1] if " stderr: " in text else text
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    return "\n".join(lines[-12:])
+
+
+class AutomationRunner:
+    """StackRunner over the Pulumi Automation API."""
+
+    engine: Literal["pulumi"] = "pulumi"
+
+    def __init__(self, home: Path, *, environ: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.environ = dict(os.environ if environ is None else environ)
+
+    @contextmanager
+    def _errors(self, target: StackTarget) -> Iterator[None]:
+        from pulumi import automation as auto
+
+        try:
+            yield
+        except FileNotFoundError as exc:
+            if "pulumi" in str(exc):
+                raise EngineMissing() from exc
+            raise
+        except auto.ConcurrentUpdateError as exc:
+            hint = (f"anycloud node-pool unlock {target.key}" if target.kind is StackKind.NODE_POOL
+                    else f"anycloud cluster unlock {target.key}")
+            raise StackLocked(target.stack_name, hint, _diagnostic(exc)) from exc
+        except auto.StackNotFoundError as exc:
+            raise StackMissing(target.stack_name) from exc
+        except auto.CommandError as exc:
+            raise EngineFailed(f"pulumi failed on stack {target.stack_name}:\n{_diagnostic(exc)}",
+                               code="ENGINE_FAILED") from exc
+
+    def _stack(self, target: StackTarget) -> Any:
+        from pulumi import automation as auto
+
+        state = state_settings(self.home, self.environ)
+        stack = auto.create_or_select_stack(
+            stack_name=target.stack_name, project_name=PROJECT, program=target.program(),
+            opts=workspace_options(target, self.home, state),
+        )
+        for name, pinned in plugins_for(target).items():
+            stack.workspace.install_plugin(name, pinned)
+        return stack
+
+    def _run(self, op: Operation, target: StackTarget, sink: ProgressSink | None,
+             **kwargs: Any) -> RunResult:
+        findings: list[PolicyFinding] = []
+
+        def collect(event: ProgressEvent) -> None:
+            if event.kind == "policy":
+                findings.append(PolicyFinding(policy=event.name or "", urn=event.urn,
+                                              enforcement=event.severity or "advisory",
+                                              message=event.message or ""))
+            if sink is not None:
+                sink(event)
+
+        with self._errors(target):
+            stack = self._stack(target)
+            try:
+                result = run_with_events(
+                    lambda on_event: getattr(stack, op)(
+                        on_event=on_event, color="never", **kwargs
+                    ),
+                    collect,
+                )
+            except Exception as exc:
+                # A mandatory policy violation fails the run: report it as findings.
+                if any(f.enforcement == "mandatory" for f in findings):
+                    return RunResult(engine="pulumi", operation=op, stack=target.stack_name,
+                                     policy=findings, diff=getattr(exc, "stdout", "") or "")
+                raise
+        return self._result(op, target, result, findings)
+
+    def _result(self, op: Operation, target: StackTarget, result: Any,
+                findings: list[PolicyFinding]) -> RunResult:
+        counts = getattr(result, "change_summary", None)
+        if counts is None and getattr(result, "summary", None) is not None:
+            counts = result.summary.resource_changes
+        outputs = {k: ("[secret]" if v.secret else v.value)
+                   for k, v in (getattr(result, "outputs", None) or {}).items()}
+        return RunResult(engine="pulumi", operation=op, stack=target.stack_name,
+                         summary=ChangeSummary.from_op_counts(counts or {}),
+                         diff=getattr(result, "stdout", "") or "", outputs=outputs,
+                         policy=findings)
+
+    def preview(self, target: StackTarget, *, diff: bool = False,
+                on_progress: ProgressSink | None = None) -> RunResult:
+        return self._run("preview", target, on_progress, diff=diff,
+                         policy_packs=[str(policy_pack_dir())])
+
+    def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
+        return self._run("up", target, on_progress, policy_packs=[str(policy_pack_dir())])
+
+    def destroy(self, target: StackTarget, *,
+                on_progress: ProgressSink | None = None) -> RunResult:
+        return self._run("destroy", target, on_progress)
+
+    def refresh(self, target: StackTarget, *,
+                on_progress: ProgressSink | None = None) -> RunResult:
+        return self._run("refresh", target, on_progress)
+
+    def unlock(self, target: StackTarget) -> None:
+        """Clear a lock left by a killed run (``pulumi cancel``)."""
+        with self._errors(target):
+            self._stack(target).cancel()

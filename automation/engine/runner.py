@@ -1,0 +1,117 @@
+"""The StackRunner protocol: what the reconciler and the CLI ask of any engine.
+
+Two implementations: ``pulumi_driver.AutomationRunner`` (the real engine through the
+Automation API) and ``mock_runner.MockEngineRunner`` (the same program under the SDK's mock
+engine with a simulated cloud). Nothing above this module knows which one it talks to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+Operation = Literal["preview", "up", "destroy", "refresh"]
+
+
+class StackKind(StrEnum):
+    NODE_POOL = "node-pool"
+    CLUSTER_ADDONS = "cluster-addons"
+
+
+class StackTarget(BaseModel):
+    """One stack: which program, for which pool or cluster, with what config."""
+
+    kind: StackKind
+    key: str  # the pool id or the cluster id
+    config: Any  # stacks.config.NodePoolStackConfig | ClusterAddonsStackConfig
+
+    @property
+    def stack_name(self) -> str:
+        return f"{self.kind}-{self.key}"
+
+    def program(self) -> Callable[[], None]:
+        # Imported on use: the stack programs pull in the provider SDKs.
+        if self.kind is StackKind.NODE_POOL:
+            from stacks.node_pool import build_program
+        else:
+            from stacks.cluster_addons import build_program  # type: ignore[assignment]
+        return build_program(self.config)
+
+
+class ProgressEvent(BaseModel):
+    """One line of progress: a resource step, a diagnostic, or a policy finding."""
+
+    kind: Literal["resource", "diagnostic", "policy", "summary"]
+    op: str | None = None  # create, update, replace, delete, same, …
+    type: str | None = None
+    name: str | None = None
+    state: Literal["started", "done", "failed"] | None = None
+    severity: str | None = None
+    message: str | None = None
+    urn: str | None = None
+
+
+ProgressSink = Callable[[ProgressEvent], None]
+
+
+class ChangeSummary(BaseModel):
+    create: int = 0
+    update: int = 0
+    replace: int = 0
+    delete: int = 0
+    same: int = 0
+
+    @property
+    def changes(self) -> int:
+        return self.create + self.update + self.replace + self.delete
+
+    @classmethod
+    def from_op_counts(cls, counts: Any) -> ChangeSummary:
+        """From the engine's change summary (operation → count); the step-level operations
+        (create-replacement, delete-replaced, …) are already folded into ``replace`` there."""
+        plain = {str(getattr(op, "value", op)): int(n) for op, n in dict(counts or {}).items()}
+        return cls(**{k: plain.get(k, 0) for k in cls.model_fields})
+
+
+class PolicyFinding(BaseModel):
+    policy: str
+    enforcement: str  # mandatory | advisory | disabled
+    message: str
+    urn: str | None = None
+
+
+class RunResult(BaseModel):
+    engine: Literal["pulumi", "mock"]
+    operation: Operation
+    stack: str
+    summary: ChangeSummary = Field(default_factory=ChangeSummary)
+    diff: str = ""
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    policy: list[PolicyFinding] = Field(default_factory=list)
+
+    @property
+    def mandatory_violations(self) -> list[PolicyFinding]:
+        return [p for p in self.policy if p.enforcement == "mandatory"]
+
+
+class StackRunner(Protocol):
+    engine: Literal["pulumi", "mock"]
+
+    def preview(
+        self, target: StackTarget, *, diff: bool = False, on_progress: ProgressSink | None = None
+    ) -> RunResult: ...
+
+    def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult: ...
+
+    def destroy(
+        self, target: StackTarget, *, on_progress: ProgressSink | None = None
+    ) -> RunResult: ...
+
+    def refresh(
+        self, target: StackTarget, *, on_progress: ProgressSink | None = None
+    ) -> RunResult: ...
+
+    def unlock(self, target: StackTarget) -> None: ...

@@ -1,0 +1,109 @@
+"""The Automation API adapter: options, plugins, error mapping, and the missing engine."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
+from automation.engine.pulumi_driver import (
+    AutomationRunner,
+    plugins_for,
+    policy_pack_dir,
+    workspace_options,
+)
+from automation.engine.runner import StackKind, StackTarget
+from automation.engine.secrets import state_settings
+from stacks.config import (
+    AttemptSpec,
+    CloudCredentialRef,
+    ClusterAddonsStackConfig,
+    ClusterRef,
+    NodePoolStackConfig,
+)
+
+CLUSTER = ClusterRef(id="cl-1", server_url="https://203.0.113.10:6443", ca_sha256="ab" * 32)
+
+
+def pool_target(provider: str = "aws") -> StackTarget:
+    region, vm = {"aws": ("us-east-1", "m7i.large"), "gcp": ("us-central1", "n2-standard-4"),
+                  "azure": ("eastus", "Standard_D4s_v5")}[provider]
+    cred = {"aws": {"profile": "team"}, "gcp": {"project": "p-123456", "key_file": "/k.json"},
+            "azure": {"subscription_id": "s", "tenant_id": "t", "client_id": "c"}}[provider]
+    config = NodePoolStackConfig(
+        pool_id="np-1", pool_name="cpu", cluster=CLUSTER,
+        credential=CloudCredentialRef(provider=provider, **cred),  # type: ignore[arg-type]
+        provider=provider, region=region, zone=None, vm_type=vm,  # type: ignore[arg-type]
+        attempts=(AttemptSpec(id="at-1"),),
+    )
+    return StackTarget(kind=StackKind.NODE_POOL, key="np-1", config=config)
+
+
+def test_workspace_options_persistent_dir_backend_and_secrets(tmp_path: Path) -> None:
+    state = state_settings(tmp_path, {})
+    opts = workspace_options(pool_target(), tmp_path, state)
+    assert opts.work_dir == str(tmp_path / "stacks" / "node-pool-np-1")
+    assert Path(opts.work_dir).is_dir()
+    assert opts.project_settings.name == "anycloud"
+    assert opts.project_settings.runtime == "python"
+    assert opts.project_settings.backend.url == f"file://{tmp_path / 'state'}"
+    assert opts.secrets_provider == "passphrase"
+    assert set(opts.env_vars) == {"PULUMI_CONFIG_PASSPHRASE_FILE"}
+    assert "PULUMI_SKIP_CHECKPOINTS" not in opts.env_vars
+
+
+@pytest.mark.parametrize(("provider", "cloud_plugin"), [
+    ("aws", "aws"), ("gcp", "gcp"), ("azure", "azure-native"),
+])
+def test_plugins_pinned_to_the_installed_sdks(provider: str, cloud_plugin: str) -> None:
+    from importlib.metadata import version
+
+    pins = plugins_for(pool_target(provider))
+    assert set(pins) == {cloud_plugin, "kubernetes", "random"}
+    assert pins["kubernetes"] == "v" + version("pulumi_kubernetes")
+    addons = StackTarget(kind=StackKind.CLUSTER_ADDONS, key="cl-1",
+                         config=ClusterAddonsStackConfig(cluster=CLUSTER))
+    assert set(plugins_for(addons)) == {"kubernetes"}
+
+
+def test_policy_pack_dir_is_a_pack() -> None:
+    assert (policy_pack_dir() / "PulumiPolicy.yaml").is_file()
+
+
+@pytest.mark.parametrize(("raised", "expected", "text"), [
+    (auto.ConcurrentUpdateError(auto.CommandResult(
+        "", "error: the stack is currently locked by 1 lock(s)", 255)),
+     StackLocked, "anycloud node-pool unlock np-1"),
+    (auto.StackNotFoundError(auto.CommandResult("", "no stack named 'x'", 255)),
+     StackMissing, "does not exist"),
+    (auto.CommandError(auto.CommandResult(
+        "", "error: update failed\n  aws:ec2:Instance vm: InsufficientInstanceCapacity", 255)),
+     EngineFailed, "InsufficientInstanceCapacity"),
+    (FileNotFoundError(2, "No such file or directory", "pulumi"), EngineMissing,
+     "get.pulumi.com"),
+])
+def test_error_mapping(tmp_path: Path, raised: Exception, expected: type, text: str) -> None:
+    runner = AutomationRunner(tmp_path, environ={})
+    with pytest.raises(expected) as err, runner._errors(pool_target()):
+        raise raised
+    assert text in err.value.message
+
+
+@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="the engine is installed here")
+def test_without_the_cli_one_clear_error(tmp_path: Path) -> None:
+    runner = AutomationRunner(tmp_path, environ={"PATH": "/usr/bin:/bin"})
+    with pytest.raises(EngineMissing) as err:
+        runner.preview(pool_target())
+    assert "`pulumi` command" in err.value.message and "--engine mock" in err.value.message
+    assert err.value.exit_code == 1
+
+
+@pytest.mark.skipif(shutil.which("pulumi") is None, reason="needs the pulumi CLI on PATH")
+def test_real_preview_against_the_file_backend(tmp_path: Path) -> None:
+    # For users and CI machines that have the engine and provider plugins.
+    runner = AutomationRunner(tmp_path, environ={"PULUMI_CONFIG_PASSPHRASE": "test"})
+    result = runner.preview(pool_target(), diff=True)
+    assert result.engine == "pulumi" and result.summary.create > 0

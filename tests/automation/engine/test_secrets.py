@@ -1,0 +1,47 @@
+import stat
+from pathlib import Path
+
+import pytest
+
+from automation.engine.errors import SecretsConfigError
+from automation.engine.secrets import state_settings
+
+
+def test_defaults_file_backend_and_generated_passphrase(tmp_path: Path) -> None:
+    s = state_settings(tmp_path, {})
+    assert s.backend_url == f"file://{tmp_path / 'state'}" and (tmp_path / "state").is_dir()
+    assert s.secrets_provider == "passphrase"
+    path = Path(s.env["PULUMI_CONFIG_PASSPHRASE_FILE"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(path.read_text()) >= 40
+    assert "PULUMI_CONFIG_PASSPHRASE" not in s.env  # handed over by path, not by value
+    again = state_settings(tmp_path, {})
+    assert Path(again.env["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text() == path.read_text()
+
+
+def test_passphrase_from_environment_wins(tmp_path: Path) -> None:
+    s = state_settings(tmp_path, {"PULUMI_CONFIG_PASSPHRASE": "pw"})
+    assert s.env == {"PULUMI_CONFIG_PASSPHRASE": "pw"}
+    assert not (tmp_path / "passphrase").exists()
+    f = state_settings(tmp_path, {"PULUMI_CONFIG_PASSPHRASE_FILE": "/run/secrets/pw"})
+    assert f.env == {"PULUMI_CONFIG_PASSPHRASE_FILE": "/run/secrets/pw"}
+
+
+def test_backend_url_override(tmp_path: Path) -> None:
+    s = state_settings(tmp_path, {"PULUMI_BACKEND_URL": "s3://team-state", "PULUMI_CONFIG_PASSPHRASE": "x"})
+    assert s.backend_url == "s3://team-state" and not (tmp_path / "state").exists()
+
+
+def test_kms_provider(tmp_path: Path) -> None:
+    url = "awskms://alias/anycloud?region=us-east-1"
+    s = state_settings(tmp_path, {"ANYCLOUD_SECRETS_PROVIDER": url})
+    assert (s.secrets_provider, s.env) == (url, {})
+    with pytest.raises(SecretsConfigError, match="KMS URL"):
+        state_settings(tmp_path, {"ANYCLOUD_SECRETS_PROVIDER": "rot13://"})
+
+
+def test_world_readable_passphrase_refused(tmp_path: Path) -> None:
+    state_settings(tmp_path, {})
+    (tmp_path / "passphrase").chmod(0o644)
+    with pytest.raises(SecretsConfigError, match="chmod 600"):
+        state_settings(tmp_path, {})
