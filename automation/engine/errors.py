@@ -5,9 +5,9 @@ from __future__ import annotations
 from automation.errors import AnycloudError
 
 INSTALL_HINT = (
-    "install it with `curl -fsSL https://get.pulumi.com | sh` (https://www.pulumi.com/docs/install/) "
-    "and make sure `pulumi` is on PATH, or run with `--engine mock` to evaluate the stack "
-    "under the SDK's mock engine instead"
+    "install it with `curl -fsSL https://get.pulumi.com | sh` "
+    "(https://www.pulumi.com/docs/install/) and make sure `pulumi` is on PATH, "
+    "or run with `--engine mock` to evaluate the stack under the SDK's mock engine instead"
 )
 
 

@@ -28,7 +28,8 @@ def test_passphrase_from_environment_wins(tmp_path: Path) -> None:
 
 
 def test_backend_url_override(tmp_path: Path) -> None:
-    s = state_settings(tmp_path, {"PULUMI_BACKEND_URL": "s3://team-state", "PULUMI_CONFIG_PASSPHRASE": "x"})
+    env = {"PULUMI_BACKEND_URL": "s3://team-state", "PULUMI_CONFIG_PASSPHRASE": "x"}
+    s = state_settings(tmp_path, env)
     assert s.backend_url == "s3://team-state" and not (tmp_path / "state").exists()
 
 
