@@ -72,11 +72,14 @@ class PolicyConfigError(ValueError):
 
 
 def data_dir() -> Path:
-    """``data/`` beside the package, or ``$ANYCLOUD_POLICY_DATA_DIR`` (tests, packaged packs)."""
+    """``$ANYCLOUD_POLICY_DATA_DIR``, else ``data/`` of the checkout, else ``anycloud_data/``
+    (where the wheel installs the same files, beside the package)."""
     override = os.environ.get(DATA_DIR_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "data"
+    root = Path(__file__).resolve().parent.parent
+    checkout, installed = root / "data", root / "anycloud_data"
+    return installed if not checkout.is_dir() and installed.is_dir() else checkout
 
 
 _GPU_POOLS_SCHEMA: dict[str, Any] = {
@@ -102,8 +105,12 @@ CONFIG_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
     NO_SSH_KEY: {
         "azureAdminPasswordAllowed": {
             "type": "boolean",
-            "default": False,
-            "description": "Allow an Azure adminPassword with password authentication on.",
+            # Azure refuses a Linux VM with neither a password nor an SSH key; pool VMs get
+            # a random, never-shown password, and the rule still demands the user data turn
+            # password SSH off. Set false to refuse any Azure admin password.
+            "default": True,
+            "description": "Allow an Azure adminPassword with password authentication on, "
+            "provided the user data disables password SSH.",
         },
     },
     VM_TYPE_X86_64: {
@@ -233,7 +240,9 @@ class CatalogEntry:
     gpus: int
 
 
-def _walk_catalog(node: Any, key: str | None, provider: str | None, out: list[CatalogEntry]) -> None:
+def _walk_catalog(
+    node: Any, key: str | None, provider: str | None, out: list[CatalogEntry]
+) -> None:
     # The catalog is written by another team; accept any nesting in which an entry is a table
     # carrying an arch key, found under a provider key or with a provider field.
     if isinstance(node, dict):
@@ -296,7 +305,7 @@ def allowed_vm_types(config: Mapping[str, Any]) -> dict[str, frozenset[str]]:
     }
     if not any(result.values()):
         raise PolicyConfigError(
-            f"{path}: no x86_64 VM types found (expected entries with arch = \"x86_64\" "
+            f'{path}: no x86_64 VM types found (expected entries with arch = "x86_64" '
             "under [aws], [gcp] or [azure]); or set config "
             f"'{VM_TYPE_X86_64}.allowedVmTypes'"
         )

@@ -6,7 +6,7 @@ those characters get a fixed, reversible-enough mapping, which the components mu
 - AWS: the canonical key as is.
 - GCP labels allow only ``[a-z0-9_-]`` (keys must start with a letter, both at most 63
   chars): ``.`` becomes ``-`` and ``/`` becomes ``_``, so ``anycloud.sh/node-pool`` is
-  ``anycloud-sh_node-pool``. Values are lower-cased, any other character becomes ``_``.
+  ``anycloud-sh_node-pool``. Values are lower-cased, any other character becomes ``-``.
 - Azure tag names may not contain ``/`` (nor ``<>%&\\?``): the policy accepts the canonical key
   and ``anycloud.sh_node-pool`` (``/`` becomes ``_``).
 """
@@ -30,8 +30,8 @@ def gcp_label_key(key: str) -> str:
 
 
 def gcp_label_value(value: str) -> str:
-    """Lower-case; characters GCP refuses in label values become ``_``; at most 63 chars."""
-    return re.sub(r"[^a-z0-9_-]", "_", value.lower())[:63]
+    """Lower-case; characters GCP refuses in label values become ``-``; at most 63 chars."""
+    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
 
 
 def azure_tag_key(key: str) -> str:

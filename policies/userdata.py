@@ -13,6 +13,7 @@ import binascii
 import email
 import gzip
 import re
+import shlex
 from dataclasses import dataclass, field
 
 import yaml
@@ -128,41 +129,69 @@ class _Script:
     literal_files: dict[str, str] = field(default_factory=dict)
 
 
-def _yaml_lines(text: str, script: _Script) -> list[str]:
-    """Commands and written files of a ``#cloud-config`` document."""
+@dataclass(frozen=True)
+class UserData:
+    """What a VM runs at boot, flattened for scanning."""
+
+    text: str  # shell-ish text: the script, or a cloud-config's commands and file contents
+    files: dict[str, str]  # files cloud-init writes from literals (write_files)
+
+
+def _file_content(item: dict[str, object]) -> str | None:
+    content, encoding = item.get("content"), str(item.get("encoding") or "").lower()
+    if not isinstance(content, str):
+        return None
+    if not encoding or encoding == "text/plain":
+        return content
+    try:
+        raw = base64.b64decode(content)
+        if "gz" in encoding:
+            raw = gzip.decompress(raw)
+        return raw.decode("utf-8")
+    except (binascii.Error, ValueError, OSError, EOFError):
+        return None
+
+
+def parse_user_data(text: str) -> UserData:
+    """Expand MIME multipart and ``#cloud-config`` into scannable text.
+
+    cloud-config is data, not a script: its ``bootcmd``/``runcmd`` commands and the contents
+    of ``write_files`` (decoded) are what runs, so those are scanned, one after the other.
+    """
+    text = expand_multipart(text)
+    if not text.lstrip().startswith("#cloud-config"):
+        return UserData(text, {})
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError:
-        return []
+        return UserData(text, {})
     if not isinstance(doc, dict):
-        return []
-    lines: list[str] = []
+        return UserData(text, {})
+    segments: list[str] = []
+    files: dict[str, str] = {}
+    for item in doc.get("write_files") or []:
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            content = _file_content(item)
+            if content is not None:
+                files[item["path"]] = content
+                segments.append(content)
     for key in ("bootcmd", "runcmd"):
         for cmd in doc.get(key) or []:
             if isinstance(cmd, list):
-                lines.append(" ".join(str(c) for c in cmd))
+                segments.append(" ".join(shlex.quote(str(c)) for c in cmd))
             elif isinstance(cmd, str):
-                lines.extend(cmd.splitlines())
-    for item in doc.get("write_files") or []:
-        if isinstance(item, dict) and isinstance(item.get("path"), str):
-            content = item.get("content")
-            if isinstance(content, str) and not item.get("encoding"):
-                script.literal_files[item["path"]] = content
-    return lines
+                segments.append(cmd)
+    return UserData("\n".join(segments), files)
 
 
-def _parse(text: str) -> _Script:
-    script = _Script()
-    raw_lines = text.replace("\\\n", " ").splitlines()
-    if text.lstrip().startswith("#cloud-config"):
-        raw_lines = raw_lines + _yaml_lines(text, script)
+def _parse(doc: UserData) -> _Script:
+    script = _Script(literal_files=dict(doc.files))
+    raw_lines = doc.text.replace("\\\n", " ").splitlines()
     variables: dict[str, str] = {}
     i = 0
     while i < len(raw_lines):
         line = _strip_comment(raw_lines[i]).strip()
         i += 1
-        # A YAML list item (`- cmd`) carries the same command.
-        line = re.sub(r"^-\s+", "", line).strip().strip("'\"") if line.startswith("- ") else line
         if not line:
             continue
         heredoc = _HEREDOC.search(line)
@@ -204,11 +233,52 @@ class ChecksumFinding:
     install_script_downloads: bool  # get.k3s.io fetches k3s and a checksum beside it
 
 
+_FETCH = re.compile(r"(?<![\w.-])(?:curl|wget)(?![\w.-])")
+_OUT_FLAG = re.compile(r"(?:^|\s)(?:--output(?:-document)?[=\s]\s*|-[A-Za-z]*[oO]\s*)(\S+)")
+_MOVE = re.compile(r"^(?:sudo\s+)?(?:mv|cp|install)\b")
+
+
+def _norm(text: str) -> str:
+    """Quotes dropped and ``${x}`` spelled ``$x``, so paths compare as written."""
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", r"$\1", text.replace('"', "").replace("'", ""))
+
+
+def _mentions(stmt: str, token: str) -> bool:
+    return re.search(rf"(?<![\w$/.-]){re.escape(token)}(?![\w/.-])", stmt) is not None
+
+
+def _download_targets(statements: list[str]) -> dict[str, int]:
+    """Where the script saves k3s -> index of the statement that put it there: the output of
+    curl/wget fetching a k3s URL (not a checksum file), then wherever mv/cp/install moves it."""
+    targets: dict[str, int] = {}
+    for index, stmt in enumerate(_norm(s.split("\n", 1)[0]) for s in statements):
+        if _FETCH.search(stmt) and "k3s" in stmt.lower() and "sha256" not in stmt.lower():
+            for m in [*_OUT_FLAG.finditer(stmt), *_WRITE_TARGET.finditer(stmt)]:
+                target = m.group(m.lastindex or 1)
+                # `curl -O <url>` saves under the URL's basename.
+                target = target.rsplit("/", 1)[-1] if "://" in target else target
+                if target != "-":
+                    targets.setdefault(target, index)
+        elif _MOVE.match(stmt) and any(_mentions(stmt, t) for t in targets):
+            targets.setdefault(stmt.split()[-1], index)
+    return targets
+
+
 def find_k3s_checksum(text: str) -> ChecksumFinding:
-    script = _parse(text)
+    script = _parse(parse_user_data(text))
+    targets = _download_targets(script.statements)
+
+    def about_k3s(stmt: str, index: int) -> bool:
+        # With a download in sight, the check must cover the downloaded file (or where it
+        # was moved) after it got there; otherwise any path naming k3s (a baked-in binary).
+        norm = _norm(stmt)
+        if targets:
+            return any(_mentions(norm, t) for t, at in targets.items() if at < index)
+        return "k3s" in norm.lower()
+
     pinned: str | None = None
-    for stmt in script.statements:
-        if not _SHA_TOOL.search(stmt) or "k3s" not in stmt.lower():
+    for index, stmt in enumerate(script.statements):
+        if not _SHA_TOOL.search(stmt):
             continue
         hexes = HEX64.findall(stmt)
         first_line = stmt.split("\n", 1)[0]
@@ -216,13 +286,17 @@ def find_k3s_checksum(text: str) -> ChecksumFinding:
             _CHECK_FLAG.search(first_line[m.end() :].split("|", 1)[0])
             for m in _SHA_TOOL.finditer(first_line)
         )
-        if hexes and (checks or _COMPARE.search(stmt)):
+        if hexes and about_k3s(stmt, index) and (checks or _COMPARE.search(stmt)):
             pinned = hexes[0].lower()
             break
         if checks and not hexes:
             # `sha256sum -c FILE`: only a file this script wrote from a literal counts.
             for path, content in script.literal_files.items():
-                if path in stmt and HEX64.search(content) and "k3s" in content.lower():
+                if (
+                    _mentions(_norm(stmt), path)
+                    and HEX64.search(content)
+                    and about_k3s(content, index)
+                ):
                     pinned = HEX64.findall(content)[0].lower()
                     break
             if pinned:
@@ -231,6 +305,24 @@ def find_k3s_checksum(text: str) -> ChecksumFinding:
         _INSTALL_SCRIPT.search(s) and not _SKIP_DOWNLOAD.search(text) for s in script.statements
     )
     return ChecksumFinding(pinned, downloads)
+
+
+_SSH_OFF = re.compile(
+    r"\bsystemctl\s+(?:disable|mask)\b[^\n]*\bssh(?:d)?(?:\.service|\.socket)?(?![\w.-])"
+)
+
+
+def disables_password_ssh(text: str) -> bool:
+    """cloud-config ``ssh_pwauth: false``, or a ``systemctl disable|mask ssh`` in the script."""
+    text = expand_multipart(text)
+    if text.lstrip().startswith("#cloud-config"):
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("ssh_pwauth") in (False, "false", "no"):
+            return True
+    return any(_SSH_OFF.search(stmt) for stmt in _parse(parse_user_data(text)).statements)
 
 
 _ANYCLOUD_KV = re.compile(r"anycloud\.sh/([a-z][a-z0-9-]*)=([A-Za-z0-9._-]+)(?::([A-Za-z]+))?")
@@ -246,7 +338,7 @@ def find_node_registration(text: str) -> NodeRegistration:
     """``anycloud.sh/<k>=<v>`` occurrences: with ``:<Effect>`` a taint, otherwise a label."""
     labels: dict[str, set[str]] = {}
     taints: set[tuple[str, str, str]] = set()
-    for stmt_line in text.splitlines():
+    for stmt_line in parse_user_data(text).text.splitlines():
         line = _strip_comment(stmt_line)
         for m in _ANYCLOUD_KV.finditer(line):
             key, value, effect = f"anycloud.sh/{m.group(1)}", m.group(2), m.group(3)

@@ -30,6 +30,8 @@ from pulumi_policy.proxy import (
 )
 
 SECRET_PLACEHOLDER = "[secret]"
+# What the mock-engine run writes for a value not known during a preview.
+UNKNOWN_PLACEHOLDER = "[unknown]"
 
 _UNKNOWN_SENTINELS = frozenset(
     {
@@ -72,6 +74,11 @@ def _check(value: Any, path: list[str]) -> Any:
             raise RedactedValueError(path)
         if value in _UNKNOWN_SENTINELS:
             raise UnknownValueError(value, path)
+        if value == UNKNOWN_PLACEHOLDER:
+            raise NotVerifiableError(
+                f"value at .{'.'.join(path)} is unknown until the resources it depends on exist",
+                path,
+            )
     return value
 
 
@@ -173,3 +180,27 @@ def run_checks(checks: Iterable[Callable[[], None]]) -> None:
         raise deferred[0]
     if deferred:
         raise NotVerifiableError("; ".join(e.message for e in deferred))
+
+
+def plain(value: Any) -> Any:
+    """A proxied value as plain dicts/lists, for messages; unreadable parts become markers."""
+    try:
+        if is_mapping(value):
+            return {k: plain(_read(value, k)) for k in value}
+        if is_list(value):
+            return [plain(_read(value, i)) for i in range(len(value))]
+    except UnknownValueError:
+        return "<unknown>"
+    return value
+
+
+def _read(container: Any, key: Any) -> Any:
+    try:
+        return container[key]
+    except UnknownValueError:
+        return "<unknown>"
+
+
+def show(value: Any) -> str:
+    """``repr`` of a property value for a violation message."""
+    return repr(plain(value))
