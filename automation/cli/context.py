@@ -26,7 +26,9 @@ def app_from(ctx: click.Context) -> App:
     root = ctx.find_root()
     if "app" not in root.obj:
         from automation.services.context import App
+        from automation.settings import Settings
 
-        root.obj["app"] = App(ledger=ledger_from(ctx))
+        home = Settings.from_env(root.obj.get("home")).home
+        root.obj["app"] = App(ledger=ledger_from(ctx), home=home)
     app: App = root.obj["app"]
     return app

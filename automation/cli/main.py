@@ -10,6 +10,7 @@ from automation.cli.credentials import credentials
 from automation.cli.demo import demo
 from automation.cli.deployment import deployment
 from automation.cli.node_pool import node_pool
+from automation.cli.rollout import plan, policy, preview, preview_all, unlock
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,5 +25,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
     ctx.obj = {"home": home}
 
 
-for command in (cluster, credentials, node_pool, deployment, demo):
+for command in (cluster, credentials, node_pool, deployment, policy, preview_all, demo):
     cli.add_command(command)
+for command in (plan, preview, unlock):
+    node_pool.add_command(command)

@@ -98,7 +98,8 @@ class RunResult(BaseModel):
 
 
 class StackRunner(Protocol):
-    engine: Literal["pulumi", "mock"]
+    @property
+    def engine(self) -> Literal["pulumi", "mock"]: ...
 
     def preview(
         self, target: StackTarget, *, diff: bool = False, on_progress: ProgressSink | None = None

@@ -98,6 +98,9 @@ node_pools = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("consecutive_failures", sa.Integer, nullable=False, default=0),
     _ts("backoff_until"),
+    # Replacements since the last replacement VM became Ready (parks the pool at 3+1).
+    sa.Column("replacements_in_row", sa.Integer, nullable=False, default=0),
+    sa.Column("network_removed", sa.Boolean, nullable=False, default=False),
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("deleted_at"),
@@ -131,6 +134,13 @@ vm_attempts = sa.Table(
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("released_at"),
+    # When the provider confirmed the VM: the 10-minute join timer starts here.
+    _ts("vm_created_at"),
+    _ts("token_issued_at"),
+    _ts("token_removed_at"),  # set once the Node exists; the token is never recreated
+    _ts("not_ready_since"),
+    sa.Column("gpu_ready_seen", sa.Boolean, nullable=False, default=False),
+    _ts("gpu_missing_since"),
 )
 sa.Index("ix_vm_attempts_pool", vm_attempts.c.pool_id, vm_attempts.c.state)
 
@@ -168,3 +178,12 @@ events = sa.Table(
     sa.Column("data", sa.JSON),
 )
 sa.Index("ix_events_subject", events.c.subject_id, events.c.id)
+
+leases = sa.Table(
+    "leases",
+    metadata,
+    # One reconciler replica works on a pool at a time; a dead holder's lease expires.
+    sa.Column("pool_id", sa.String(32), primary_key=True),
+    sa.Column("holder", sa.String(128), nullable=False),
+    _ts("expires_at", False),
+)

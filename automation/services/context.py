@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 from automation.catalog import Catalog, load_catalog
 from automation.clock import Clock, SystemClock
@@ -16,6 +17,8 @@ class App:
     ledger: Ledger
     clock: Clock = field(default_factory=SystemClock)
     probe: ClusterProbe = field(default_factory=KubernetesProbe)
+    # $ANYCLOUD_HOME: Pulumi work dirs and state, the mock engine's state, the passphrase.
+    home: Path = field(default_factory=lambda: Path.home() / ".anycloud")
 
     @cached_property
     def catalog(self) -> Catalog:

@@ -99,3 +99,37 @@ def test_refuses_to_run_on_a_newer_or_unknown_schema_without_migrating(sqlite_ur
         open_ledger(sqlite_url, migrate_schema=False)
     with pytest.raises(AnycloudError, match="cannot migrate the ledger"):
         open_ledger(sqlite_url)
+
+
+def test_upgrade_from_0001_keeps_rows_and_fills_defaults(ledger_url: str) -> None:
+    from alembic import command
+
+    from automation.ledger.db import Ledger
+
+    ledger = Ledger(ledger_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
+    with ledger.write() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.exec_driver_sql(
+            "INSERT INTO clusters (id, name, state, server_url, created_at, updated_at) "
+            "VALUES ('cl-1', 'c', 'ready', 'https://x', '2026-01-01', '2026-01-01')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO credentials (id, name, provider, reference, state, created_at) "
+            "VALUES ('cr-1', 'k', 'aws', '{}', 'active', '2026-01-01')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO node_pools (id, name, cluster_id, credential_id, provider, region, "
+            "vm_type, min_vms, max_vms, state, hosts_service, consecutive_failures, created_at, "
+            "updated_at) VALUES ('np-1', 'p', 'cl-1', 'cr-1', 'aws', 'us-east-1', 'm7i.large', "
+            "1, 1, 'pending', false, 0, '2026-01-01', '2026-01-01')"
+        )
+    ledger.dispose()
+    upgraded = open_ledger(ledger_url)
+    with upgraded.read() as conn:
+        row = conn.execute(sa.select(schema.node_pools)).mappings().one()
+        assert current_revision(conn) == SCHEMA_REVISION
+    assert (row["id"], row["replacements_in_row"], row["network_removed"]) == ("np-1", 0, False)
+    upgraded.dispose()

@@ -1,0 +1,195 @@
+"""``node-pool plan|preview|unlock``, ``preview --all`` and ``policy check``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from automation.cli.context import app_from
+from automation.cli.output import handle_errors, info, json_option, print_json
+
+if TYPE_CHECKING:
+    from automation.engine.runner import RunResult
+    from automation.services.rollout import Plan, PolicyReport
+
+EXIT_CHANGES = 2
+EXIT_POLICY = 3
+_SHOWN = ("ingress", "egress", "securityRules", "allows", "denies", "sourceRanges", "direction",
+          "cidrBlock", "ipCidrRange", "addressPrefix", "tags", "labels", "metadataOptions",
+          "instanceType", "machineType", "hardwareProfile", "ami", "userData", "customData",
+          "metadata", "spec", "values", "version", "handler", "type", "stringData")
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _print_plan(plan: Plan) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    root = Tree(f"[bold]{plan.stack}[/] (mock engine: no Pulumi CLI, no cloud)")
+    branches: dict[str | None, Any] = {None: root}
+    for r in sorted(plan.resources, key=lambda r: r.urn.count("$")):
+        parent = branches.get(r.parent, root)
+        node = parent.add(f"[bold]{escape(r.name)}[/]  {escape(r.type)}")
+        for key in _SHOWN:
+            if key in r.inputs and r.inputs[key] not in (None, [], {}):
+                node.add(escape(f"{key}: {_brief(r.inputs[key])}"))
+        branches[r.urn] = node
+    console = Console()
+    (console if console.is_terminal else Console(width=4096)).print(root)
+
+
+@click.command()
+@click.argument("ref")
+@json_option
+@handle_errors
+@click.pass_context
+def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
+    """Evaluate the pool's stack under the mock engine and print its resource tree."""
+    from automation.services.rollout import plan_pool
+
+    result = plan_pool(app_from(ctx), ref)
+    if as_json:
+        print_json(result)
+    else:
+        _print_plan(result)
+        info(f"{len(result.resources)} resources (evaluated by the mock engine)")
+
+
+def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool) -> None:
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in results])
+    for r in results:
+        if not as_json:
+            s = r.summary
+            click.echo(f"{r.stack} [{r.engine} engine]: {s.create} to create, {s.update} to "
+                       f"update, {s.replace} to replace, {s.delete} to delete, {s.same} same")
+            if diff and r.diff:
+                click.echo(r.diff)
+            for f in r.policy:
+                click.echo(f"  policy {f.enforcement}: {f.policy}: {f.message}")
+    if any(r.mandatory_violations for r in results):
+        sys.exit(EXIT_POLICY)
+    if detailed and any(r.summary.changes for r in results):
+        sys.exit(EXIT_CHANGES)
+
+
+def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, detailed: bool,
+             engine: str | None) -> None:
+    from automation.engine.events import progress_sink
+    from automation.engine.select import make_runner
+    from automation.services.rollout import preview_pool
+
+    app = app_from(ctx)
+    runner = make_runner(app.home, engine)
+    results = []
+    for ref in refs:
+        sink, done = progress_sink(False, f"preview {ref}") if not as_json else (None, None)
+        try:
+            results.append(preview_pool(app, runner, ref, diff=diff, on_progress=sink))
+        finally:
+            if done:
+                done()
+    _report(results, as_json, diff, detailed)
+
+
+_engine = click.option("--engine", type=click.Choice(["pulumi", "mock"]),
+                       help="Default: pulumi when installed, else mock.")
+_detailed = click.option("--detailed-exitcode", "detailed", is_flag=True,
+                         help="Exit 2 when there are changes (0 none, 1 error, 3 policy).")
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--diff", is_flag=True, help="Show the detailed diff.")
+@_detailed
+@_engine
+@json_option
+@handle_errors
+@click.pass_context
+def preview(ctx: click.Context, ref: str, diff: bool, detailed: bool, engine: str | None,
+            as_json: bool) -> None:
+    """Preview the pool's stack: change summary, diff and policy results."""
+    _preview(ctx, [ref], diff, as_json, detailed, engine)
+
+
+@click.command("preview")
+@click.option("--all", "all_", is_flag=True, required=True, help="Every live node pool.")
+@click.option("--diff", is_flag=True, help="Show the detailed diffs.")
+@_detailed
+@_engine
+@json_option
+@handle_errors
+@click.pass_context
+def preview_all(ctx: click.Context, all_: bool, diff: bool, detailed: bool, engine: str | None,
+                as_json: bool) -> None:
+    """Preview every node-pool stack (for CI)."""
+    from automation.services.rollout import all_pools
+
+    _preview(ctx, all_pools(app_from(ctx)), diff, as_json, detailed, engine)
+
+
+@click.command()
+@click.argument("ref")
+@_engine
+@json_option
+@handle_errors
+@click.pass_context
+def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
+    """Clear a lock left on the pool's stack by a killed run (pulumi cancel)."""
+    from automation.engine.select import make_runner
+    from automation.services.stacks import pool_target
+
+    app = app_from(ctx)
+    target = pool_target(app, ref)
+    make_runner(app.home, engine).unlock(target)
+    if as_json:
+        print_json({"stack": target.stack_name, "unlocked": True})
+    else:
+        info(f"stack {target.stack_name} unlocked")
+
+
+def _print_policy(reports: list[PolicyReport]) -> None:
+    for rep in reports:
+        status = "FAIL" if rep.mandatory else "pass"
+        click.echo(f"{rep.stack} [mock engine]: {status} "
+                   f"({len(rep.mandatory)} mandatory, "
+                   f"{len(rep.findings) - len(rep.mandatory)} advisory)")
+        for f in rep.findings:
+            click.echo(f"  {f.enforcement}: {f.policy}: {f.message}"
+                       + (f"\n    at {f.urn}" if f.urn else ""))
+
+
+@click.group()
+def policy() -> None:
+    """Policy-as-code checks."""
+
+
+@policy.command()
+@click.argument("ref", required=False)
+@click.option("--all", "all_", is_flag=True, help="Every live node pool.")
+@json_option
+@handle_errors
+@click.pass_context
+def check(ctx: click.Context, ref: str | None, all_: bool, as_json: bool) -> None:
+    """Run the policy pack offline over the pool's stack (exit 3 on a mandatory violation)."""
+    from automation.errors import InvalidInput
+    from automation.services.rollout import all_pools, check_pool_policy
+
+    if bool(ref) == all_:
+        raise InvalidInput("node_pool", ref, "give one node pool or --all, not both or neither")
+    app = app_from(ctx)
+    reports = [check_pool_policy(app, r) for r in (all_pools(app) if all_ else [ref or ""])]
+    if as_json:
+        print_json(reports)
+    else:
+        _print_policy(reports)
+    if any(r.mandatory for r in reports):
+        sys.exit(EXIT_POLICY)

@@ -1,0 +1,1 @@
+"""The control loop: observe, decide (a pure function), act, record."""

@@ -1,0 +1,350 @@
+"""The reconciler's decision step: a pure function of ledger state, observations and time.
+
+``decide(pool, attempts, nodes, now)`` returns what should happen to one node pool this pass:
+attempts to create or release, tokens to drop, Nodes to remove or label, whether the stack
+must be applied, and the pool's new state and counts. It does no I/O and reads no clock, so
+every rule of the node-pool seed is tested here exhaustively; the steps around it only
+gather observations and carry the actions out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+NODE_APPEAR_TIMEOUT = timedelta(minutes=10)
+NOT_READY_TIMEOUT = timedelta(minutes=15)
+GPU_DEVICE_GRACE = timedelta(minutes=10)
+MAX_REPLACEMENTS_IN_ROW = 3
+BACKOFF_FIRST = timedelta(minutes=1)
+BACKOFF_MAX = timedelta(minutes=30)
+MAX_PROVIDER_FAILURES = 5
+
+LIVE = ("pending", "creating", "running")
+ACCELERATOR_LABEL = "anycloud.sh/accelerator"
+
+JOIN_PRECONDITIONS = (
+    "check the join preconditions: the cluster's advertised address is reachable from the "
+    "pool's network on TCP 6443, the cluster CA hash matches the one recorded, the image "
+    "boots x86_64 with outbound internet (K3s agent download and checksum), and bootstrap "
+    "tokens are accepted (kube-system Secrets bootstrap-token-*, not expired)"
+)
+
+
+@dataclass(frozen=True)
+class PoolView:
+    id: str
+    state: str  # pending | provisioning | ready | failed | deleting | deleted
+    vm_count: int
+    gpus: int  # nvidia.com/gpu per VM from the catalog; 0 for CPU types
+    replacements_in_row: int = 0
+    backoff_until: datetime | None = None
+    referenced: bool = False  # deletion: something still targets the pool
+    network_removed: bool = False
+    addons_diagnostic: str | None = None  # a GPU pool's failed add-on check, None when fine
+    addons_state: str = "unknown"  # what the add-on objects look like, for GPU diagnostics
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    id: str
+    state: str  # pending | creating | running | releasing | released
+    node_name: str  # the Node name we issued for this attempt
+    vm_created_at: datetime | None = None  # when the provider confirmed the VM
+    token_present: bool = True
+    replaces: str | None = None
+    not_ready_since: datetime | None = None
+    gpu_ready_seen: bool = False  # its Node once advertised the full GPU count
+    gpu_missing_since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    pool_label: str | None
+    attempt_label: str | None
+    ready: bool
+    gpus: int = 0  # allocatable nvidia.com/gpu
+    labels: frozenset[tuple[str, str]] = frozenset()
+
+
+@dataclass(frozen=True)
+class NewAttempt:
+    replaces: str | None = None
+
+
+@dataclass(frozen=True)
+class Release:
+    attempt_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DropToken:
+    attempt_id: str
+
+
+@dataclass(frozen=True)
+class RemoveNode:
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LabelNode:
+    name: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class ApplyStack:
+    """Run the pool's stack with the live attempts (creates and releases VMs, tokens)."""
+
+
+@dataclass(frozen=True)
+class DeleteNamespace:
+    """Deletion: remove the namespace the pool owns on the cluster."""
+
+
+@dataclass(frozen=True)
+class DestroyStack:
+    """Deletion: every VM is confirmed released; remove the pool's network."""
+
+
+Action = (NewAttempt | Release | DropToken | RemoveNode | LabelNode | ApplyStack
+          | DeleteNamespace | DestroyStack)
+
+
+@dataclass(frozen=True)
+class Counts:
+    ready: int = 0
+    starting: int = 0
+    draining: int = 0
+
+
+@dataclass
+class Decision:
+    state: str
+    last_error: str | None
+    replacements_in_row: int
+    counts: Counts
+    actions: list[Action] = field(default_factory=list)
+    # Observation bookkeeping to store back on the attempts (id → new view).
+    attempts: dict[str, AttemptView] = field(default_factory=dict)
+
+    def of(self, kind: type) -> list:  # type: ignore[type-arg]
+        return [a for a in self.actions if isinstance(a, kind)]
+
+
+def backoff_after(failures: int) -> timedelta:
+    """Delay after the n-th consecutive provider failure: 1 min doubling, at most 30."""
+    return min(BACKOFF_FIRST * 2 ** max(failures - 1, 0), BACKOFF_MAX)
+
+
+def _claims(pool: PoolView, node: NodeView, issued: set[str]) -> bool:
+    return node.pool_label == pool.id or node.name in issued
+
+
+def _matches(pool: PoolView, node: NodeView, attempt: AttemptView) -> bool:
+    return (node.name == attempt.node_name and node.attempt_label == attempt.id
+            and node.pool_label == pool.id)
+
+
+def decide(
+    pool: PoolView, attempts: list[AttemptView], nodes: list[NodeView], now: datetime
+) -> Decision:
+    if pool.state == "deleted":
+        return Decision("deleted", None, pool.replacements_in_row, Counts())
+    if pool.state == "deleting":
+        return _decide_delete(pool, attempts, nodes)
+
+    issued = {a.node_name for a in attempts}
+    node_of: dict[str, NodeView] = {}
+    errors: list[str] = []
+    actions: list[Action] = []
+    updated: dict[str, AttemptView] = {}
+
+    for seen in nodes:
+        if not _claims(pool, seen, issued):
+            continue
+        owner = next((a for a in attempts if _matches(pool, seen, a)), None)
+        if owner is None:
+            errors.append(
+                f"Node {seen.name} claims node pool {pool.id} but matches no VM it provisioned; "
+                "it is not counted"
+            )
+        elif owner.state in ("releasing", "released"):
+            actions.append(RemoveNode(seen.name, f"its VM ({owner.id}) was released"))
+        else:
+            node_of[owner.id] = seen
+
+    parked = pool.state == "failed"
+    ready = starting = draining = 0
+    streak = pool.replacements_in_row
+    to_replace: list[tuple[AttemptView, str]] = []
+
+    for a in attempts:
+        if a.state == "releasing":
+            draining += 1
+            continue
+        if a.state not in LIVE:
+            continue
+        node = node_of.get(a.id)
+        view = a
+        if node is not None:
+            if a.token_present:
+                actions.append(DropToken(a.id))  # as soon as the Node exists, before Ready
+                view = replace(view, token_present=False)
+            if pool.gpus and (ACCELERATOR_LABEL, "nvidia") not in node.labels:
+                # A GPU Node that joined without the label (older agent config) gets it.
+                actions.append(LabelNode(node.name, ACCELERATOR_LABEL, "nvidia"))
+        if node is None:
+            if a.vm_created_at is not None and now - a.vm_created_at >= NODE_APPEAR_TIMEOUT:
+                to_replace.append((a, "its Node did not appear within 10 minutes"))
+            else:
+                starting += 1
+        elif not node.ready:
+            since = a.not_ready_since or now
+            view = replace(view, not_ready_since=since)
+            if now - since >= NOT_READY_TIMEOUT:
+                to_replace.append((a, "its Node stayed NotReady for 15 minutes"))
+            else:
+                starting += 1
+        else:
+            view = replace(view, not_ready_since=None)
+            counted, view, error = _gpu_check(pool, view, node, now)
+            if error:
+                errors.append(error)
+            if counted:
+                ready += 1
+                if a.replaces is not None:
+                    streak = 0  # the replacement itself is Ready: the run of failures ends
+            elif node.gpus == 0:
+                starting += 1  # waiting for the device plugin; a wrong count is never counted
+        if view != a:
+            updated[a.id] = view
+
+    for a, reason in [] if parked else to_replace:
+        if streak >= MAX_REPLACEMENTS_IN_ROW:
+            errors.append(
+                f"VM {a.id} needed a replacement ({reason}) after "
+                f"{MAX_REPLACEMENTS_IN_ROW} replacements in a row; {JOIN_PRECONDITIONS}"
+            )
+            break
+        streak += 1
+        actions += [Release(a.id, reason), NewAttempt(replaces=a.id)]
+
+    if pool.addons_diagnostic:
+        errors.append(pool.addons_diagnostic)
+
+    failed = parked or bool(errors)
+    backing_off = pool.backoff_until is not None and now < pool.backoff_until
+    if failed or backing_off:
+        # Parked (or parking this pass), or waiting out a provider back-off: buy nothing,
+        # release nothing; replacements decided above are dropped.
+        actions = [x for x in actions if not isinstance(x, (NewAttempt, Release))]
+    else:
+        actions = _fit_to_count(pool, attempts, node_of, actions)
+        if _has(actions, NewAttempt) or _has(actions, Release) or any(
+            a.state in ("pending", "creating") for a in attempts
+        ):
+            actions.append(ApplyStack())
+
+    # VMs due for replacement drain when their release goes ahead, else they still start.
+    released = len([x for x in actions if isinstance(x, Release)])
+    draining += released
+    starting += len(to_replace) - released
+
+    if failed:
+        state, last_error = "failed", "; ".join(errors) if errors else None
+    elif ready == pool.vm_count and not _has(actions, NewAttempt):
+        state, last_error = "ready", None
+    else:
+        state, last_error = "provisioning", None
+    return Decision(
+        state=state,
+        last_error=last_error,
+        replacements_in_row=streak,
+        counts=Counts(ready, starting, draining),
+        actions=actions,
+        attempts=updated,
+    )
+
+
+def _fit_to_count(
+    pool: PoolView, attempts: list[AttemptView], node_of: dict[str, NodeView],
+    actions: list[Action],
+) -> list[Action]:
+    """Top up to the pool's count, or trim a surplus (never buy a VM twice)."""
+    releasing = {x.attempt_id for x in actions if isinstance(x, Release)}
+    kept = [a for a in attempts if a.state in LIVE and a.id not in releasing]
+    planned = [x for x in actions if isinstance(x, NewAttempt)]
+    surplus = len(kept) + len(planned) - pool.vm_count
+    if surplus <= 0:
+        return actions + [NewAttempt() for _ in range(-surplus)]
+    # First skip replacements, then release the attempts least far along (no Node, newest).
+    out = list(actions)
+    for x in planned[:surplus]:
+        out.remove(x)
+    surplus -= min(surplus, len(planned))
+    victims = sorted(kept, key=lambda a: (a.id in node_of, a.id), reverse=False)
+    victims = sorted(victims, key=lambda a: a.id in node_of)[:surplus]
+    out += [Release(a.id, "more VMs than the pool's count") for a in victims]
+    return out
+
+
+def _has(actions: list[Action], kind: type) -> bool:
+    return any(isinstance(a, kind) for a in actions)
+
+
+def _gpu_check(
+    pool: PoolView, a: AttemptView, node: NodeView, now: datetime
+) -> tuple[bool, AttemptView, str | None]:
+    """(counted as ready, updated view, error) for a Ready Node."""
+    if not pool.gpus:
+        return True, a, None
+    if node.gpus == pool.gpus:
+        return True, replace(a, gpu_ready_seen=True, gpu_missing_since=None), None
+    if node.gpus != 0:
+        return False, a, (
+            f"device-count mismatch: Node {node.name} advertises {node.gpus} nvidia.com/gpu, "
+            f"the catalog says {pool.gpus} for this VM type; refresh the catalog or choose a "
+            "VM type whose physical device count matches"
+        )
+    # Zero devices: from the VM's creation, or from the pass that first saw them missing on
+    # a Node that had them.
+    origin = a.gpu_missing_since or (now if a.gpu_ready_seen else a.vm_created_at or now)
+    a = replace(a, gpu_missing_since=origin)
+    if now - origin >= GPU_DEVICE_GRACE:
+        return False, a, (
+            f"Node {node.name} is Ready but advertises no nvidia.com/gpu after 10 minutes; "
+            f"NVIDIA add-ons: {pool.addons_state} (RuntimeClass nvidia, DaemonSet "
+            "kube-system/anycloud-nvidia-device-plugin)"
+        )
+    return False, a, None
+
+
+def _decide_delete(
+    pool: PoolView, attempts: list[AttemptView], nodes: list[NodeView]
+) -> Decision:
+    """Deleting: namespace, Nodes, VMs (until the provider confirms), network, done."""
+    draining = sum(1 for a in attempts if a.state in (*LIVE, "releasing"))
+    if pool.referenced:
+        return Decision("deleting", "deletion waits: work still targets the node pool",
+                        pool.replacements_in_row, Counts(draining=draining))
+    issued = {a.node_name for a in attempts}
+    actions: list[Action] = [DeleteNamespace()]
+    actions += [RemoveNode(n.name, "node pool deleting") for n in nodes
+                if _claims(pool, n, issued)]
+    open_attempts = [a for a in attempts if a.state != "released"]
+    actions += [Release(a.id, "node pool deleting") for a in open_attempts
+                if a.state in LIVE]
+    if open_attempts:
+        actions.append(ApplyStack())
+    elif not pool.network_removed:
+        actions.append(DestroyStack())
+    else:
+        return Decision("deleted", None, pool.replacements_in_row, Counts())
+    return Decision("deleting", None, pool.replacements_in_row, Counts(draining=draining),
+                    actions)

@@ -1,0 +1,83 @@
+"""From ledger records to stack targets: the typed config each stack program takes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import sqlalchemy as sa
+
+from automation.engine.runner import StackKind, StackTarget
+from automation.errors import NotFound
+from automation.ledger import schema
+from automation.models import LIVE_POOL_STATES
+from automation.services.context import App
+
+DEFAULT_TOKEN_TTL_MINUTES = 30
+LIVE_ATTEMPTS = ("pending", "creating", "running")
+
+
+def token_ttl_minutes() -> int:
+    return int(os.environ.get("ANYCLOUD_TOKEN_TTL_MINUTES", DEFAULT_TOKEN_TTL_MINUTES))
+
+
+def cluster_ref(cluster: Any) -> Any:
+    from stacks.config import ClusterRef
+
+    return ClusterRef(
+        id=cluster["id"], server_url=cluster["server_url"], ca_sha256=cluster["ca_sha256"] or "",
+        kubeconfig_path=cluster["kubeconfig_path"], kube_context=cluster["kube_context"],
+    )
+
+
+def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
+    """The pool's stack as the ledger says it should be. A pool with no attempts yet is
+    planned (``planned=True``) with the attempts it would create."""
+    from stacks.config import AttemptSpec, CloudCredentialRef, NodePoolStackConfig
+
+    pools = schema.node_pools
+    with app.ledger.read() as conn:
+        rows = conn.execute(sa.select(pools).where(sa.or_(
+            pools.c.id == ref,
+            sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
+        ))).mappings().all()
+        if not rows:
+            raise NotFound("node pool", ref, field="node_pool")
+        pool = rows[0]
+        cluster = conn.execute(sa.select(schema.clusters).where(
+            schema.clusters.c.id == pool["cluster_id"])).mappings().one()
+        cred = conn.execute(sa.select(schema.credentials).where(
+            schema.credentials.c.id == pool["credential_id"])).mappings().one()
+        attempts = conn.execute(
+            sa.select(schema.vm_attempts).where(
+                schema.vm_attempts.c.pool_id == pool["id"],
+                schema.vm_attempts.c.state.in_(LIVE_ATTEMPTS),
+            ).order_by(schema.vm_attempts.c.id)
+        ).mappings().all()
+    vm = app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
+    specs = tuple(
+        AttemptSpec(id=a["id"], needs_token=a["token_removed_at"] is None,
+                    token_generation=a["token_generation"], token_issued_at=a["token_issued_at"])
+        for a in attempts
+    )
+    if not specs and planned:
+        specs = tuple(AttemptSpec(id=f"at-planned-{i + 1}") for i in range(pool["max_vms"]))
+    reference = {k: v for k, v in dict(cred["reference"]).items() if k != "client_secret_env"}
+    config = NodePoolStackConfig(
+        pool_id=pool["id"], pool_name=pool["name"], cluster=cluster_ref(cluster),
+        credential=CloudCredentialRef(provider=pool["provider"], **reference),
+        provider=pool["provider"], region=pool["region"], zone=pool["zone"],
+        vm_type=pool["vm_type"], gpu_count=vm.gpus if vm else 0,
+        gpu_model=vm.gpu_model if vm else None, attempts=specs,
+        hosts_service=bool(pool["hosts_service"]), token_ttl_minutes=token_ttl_minutes(),
+    )
+    return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config)
+
+
+def live_pool_ids(app: App) -> list[str]:
+    pools = schema.node_pools
+    with app.ledger.read() as conn:
+        return list(conn.execute(
+            sa.select(pools.c.id).where(pools.c.state.in_(list(LIVE_POOL_STATES) ))
+            .order_by(pools.c.id)
+        ).scalars())

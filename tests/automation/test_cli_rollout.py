@@ -1,0 +1,115 @@
+"""plan, preview, policy check and unlock through the CLI (mock engine; no Pulumi CLI here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from automation.cli import cli
+from tests.automation.conftest import DEMO_CA
+from tests.automation.kube_api_server import write_kubeconfig
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ANYCLOUD_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ANYCLOUD_ENGINE", raising=False)
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443", DEMO_CA.read_bytes())
+    invoke("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
+           "--kubernetes-version", "v1.36.2+k3s1")
+    invoke("credentials", "new", "aws", "--provider", "aws", "--profile", "team")
+    invoke("credentials", "new", "gcp", "--provider", "gcp", "--project", "my-project",
+           "--key-file", str(DEMO_CA))
+    invoke("node-pool", "create", "cpu", "--credentials", "aws", "--region", "us-east-1",
+           "--vm-type", "m7i.large", "--min-vms", "2", "--max-vms", "2")
+    invoke("node-pool", "create", "gpu", "--credentials", "gcp", "--region", "us-central1",
+           "--vm-type", "g2-standard-4", "--min-vms", "1", "--max-vms", "1")
+    return invoke
+
+
+def test_plan_json_lists_every_resource_with_secrets_hidden(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("node-pool", "plan", "cpu", "--json")
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["engine"] == "mock"
+    vms = [r for r in plan["resources"] if r["type"] == "aws:ec2/instance:Instance"]
+    assert len(vms) == 2  # a pool with no attempts yet is planned with those it would create
+    assert all(vm["inputs"]["userData"] == "[secret]" for vm in vms)
+    assert all(vm["inputs"]["metadataOptions"]["httpTokens"] == "required" for vm in vms)
+    assert all(set(r) == {"urn", "type", "name", "parent", "inputs"} for r in plan["resources"])
+    assert "K10" not in result.stdout  # no join token anywhere
+
+
+def test_plan_human_tree(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("node-pool", "plan", "gpu")
+    assert result.exit_code == 0
+    assert "gcp:compute/instance:Instance" in result.stdout and "[secret]" in result.stdout
+    assert "mock engine" in result.stdout
+
+
+def test_preview_summary_and_exit_codes(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("node-pool", "preview", "cpu", "--json")
+    assert result.exit_code == 0, result.stderr
+    (preview,) = json.loads(result.stdout)
+    assert preview["engine"] == "mock" and preview["summary"]["create"] > 0
+    assert run("node-pool", "preview", "cpu", "--detailed-exitcode").exit_code == 2
+    text = run("node-pool", "preview", "cpu", "--diff")
+    assert "[mock engine]" in text.stdout and "+ aws:ec2/instance:Instance" in text.stdout
+    everything = json.loads(run("preview", "--all", "--json").stdout)
+    assert len(everything) == 2
+
+
+def test_policy_check_passes_compliant_pools(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("policy", "check", "--all", "--json")
+    assert result.exit_code == 0, result.stdout
+    reports = json.loads(result.stdout)
+    assert len(reports) == 2
+    assert all(f["enforcement"] != "mandatory" for r in reports for f in r["findings"])
+
+
+def test_policy_check_fails_a_tampered_pool_naming_the_rule(
+    run, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    import components.network.aws as aws_network
+
+    original = aws_network.aws.ec2.SecurityGroup
+
+    def extra_port(*args, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs["ingress"] = [{"protocol": "tcp", "from_port": 8080, "to_port": 8080,
+                              "cidr_blocks": ["0.0.0.0/0"]}]
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(aws_network.aws.ec2, "SecurityGroup", extra_port)
+    result = run("policy", "check", "cpu")
+    assert result.exit_code == 3
+    assert "mandatory: no-public-ingress" in result.stdout and "FAIL" in result.stdout
+    assert run("node-pool", "preview", "cpu").exit_code == 3
+
+
+def test_policy_check_needs_one_target(run) -> None:  # type: ignore[no-untyped-def]
+    assert run("policy", "check").exit_code == 2
+    assert run("policy", "check", "cpu", "--all").exit_code == 2
+
+
+@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="the engine is installed here")
+def test_engine_pulumi_without_cli_is_one_clear_error(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("node-pool", "preview", "cpu", "--engine", "pulumi", "--json")
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "ENGINE_MISSING" and "get.pulumi.com" in error["message"]
+    # commands that need no engine keep working
+    assert run("node-pool", "list", "--json").exit_code == 0
+
+
+def test_unlock_with_the_mock_engine(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("node-pool", "unlock", "cpu", "--engine", "mock", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["unlocked"] is True
