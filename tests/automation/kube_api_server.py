@@ -338,7 +338,8 @@ class FakeKubeApi:
                 if content_type:
                     content_type = content_type.split(";")[0].strip()
                 code, answer = api.answer(method, self.path, content_type, body)
-                data = json.dumps(answer).encode()
+                # bytes go out as they are (e.g. a proxy's HTML error page)
+                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

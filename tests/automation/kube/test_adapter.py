@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from automation.kube.adapter import MAX_NAME_LOOKUPS, KubernetesCluster, parse_quantity_int
-from automation.kube.port import ClusterForbidden, ClusterPort, ClusterUnavailable, ObservedNode
+from automation.kube.port import (
+    AddonKind,
+    ClusterForbidden,
+    ClusterPort,
+    ClusterUnavailable,
+    ObservedNode,
+)
 from tests.automation.kube_api_server import (
     FakeKubeApi,
     bootstrap_token_json,
@@ -31,6 +37,8 @@ OURS = {"anycloud.sh/cluster": "c-1", "anycloud.sh/node-pool": POOL,
         "anycloud.sh/provider": "aws", "anycloud.sh/accelerator": "nvidia"}
 NODES = "/api/v1/nodes"
 RC_PATH = "/apis/node.k8s.io/v1/runtimeclasses/nvidia"
+RC_ONLY: tuple[AddonKind, ...] = ("runtimeclass",)
+DS_ONLY: tuple[AddonKind, ...] = ("daemonset",)
 DS_PATH = "/apis/apps/v1/namespaces/kube-system/daemonsets/anycloud-nvidia-device-plugin"
 
 
@@ -245,7 +253,7 @@ def test_adoption_relabels_through_merge_patches(api: FakeKubeApi,
     api.put(runtime_class_json(labels=old))
     api.put(daemonset_json(old))
     api.calls.clear()
-    cluster.write_addon_labels("c-new", ("daemonset",))
+    cluster.write_addon_labels("c-new", DS_ONLY)
     want = {"metadata": {"labels": {"app.kubernetes.io/managed-by": "anycloud",
                                     "anycloud.sh/cluster": "c-new"}}}
     assert [(c.method, c.path, c.body, c.content_type) for c in api.calls] == [
@@ -280,7 +288,7 @@ def test_recreate_deletes_the_daemonset_in_the_background(api: FakeKubeApi,
      lambda c: c.delete_bootstrap_token("t1"), "delete", "secrets", "kube-system"),
     ("GET", "/api/v1/namespaces/np-gpu1", lambda c: c.namespace_owner("np-gpu1", POOL),
      "get", "namespaces", None),
-    ("PATCH", RC_PATH, lambda c: c.write_addon_labels("c-1", ("runtimeclass",)),
+    ("PATCH", RC_PATH, lambda c: c.write_addon_labels("c-1", RC_ONLY),
      "patch", "runtimeclasses", None),
     ("GET", DS_PATH, lambda c: c.addon_objects("c-1"), "get", "daemonsets", "kube-system"),
 ])
@@ -310,11 +318,25 @@ def test_other_api_errors_are_unavailable_with_the_status(api: FakeKubeApi,
         cluster.nodes_claiming(POOL, set())
 
 
+def test_an_answer_that_is_not_kubernetes_json_is_unavailable(
+    api: FakeKubeApi, cluster: KubernetesCluster
+) -> None:
+    api.fail[("GET", NODES)] = (200, b"<html><body>Bad gateway</body></html>")
+    with pytest.raises(ClusterUnavailable, match="answer to list nodes is not Kubernetes JSON"):
+        cluster.nodes_claiming(POOL, set())
+    api.fail[("GET", NODES)] = (200, ["not", "an", "object"])
+    with pytest.raises(ClusterUnavailable, match="expected an object, got list"):
+        cluster.nodes_claiming(POOL, set())
+    api.fail[("GET", NODES)] = (404, status(404, "NotFound", "the server could not find it"))
+    with pytest.raises(ClusterUnavailable, match=r"404 .*list nodes"):
+        cluster.nodes_claiming(POOL, set())  # only a missing object is fine, not the API
+
+
 def test_closed_port_is_unavailable(tmp_path: Path) -> None:
     with serve() as api:
         url = api.url
     kc = KubernetesCluster(write_kubeconfig(tmp_path / "kc", url), None, timeout_seconds=2)
-    with pytest.raises(ClusterUnavailable, match="cannot reach .*list nodes"):
+    with pytest.raises(ClusterUnavailable, match=r"cannot reach .*list nodes"):
         kc.nodes_claiming(POOL, set())
 
 

@@ -1,0 +1,166 @@
+"""The cluster port: what the reconciler reads from and writes to the Kubernetes cluster.
+
+Two implementations: ``automation.kube.adapter.KubernetesCluster`` (the official client) and
+``automation.simulators.cluster.SimulatedCluster`` (in memory, on an injected clock). This
+module holds only the protocol and plain data, so importing it costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from automation.reconciler.decide import NodeView
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "anycloud"
+CLUSTER_LABEL = "anycloud.sh/cluster"
+POOL_LABEL = "anycloud.sh/node-pool"
+ATTEMPT_LABEL = "anycloud.sh/attempt"
+PROVIDER_LABEL = "anycloud.sh/provider"
+ACCELERATOR_LABEL = "anycloud.sh/accelerator"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+TOKEN_NAMESPACE = "kube-system"
+TOKEN_SECRET_PREFIX = "bootstrap-token-"
+
+RUNTIME_CLASS_NAME = "nvidia"
+DAEMONSET_NAMESPACE = "kube-system"
+DAEMONSET_NAME = "anycloud-nvidia-device-plugin"
+
+AddonKind = Literal["runtimeclass", "daemonset"]
+ADDON_KINDS: tuple[AddonKind, ...] = ("runtimeclass", "daemonset")
+NamespaceOwner = Literal["absent", "ours", "foreign"]
+
+
+def token_secret_name(token_id: str) -> str:
+    return f"{TOKEN_SECRET_PREFIX}{token_id}"
+
+
+def addon_display(kind: AddonKind) -> str:
+    """How an add-on object is named in diagnostics."""
+    if kind == "runtimeclass":
+        return f"RuntimeClass {RUNTIME_CLASS_NAME}"
+    return f"DaemonSet {DAEMONSET_NAMESPACE}/{DAEMONSET_NAME}"
+
+
+@dataclass(frozen=True)
+class ObservedNode:
+    name: str
+    labels: dict[str, str]
+    ready: bool
+    gpu_allocatable: int
+    unschedulable: bool
+    created_at: datetime | None
+
+    def __hash__(self) -> int:  # labels is a dict; hash what identifies the observation
+        return hash((self.name, frozenset(self.labels.items()), self.ready,
+                     self.gpu_allocatable, self.unschedulable, self.created_at))
+
+    def to_view(self) -> NodeView:
+        return NodeView(
+            name=self.name,
+            pool_label=self.labels.get(POOL_LABEL),
+            attempt_label=self.labels.get(ATTEMPT_LABEL),
+            ready=self.ready,
+            gpus=self.gpu_allocatable,
+            labels=frozenset(self.labels.items()),
+        )
+
+
+@dataclass(frozen=True)
+class AddonObservation:
+    """The NVIDIA add-on objects as the API server returns them (camelCase JSON), or None."""
+
+    cluster_id: str
+    runtime_class: dict[str, Any] | None = None
+    daemonset: dict[str, Any] | None = None
+
+    def get(self, kind: AddonKind) -> dict[str, Any] | None:
+        return self.runtime_class if kind == "runtimeclass" else self.daemonset
+
+
+class ClusterUnavailable(Exception):
+    """The cluster could not be reached or read; the message says why."""
+
+
+class ClusterForbidden(ClusterUnavailable):
+    """The cluster's RBAC denied a request; names the verb and resource to grant."""
+
+    def __init__(self, verb: str, resource: str, namespace: str | None = None,
+                 detail: str | None = None) -> None:
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+        where = f" in namespace {namespace}" if namespace else ""
+        message = (
+            f"the cluster's RBAC denies `{verb}` on `{resource}`{where}; grant it to the "
+            "identity in the registered kubeconfig"
+        )
+        if detail:
+            message += f" ({detail})"
+        super().__init__(message)
+
+
+_FORBIDDEN = re.compile(
+    r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+    r'(?: in the namespace "(?P<namespace>[^"]+)")?'
+)
+
+
+def parse_forbidden(message: str) -> ClusterForbidden | None:
+    """The API server's 403 text (as relayed by kubectl or the Pulumi provider) as a
+    ClusterForbidden, so writes made outside the port get the same diagnostic."""
+    m = _FORBIDDEN.search(message)
+    if m is None:
+        return None
+    return ClusterForbidden(m["verb"], m["resource"], m["namespace"])
+
+
+class ClusterPort(Protocol):
+    def nodes_claiming(self, pool_id: str, issued_names: set[str]) -> list[ObservedNode]:
+        """Nodes labelled anycloud.sh/node-pool=<pool_id> plus Nodes named in issued_names."""
+        ...
+
+    def cordon_node(self, name: str) -> None:
+        """spec.unschedulable = true; an absent Node is left absent."""
+        ...
+
+    def delete_node(self, name: str) -> None:
+        """Remove the Node object; absent counts as success."""
+        ...
+
+    def label_node(self, name: str, key: str, value: str | None) -> None:
+        """Set one label, or remove it when value is None; an absent Node is a no-op."""
+        ...
+
+    def delete_bootstrap_token(self, token_id: str) -> None:
+        """Delete kube-system Secret bootstrap-token-<id>; absent counts as success."""
+        ...
+
+    def namespace_owner(self, name: str, pool_id: str) -> NamespaceOwner:
+        """ours = labelled managed-by=anycloud and anycloud.sh/node-pool=<pool_id>."""
+        ...
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete the namespace (callers check namespace_owner first); absent = success."""
+        ...
+
+    def service_objects_removed(self, namespace: str) -> bool:
+        """True once a Service's own namespace is gone (not merely Terminating)."""
+        ...
+
+    def addon_objects(self, cluster_id: str) -> AddonObservation:
+        """Read RuntimeClass nvidia and DaemonSet kube-system/anycloud-nvidia-device-plugin."""
+        ...
+
+    def write_addon_labels(self, cluster_id: str, kinds: Collection[AddonKind]) -> None:
+        """Adoption: relabel add-on objects for this cluster record (managed-by, cluster)."""
+        ...
+
+    def delete_addon_object(self, kind: AddonKind) -> None:
+        """Recreate path: remove our add-on object whose immutable field differs; absent=ok."""
+        ...
