@@ -217,5 +217,13 @@ class MockEngineRunner:
         return self._result("refresh", target, ChangeSummary(
             delete=len(gone), same=len(state["resources"])))
 
+    def lookup_vm(self, target: StackTarget, attempt_id: str) -> str:
+        """Ask the simulated cloud; without one, the stack state is the only witness."""
+        lookup = getattr(self.cloud, "lookup", None)
+        if lookup is not None:
+            return str(lookup(attempt_id))
+        state = self.load_state(target)["resources"]
+        return "running" if any(attempt_id in urn for urn in state) else "absent"
+
     def unlock(self, target: StackTarget) -> None:
         """The mock engine takes no lock: nothing to clear."""

@@ -39,6 +39,8 @@ PLUGIN_SDKS = {
     "random": "pulumi_random",
 }
 CLOUD_PLUGIN = {"aws": "aws", "gcp": "gcp", "azure": "azure-native"}
+VM_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
+            "azure-native:compute:VirtualMachine")
 
 
 def policy_pack_dir() -> Path:
@@ -181,6 +183,20 @@ class AutomationRunner:
     def refresh(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("refresh", target, on_progress)
+
+    def lookup_vm(self, target: StackTarget, attempt_id: str) -> str:
+        """``running`` while the stack's state holds a VM tagged with the attempt, else
+        ``absent``: the engine deletes a VM only once the provider confirmed it gone."""
+        with self._errors(target):
+            deployment = self._stack(target).export_stack().deployment or {}
+        for res in deployment.get("resources", []):
+            if res.get("type") not in VM_TYPES:
+                continue
+            props = {**(res.get("inputs") or {}), **(res.get("outputs") or {})}
+            tags = props.get("tags") or props.get("labels") or {}
+            if attempt_id in tags.values():
+                return "running"
+        return "absent"
 
     def unlock(self, target: StackTarget) -> None:
         """Clear a lock left by a killed run (``pulumi cancel``)."""

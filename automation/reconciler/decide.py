@@ -56,6 +56,9 @@ class AttemptView:
     not_ready_since: datetime | None = None
     gpu_ready_seen: bool = False  # its Node once advertised the full GPU count
     gpu_missing_since: datetime | None = None
+    # As last seen, for status: Ready (counted), NotReady, NoDevices (Ready, GPUs missing),
+    # Mismatch (wrong GPU count: never counted), or None (no Node).
+    node_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ def decide(
             if pool.gpus and (ACCELERATOR_LABEL, "nvidia") not in node.labels:
                 # A GPU Node that joined without the label (older agent config) gets it.
                 actions.append(LabelNode(node.name, ACCELERATOR_LABEL, "nvidia"))
+        view = replace(view, node_state=_node_state(pool, node))
         if node is None:
             if a.vm_created_at is not None and now - a.vm_created_at >= NODE_APPEAR_TIMEOUT:
                 to_replace.append((a, "its Node did not appear within 10 minutes"))
@@ -292,6 +296,16 @@ def _fit_to_count(
     victims = sorted(victims, key=lambda a: a.id in node_of)[:surplus]
     out += [Release(a.id, "more VMs than the pool's count") for a in victims]
     return out
+
+
+def _node_state(pool: PoolView, node: NodeView | None) -> str | None:
+    if node is None:
+        return None
+    if not node.ready:
+        return "NotReady"
+    if pool.gpus and node.gpus != pool.gpus:
+        return "NoDevices" if node.gpus == 0 else "Mismatch"
+    return "Ready"
 
 
 def _has(actions: list[Action], kind: type) -> bool:

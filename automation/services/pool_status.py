@@ -13,8 +13,9 @@ from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
 from automation.models import NodePoolStatus, VmCounts
 
-# Ready: running with a Ready Node. Starting: not yet running, or running without a Ready
-# Node. Draining: being released. Released attempts are history and not read at all.
+# Ready: running with a Ready Node (for GPU types: advertising the catalog's count). Starting:
+# not yet running, or running without such a Node (a wrong GPU count is never counted).
+# Draining: being released. Released attempts are history and not read at all.
 _STATUS_SQL = """
 SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state,
        p.last_error, p.hosts_service, p.created_at, p.updated_at,
@@ -28,7 +29,8 @@ LEFT JOIN (
     SELECT pool_id,
            SUM(CASE WHEN state = 'running' AND node_state = 'Ready' THEN 1 ELSE 0 END) AS ready,
            SUM(CASE WHEN state IN ('pending', 'creating')
-                      OR (state = 'running' AND COALESCE(node_state, '') <> 'Ready')
+                      OR (state = 'running'
+                          AND COALESCE(node_state, '') NOT IN ('Ready', 'Mismatch'))
                     THEN 1 ELSE 0 END) AS starting,
            SUM(CASE WHEN state = 'releasing' THEN 1 ELSE 0 END) AS draining
     FROM vm_attempts

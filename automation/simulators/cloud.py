@@ -33,6 +33,13 @@ VM_TYPES = {
 # How each cloud spells the attempt and pool tags (components/naming.py).
 _ATTEMPT_KEYS = ("anycloud.sh/attempt", "anycloud-sh_attempt", "anycloud.sh_attempt")
 _POOL_KEYS = ("anycloud.sh/node-pool", "anycloud-sh_node-pool", "anycloud.sh_node-pool")
+_CLUSTER_KEYS = ("anycloud.sh/cluster", "anycloud-sh_cluster", "anycloud.sh_cluster")
+
+
+def _vm_type(inputs: dict[str, Any]) -> str:
+    profile = inputs.get("hardwareProfile") or {}
+    return str(inputs.get("instanceType") or inputs.get("machineType")
+               or (profile.get("vmSize") if isinstance(profile, dict) else "") or "")
 
 Lookup = Literal["running", "absent", "uncertain"]
 
@@ -45,6 +52,8 @@ class SimVm:
     pool_id: str
     public_ip: str
     created_at: str
+    vm_type: str = ""
+    cluster_id: str = ""
     state: str = "running"  # running | terminating | terminated
     terminate_at: str | None = None
     boots: bool = True
@@ -76,6 +85,7 @@ class CloudSimulator(SimulatedCloud):
         self.faults = Faults()
         self.journal: list[tuple[str, str]] = []  # (verb, attempt id)
         self.on_vm_created: list[Callable[[SimVm], None]] = []
+        self.on_vm_deleted: list[Callable[[SimVm], None]] = []
         self._vm_lock = threading.RLock()
         if path is not None and path.exists():
             self._load(path)
@@ -109,6 +119,7 @@ class CloudSimulator(SimulatedCloud):
         tags = dict(args.inputs.get(VM_TYPES[args.typ]) or {})
         attempt = next((tags[k] for k in _ATTEMPT_KEYS if k in tags), None)
         pool = next((tags[k] for k in _POOL_KEYS if k in tags), "")
+        cluster = next((tags[k] for k in _CLUSTER_KEYS if k in tags), "")
         if attempt is None:
             raise CloudFailure(f"{args.typ} {args.name} carries no attempt tag")
         rid, extra = super().new_resource(args)
@@ -124,7 +135,8 @@ class CloudSimulator(SimulatedCloud):
                     self.faults.never_boot_next -= 1
                 ip = self.public_ip(args.name)
                 vm = SimVm(id=str(rid), resource_type=args.typ, attempt_id=attempt, pool_id=pool,
-                           public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots)
+                           public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots,
+                           vm_type=_vm_type(dict(args.inputs)), cluster_id=cluster)
                 self.vms[vm.id] = vm
                 self.journal.append(("create", attempt))
                 self.save()
@@ -149,6 +161,8 @@ class CloudSimulator(SimulatedCloud):
             vm.terminate_at = (self.clock.now() + self.delete_latency).isoformat()
             self.journal.append(("delete", vm.attempt_id))
             self.save()
+            for hook in self.on_vm_deleted:
+                hook(vm)
 
     def lookup(self, attempt_id: str) -> Lookup:
         """Is there a VM for this attempt? ``uncertain`` while the provider cannot say."""

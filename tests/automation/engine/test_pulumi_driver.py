@@ -25,7 +25,8 @@ from stacks.config import (
     NodePoolStackConfig,
 )
 
-CLUSTER = ClusterRef(id="cl-1", server_url="https://203.0.113.10:6443", ca_sha256="ab" * 32)
+CLUSTER = ClusterRef(id="cl-1", server_url="https://203.0.113.10:6443", ca_sha256="ab" * 32,
+                     kubeconfig_path="/etc/anycloud/kubeconfig.yaml")
 
 
 def pool_target(provider: str = "aws") -> StackTarget:

@@ -1,0 +1,360 @@
+"""One reconciliation pass per node pool: observe, decide, act, record.
+
+The decision is ``decide.decide`` (pure). Around it, this module reads the ledger, asks the
+cluster for the Nodes that claim the pool, writes durable intent before any cloud call (an
+attempt row exists before its VM is bought; a release is recorded before the VM is deleted),
+runs the pool's stack through the StackRunner, and records what it saw. A pool whose state
+did not change is not written at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.engine import RowMapping
+
+from automation import ids
+from automation.engine.errors import EngineFailed
+from automation.engine.runner import StackRunner
+from automation.ledger import schema
+from automation.reconciler import decide as d
+from automation.reconciler.crash import crashpoint
+from automation.reconciler.lease import Leases
+from automation.services.common import record_event
+from automation.services.context import App
+from automation.services.stacks import pool_target
+
+pools, attempts_t, workloads = schema.node_pools, schema.vm_attempts, schema.workloads
+ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")
+Lookup = Literal["running", "absent", "uncertain"]
+
+
+class ClusterPort(Protocol):  # the subset of automation.kube.port.ClusterPort used here
+    def nodes_claiming(self, pool_id: str, issued_names: set[str]) -> list[Any]: ...
+    def cordon_node(self, name: str) -> None: ...
+    def delete_node(self, name: str) -> None: ...
+    def label_node(self, name: str, key: str, value: str | None) -> None: ...
+    def namespace_owner(self, name: str, pool_id: str) -> str: ...
+    def delete_namespace(self, name: str) -> None: ...
+    def service_objects_removed(self, namespace: str) -> bool: ...
+
+
+@dataclass
+class Ports:
+    """What a pass talks to: the engine, the cluster of a pool, the provider's VM lookup."""
+
+    runner: StackRunner
+    cluster_for: Callable[[RowMapping], ClusterPort]
+    vm_lookup: Callable[[str, str], Lookup]  # (pool id, attempt id)
+    ensure_addons: Callable[[RowMapping, ClusterPort], str | None] | None = None
+
+
+@dataclass
+class PoolOutcome:
+    pool_id: str
+    state: str
+    wrote: bool = False
+    skipped: str | None = None  # why nothing was done (lease held elsewhere, unreachable)
+    actions: list[str] = field(default_factory=list)
+
+
+Reporter = Callable[[str, str, dict[str, Any]], None]
+
+
+def pool_namespace(pool_id: str) -> str:
+    return f"anycloud-{pool_id}"
+
+
+def service_namespace(workload_id: str) -> str:
+    return f"anycloud-{workload_id}"
+
+
+class Reconciler:
+    def __init__(self, app: App, ports: Ports, leases: Leases | None = None,
+                 report: Reporter | None = None) -> None:
+        self.app, self.ports = app, ports
+        self.leases = leases or Leases(app.ledger, app.clock)
+        self.report = report or (lambda kind, message, data: None)
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def run_once(self) -> list[PoolOutcome]:
+        with self.app.ledger.read() as conn:
+            ids_ = list(conn.execute(sa.select(pools.c.id).where(
+                pools.c.state.in_(ACTIVE_STATES)).order_by(pools.c.id)).scalars())
+        return [self.reconcile_pool(pool_id) for pool_id in ids_]
+
+    def reconcile_pool(self, pool_id: str) -> PoolOutcome:
+        if not self.leases.acquire(pool_id):
+            return PoolOutcome(pool_id, "?", skipped="another replica holds the lease")
+        try:
+            return self._pass(pool_id)
+        finally:
+            self.leases.release(pool_id)
+
+    # -- one pass ---------------------------------------------------------------------
+
+    def _load(self, pool_id: str) -> tuple[RowMapping, RowMapping, list[RowMapping]]:
+        with self.app.ledger.read() as conn:
+            pool = conn.execute(sa.select(pools).where(pools.c.id == pool_id)).mappings().one()
+            cluster = conn.execute(sa.select(schema.clusters).where(
+                schema.clusters.c.id == pool["cluster_id"])).mappings().one()
+            rows = conn.execute(sa.select(attempts_t).where(attempts_t.c.pool_id == pool_id)
+                                .order_by(attempts_t.c.id)).mappings().all()
+        return pool, cluster, list(rows)
+
+    def _pass(self, pool_id: str) -> PoolOutcome:
+        now = self.app.clock.now()
+        pool, cluster, rows = self._load(pool_id)
+        outcome = PoolOutcome(pool_id, pool["state"])
+        port = self.ports.cluster_for(cluster)
+        from automation.kube.port import ClusterUnavailable
+
+        try:
+            referenced = self._confirm_services(pool, port, now)
+            nodes = port.nodes_claiming(pool_id, {r["node_name"] for r in rows if r["node_name"]})
+        except ClusterUnavailable as exc:
+            self._store_error(pool, f"cluster unavailable: {exc}", now, outcome)
+            outcome.skipped = "cluster unavailable"
+            return outcome
+
+        vm = self.app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
+        gpus = vm.gpus if vm else 0
+        addons_diag = None
+        if gpus and pool["state"] not in ("failed", "deleting") and self.ports.ensure_addons:
+            # First pass: before any VM is bought. Later: after the pool's VMs were observed.
+            addons_diag = self.ports.ensure_addons(cluster, port)
+
+        view = d.PoolView(
+            id=pool_id, state=pool["state"], vm_count=pool["max_vms"], gpus=gpus,
+            replacements_in_row=pool["replacements_in_row"], backoff_until=pool["backoff_until"],
+            referenced=referenced, network_removed=pool["network_removed"],
+            addons_diagnostic=addons_diag,
+        )
+        decision = d.decide(view, [_attempt_view(r) for r in rows],
+                            [n.to_view() for n in nodes], now)
+        outcome.actions = [type(a).__name__ for a in decision.actions]
+        self._act(pool, rows, decision, port, now, outcome)
+        return outcome
+
+    def _confirm_services(self, pool: RowMapping, port: ClusterPort, now: datetime) -> bool:
+        """Terminated services whose objects are gone stop counting; True if any still do."""
+        with self.app.ledger.read() as conn:
+            refs = conn.execute(sa.select(workloads).where(
+                workloads.c.pool_id == pool["id"],
+                workloads.c.state.in_(["active", "terminated"]))).mappings().all()
+        still = False
+        for w in refs:
+            if w["state"] == "terminated" and port.service_objects_removed(
+                    service_namespace(w["id"])):
+                with self.app.ledger.write() as conn:
+                    conn.execute(workloads.update().where(workloads.c.id == w["id"])
+                                 .values(state="removed", removed_at=now))
+                    record_event(conn, now, "node_pool", pool["id"], "service_removed",
+                                 f"service {w['name']}: objects confirmed removed")
+            else:
+                still = True
+        return still
+
+    # -- acting -----------------------------------------------------------------------
+
+    def _act(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
+             port: ClusterPort, now: datetime, outcome: PoolOutcome) -> None:
+        pool_id = pool["id"]
+        new = decision.of(d.NewAttempt)
+        releases = decision.of(d.Release)
+        drops = decision.of(d.DropToken)
+        if new or releases or drops:
+            # Durable intent first: the rows exist before any cloud call uses them.
+            with self.app.ledger.write() as conn:
+                for n in new:
+                    attempt_id = ids.new_id("at")
+                    conn.execute(attempts_t.insert().values(
+                        id=attempt_id, pool_id=pool_id, state="pending",
+                        replaces_attempt_id=n.replaces, token_generation=0,
+                        node_name=_node_name(attempt_id), token_issued_at=now,
+                        created_at=now, updated_at=now))
+                    record_event(conn, now, "node_pool", pool_id, "attempt_created",
+                                 f"VM attempt {attempt_id}"
+                                 + (f" replaces {n.replaces}" if n.replaces else ""))
+                    self.report("vm", f"{pool['name']}: VM attempt {attempt_id} "
+                                + (f"replaces {n.replaces}" if n.replaces else "starting"),
+                                {"pool": pool_id, "attempt": attempt_id})
+                for r in releases:
+                    conn.execute(attempts_t.update().where(attempts_t.c.id == r.attempt_id)
+                                 .values(state="releasing", updated_at=now, last_error=r.reason))
+                    record_event(conn, now, "node_pool", pool_id, "attempt_releasing",
+                                 f"VM attempt {r.attempt_id}: {r.reason}")
+                    self.report("vm", f"{pool['name']}: releasing {r.attempt_id} ({r.reason})",
+                                {"pool": pool_id, "attempt": r.attempt_id})
+                for t in drops:
+                    conn.execute(attempts_t.update().where(attempts_t.c.id == t.attempt_id)
+                                 .values(token_removed_at=now, updated_at=now))
+                    record_event(conn, now, "node_pool", pool_id, "token_removed",
+                                 f"bootstrap token of {t.attempt_id} removed: its Node exists")
+                    self.report("token", f"{pool['name']}: Node of {t.attempt_id} exists; "
+                                "bootstrap token removed", {"attempt": t.attempt_id})
+            crashpoint("after-attempt-write" if new else "after-release-write")
+
+        for label in decision.of(d.LabelNode):
+            port.label_node(label.name, label.key, label.value)
+        for gone in decision.of(d.RemoveNode):
+            port.cordon_node(gone.name)
+            port.delete_node(gone.name)
+            self.report("node", f"{pool['name']}: Node {gone.name} removed ({gone.reason})",
+                        {"node": gone.name})
+            crashpoint("after-node-removed")
+        namespace_note = None
+        if decision.of(d.DeleteNamespace):
+            namespace_note = self._delete_namespace(pool, port)
+
+        failures, backoff_until, error = pool["consecutive_failures"], pool["backoff_until"], None
+        if decision.of(d.ApplyStack) or drops:
+            try:
+                result = self.ports.runner.up(pool_target(self.app, pool_id, planned=False))
+            except EngineFailed as exc:
+                failures += 1
+                backoff_until = now + d.backoff_after(failures)
+                error = f"provider failure {failures} in a row: {exc.message}"
+                self.report("provider", f"{pool['name']}: {error}; backing off until "
+                            f"{backoff_until:%H:%M:%S}", {"pool": pool_id})
+            else:
+                crashpoint("after-stack-up")
+                if result.mandatory_violations:
+                    error = "policy: " + "; ".join(
+                        f"{v.policy}: {v.message}" for v in result.mandatory_violations)
+                else:
+                    failures, backoff_until = 0, None
+                    self._sync_attempts(pool_id, result.outputs, now)
+                    crashpoint("after-ledger-sync")
+        self._confirm_releases(pool, now)
+
+        if decision.of(d.DestroyStack):
+            self.ports.runner.destroy(pool_target(self.app, pool_id, planned=False))
+            crashpoint("after-destroy")
+            with self.app.ledger.write() as conn:
+                conn.execute(pools.update().where(pools.c.id == pool_id)
+                             .values(network_removed=True, updated_at=now))
+                record_event(conn, now, "node_pool", pool_id, "network_removed",
+                             "isolated network removed")
+            self.report("pool", f"{pool['name']}: network removed", {"pool": pool_id})
+
+        self._store(pool, rows, decision, failures, backoff_until,
+                    error or namespace_note, now, outcome)
+
+    def _delete_namespace(self, pool: RowMapping, port: ClusterPort) -> str | None:
+        name = pool_namespace(pool["id"])
+        owner = port.namespace_owner(name, pool["id"])
+        if owner == "ours":
+            port.delete_namespace(name)
+        elif owner == "foreign":
+            return f"namespace {name} is not owned by anycloud and was left in place"
+        return None
+
+    def _sync_attempts(self, pool_id: str, outputs: dict[str, Any], now: datetime) -> None:
+        """After a successful up: pending attempts are running, with the VM's facts."""
+        vms = outputs.get("attempts") or {}
+        with self.app.ledger.write() as conn:
+            rows = conn.execute(sa.select(attempts_t).where(
+                attempts_t.c.pool_id == pool_id,
+                attempts_t.c.state.in_(["pending", "creating"]))).mappings().all()
+            for r in rows:
+                facts = vms.get(r["id"])
+                if not isinstance(facts, dict):
+                    continue
+                conn.execute(attempts_t.update().where(attempts_t.c.id == r["id"]).values(
+                    state="running", vm_id=str(facts.get("vmId") or ""),
+                    public_ip=facts.get("publicIp"), vm_created_at=r["vm_created_at"] or now,
+                    updated_at=now))
+                record_event(conn, now, "node_pool", pool_id, "vm_running",
+                             f"VM of {r['id']} is running ({facts.get('publicIp')})")
+                self.report("vm", f"VM {r['id']} running at {facts.get('publicIp')}",
+                            {"attempt": r["id"]})
+
+    def _confirm_releases(self, pool: RowMapping, now: datetime) -> None:
+        """A release ends only once the provider confirms the VM gone."""
+        with self.app.ledger.read() as conn:
+            releasing = conn.execute(sa.select(attempts_t.c.id).where(
+                attempts_t.c.pool_id == pool["id"], attempts_t.c.state == "releasing")
+            ).scalars().all()
+        for attempt_id in releasing:
+            if self.ports.vm_lookup(pool["id"], attempt_id) != "absent":
+                continue  # running or uncertain: keep the attempt open
+            with self.app.ledger.write() as conn:
+                conn.execute(attempts_t.update().where(attempts_t.c.id == attempt_id)
+                             .values(state="released", released_at=now, updated_at=now))
+                record_event(conn, now, "node_pool", pool["id"], "attempt_released",
+                             f"VM of {attempt_id} confirmed released")
+            self.report("vm", f"{pool['name']}: VM of {attempt_id} confirmed released",
+                        {"attempt": attempt_id})
+
+    # -- recording --------------------------------------------------------------------
+
+    def _store_error(self, pool: RowMapping, error: str, now: datetime,
+                     outcome: PoolOutcome) -> None:
+        if pool["last_error"] == error:
+            return
+        with self.app.ledger.write() as conn:
+            conn.execute(pools.update().where(pools.c.id == pool["id"])
+                         .values(last_error=error, updated_at=now))
+        outcome.wrote = True
+
+    def _store(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
+               failures: int, backoff_until: datetime | None, note: str | None,
+               now: datetime, outcome: PoolOutcome) -> None:
+        state, error = decision.state, decision.last_error or note
+        if state == "failed" and error is None:
+            error = pool["last_error"]  # a parked pool keeps the diagnostic that parked it
+        if failures >= d.MAX_PROVIDER_FAILURES and state not in ("deleting", "deleted"):
+            state = "failed"
+            error = f"parked after {failures} consecutive provider failures; last: {note or ''}"
+        changes: dict[str, Any] = {}
+        wanted = {"state": state, "last_error": error,
+                  "replacements_in_row": decision.replacements_in_row,
+                  "consecutive_failures": failures, "backoff_until": backoff_until}
+        for key, value in wanted.items():
+            if pool[key] != value:
+                changes[key] = value
+        if state == "deleted" and pool["state"] != "deleted":
+            changes["deleted_at"] = now
+        attempt_patches = {aid: v for aid, v in decision.attempts.items()}
+        if not changes and not attempt_patches:
+            outcome.state = state
+            return
+        with self.app.ledger.write() as conn:
+            if changes:
+                conn.execute(pools.update().where(pools.c.id == pool["id"])
+                             .values(updated_at=now, **changes))
+            if "state" in changes:
+                record_event(conn, now, "node_pool", pool["id"], f"pool_{state}",
+                             f"node pool {pool['name']} {state}"
+                             + (f": {error}" if error and state == "failed" else ""))
+                self.report("pool", f"{pool['name']}: {pool['state']} → {state}"
+                            + (f" ({error})" if error and state == "failed" else ""),
+                            {"pool": pool["id"], "state": state})
+            for aid, v in attempt_patches.items():
+                conn.execute(attempts_t.update().where(attempts_t.c.id == aid).values(
+                    not_ready_since=v.not_ready_since, gpu_ready_seen=v.gpu_ready_seen,
+                    node_state=v.node_state,
+                    gpu_missing_since=v.gpu_missing_since, updated_at=now))
+        outcome.state, outcome.wrote = state, True
+
+
+def _node_name(attempt_id: str) -> str:
+    from components.naming import node_name
+
+    return node_name(attempt_id)
+
+
+def _attempt_view(r: RowMapping) -> d.AttemptView:
+    return d.AttemptView(
+        id=r["id"], state=r["state"], node_name=r["node_name"] or _node_name(r["id"]),
+        vm_created_at=r["vm_created_at"], token_present=r["token_removed_at"] is None,
+        replaces=r["replaces_attempt_id"], not_ready_since=r["not_ready_since"],
+        node_state=r["node_state"],
+        gpu_ready_seen=bool(r["gpu_ready_seen"]), gpu_missing_since=r["gpu_missing_since"],
+    )

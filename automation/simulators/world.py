@@ -1,0 +1,78 @@
+"""A simulated world: one clock, a cloud and a cluster that see each other.
+
+A VM the cloud creates boots and its agent joins the cluster (unless it never boots); a VM
+it deletes takes its Node down. With a directory, every part is persisted there, so a
+reconciler killed mid-step and started again in a new process finds the same world.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from automation.catalog import load_catalog
+from automation.clock import ManualClock
+from automation.simulators.cloud import CloudSimulator, SimVm
+from automation.simulators.cluster import NodeBehaviour, SimulatedCluster
+
+START = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+PROVIDER_OF = {"aws:": "aws", "gcp:": "gcp", "azure-native:": "azure"}
+
+
+class PersistedClock(ManualClock):
+    """A manual clock whose time lives in a file, shared by every process of the world."""
+
+    def __init__(self, path: Path | None, start: datetime = START) -> None:
+        self.path = path
+        if path is not None and path.exists():
+            start = datetime.fromisoformat(json.loads(path.read_text())["now"])
+        super().__init__(start)
+
+    def advance(self, delta: timedelta) -> None:
+        super().advance(delta)
+        self.save()
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".clock-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"now": self.now().isoformat()}, fh)
+        os.replace(tmp, self.path)
+
+
+class SimWorld:
+    def __init__(self, root: Path | None = None, *,
+                 node_behaviour: NodeBehaviour | None = None) -> None:
+        self.root = root
+        self.clock = PersistedClock(root / "clock.json" if root else None)
+        self.clock.save()
+        self.cloud = CloudSimulator(self.clock, root / "cloud.json" if root else None)
+        cluster_path = root / "cluster.json" if root else None
+        if cluster_path is not None and cluster_path.exists():
+            self.cluster = SimulatedCluster.load(cluster_path, self.clock)
+        else:
+            self.cluster = SimulatedCluster(self.clock, path=cluster_path)
+        if node_behaviour is not None:
+            self.cluster.default_behaviour = node_behaviour
+        self.cloud.on_vm_created.append(self._boot)
+        self.cloud.on_vm_deleted.append(lambda vm: self.cluster.release_vm(vm.attempt_id))
+
+    def _boot(self, vm: SimVm) -> None:
+        from components.naming import node_name
+
+        provider = next((p for prefix, p in PROVIDER_OF.items()
+                         if vm.resource_type.startswith(prefix)), "aws")
+        spec = load_catalog().providers[provider].vm_type(vm.vm_type)
+        gpus = spec.gpus if spec else 0
+        behaviour = None if vm.boots else NodeBehaviour(join_after=None)
+        self.cluster.announce_vm(vm.attempt_id, vm.pool_id, vm.cluster_id,
+                                 node_name(vm.attempt_id), gpus, "nvidia" if gpus else None,
+                                 provider=provider, behaviour=behaviour)
+
+    def advance(self, delta: timedelta) -> None:
+        self.clock.advance(delta)

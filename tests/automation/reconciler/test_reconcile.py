@@ -1,0 +1,178 @@
+"""The reconciler on the simulators: every lifecycle rule of the node-pool seed end to end."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from automation.ledger import schema
+from automation.models import WorkloadKind
+from automation.services import node_pools, pool_status, workloads
+from automation.simulators.cluster import NodeBehaviour
+from tests.automation.reconciler.conftest import Rig
+
+M = timedelta(minutes=1)
+
+
+def status(rig: Rig, pool: str):  # type: ignore[no-untyped-def]
+    return pool_status.node_pool_status(rig.app.ledger, pool)
+
+
+def attempts(rig: Rig, pool: str) -> list[dict]:
+    with rig.app.ledger.read() as conn:
+        return [dict(r) for r in conn.execute(sa.select(schema.vm_attempts).where(
+            schema.vm_attempts.c.pool_id == pool).order_by(schema.vm_attempts.c.id)).mappings()]
+
+
+def test_cpu_pool_from_create_to_ready(rig: Rig) -> None:
+    pool = rig.pool("cpu", count=2)
+    rig.passes(1)
+    rows = attempts(rig, pool)
+    assert [r["state"] for r in rows] == ["running", "running"]
+    assert all(r["vm_created_at"] and r["public_ip"] for r in rows)
+    assert status(rig, pool).state == "provisioning"
+    assert len(rig.world.cloud.vms_of_pool(pool)) == 2
+    rig.passes(4, step=M)  # Nodes join after 2 minutes, Ready 30 s later
+    s = status(rig, pool)
+    assert s.state == "ready" and s.counts.ready == 2
+    assert all(r["token_removed_at"] is not None for r in attempts(rig, pool))
+    # The tokens are gone from the stack too: no bootstrap-token Secret left in its state.
+    state = rig.reconciler.ports.runner.load_state(  # type: ignore[attr-defined]
+        __import__("automation.services.stacks", fromlist=["x"]).pool_target(rig.app, pool))
+    assert not [u for u in state["resources"] if "kubernetes:core/v1:Secret" in u]
+
+
+def test_converged_pass_writes_nothing(rig: Rig) -> None:
+    pool = rig.pool("cpu", count=1)
+    rig.passes(6, step=M)
+    assert status(rig, pool).state == "ready"
+    outcomes = rig.reconciler.run_once()
+    assert [o.wrote for o in outcomes] == [False]
+    assert outcomes[0].actions == []
+
+
+def test_token_removed_when_node_exists_before_ready(rig: Rig) -> None:
+    rig.world.cluster.default_behaviour = NodeBehaviour(join_after=M, ready_after=None)
+    pool = rig.pool("cpu", count=1)
+    rig.passes(3, step=M)
+    (row,) = attempts(rig, pool)
+    assert row["token_removed_at"] is not None and status(rig, pool).state == "provisioning"
+
+
+def test_vm_that_never_joins_is_replaced_at_ten_minutes(rig: Rig) -> None:
+    rig.world.cloud.faults.never_boot_next = 1
+    pool = rig.pool("cpu", count=1)
+    rig.passes(1)
+    (first,) = attempts(rig, pool)
+    rig.world.advance(9 * M)  # 9.5 minutes after the VM was created
+    rig.reconciler.run_once()
+    assert [r["state"] for r in attempts(rig, pool)] == ["running"]
+    rig.world.advance(30 * timedelta(seconds=1))
+    rig.reconciler.run_once()
+    rows = attempts(rig, pool)
+    assert rows[0]["state"] in ("releasing", "released")
+    assert rows[1]["replaces_attempt_id"] == first["id"] and rows[1]["state"] == "running"
+    rig.passes(6, step=M)
+    s = status(rig, pool)
+    assert s.state == "ready" and s.counts.ready == 1
+    assert [r["state"] for r in attempts(rig, pool)] == ["released", "running"]
+
+
+def test_three_replacements_in_a_row_then_parked(rig: Rig) -> None:
+    rig.world.cloud.faults.never_boot_next = 10
+    pool = rig.pool("cpu", count=1)
+    rig.passes(50, step=M)
+    s = status(rig, pool)
+    assert s.state == "failed" and "join preconditions" in (s.last_error or "")
+    rows = attempts(rig, pool)
+    assert len(rows) == 4  # the original and three replacements, no fifth
+    bought = len(rig.world.cloud.journal)
+    rig.passes(5, step=M)
+    assert len(rig.world.cloud.journal) == bought  # parked: provisions nothing
+
+
+def test_provider_failures_back_off_then_park(rig: Rig) -> None:
+    rig.world.cloud.faults.create_errors = ["InsufficientInstanceCapacity"] * 5
+    pool = rig.pool("cpu", count=1)
+    rig.reconciler.run_once()
+    with rig.app.ledger.read() as conn:
+        row = conn.execute(sa.select(schema.node_pools).where(
+            schema.node_pools.c.id == pool)).mappings().one()
+    assert row["consecutive_failures"] == 1
+    assert row["backoff_until"] == rig.world.clock.now() + M
+    rig.reconciler.run_once()  # still backing off: no new cloud call
+    assert rig.world.cloud.faults.create_errors == ["InsufficientInstanceCapacity"] * 4
+    for _ in range(40):
+        rig.world.advance(M)
+        rig.reconciler.run_once()
+    s = status(rig, pool)
+    assert s.state == "failed" and "5 consecutive provider failures" in (s.last_error or "")
+    assert rig.world.cloud.vms == {}
+
+
+def test_recovers_after_fewer_than_five_failures(rig: Rig) -> None:
+    rig.world.cloud.faults.create_errors = ["RequestLimitExceeded"] * 2
+    pool = rig.pool("cpu", count=1)
+    for _ in range(20):
+        rig.reconciler.run_once()
+        rig.world.advance(M)
+    s = status(rig, pool)
+    assert s.state == "ready"
+    with rig.app.ledger.read() as conn:
+        assert conn.execute(sa.select(schema.node_pools.c.consecutive_failures).where(
+            schema.node_pools.c.id == pool)).scalar_one() == 0
+
+
+def test_foreign_node_fails_the_pool(rig: Rig) -> None:
+    pool = rig.pool("cpu", count=1)
+    rig.passes(5, step=M)
+    rig.world.cluster.add_foreign_node("intruder", {"anycloud.sh/node-pool": pool})
+    rig.reconciler.run_once()
+    s = status(rig, pool)
+    assert s.state == "failed" and "intruder" in (s.last_error or "")
+
+
+def test_gpu_pool_ready_with_devices(rig: Rig) -> None:
+    pool = rig.pool("gpu", vm_type="g5.12xlarge", count=1)
+    rig.passes(6, step=M)
+    s = status(rig, pool)
+    assert s.state == "ready" and s.counts.ready == 1
+
+
+def test_gpu_count_mismatch_fails(rig: Rig) -> None:
+    rig.world.cluster.default_behaviour = NodeBehaviour(advertised_gpus=2)
+    pool = rig.pool("gpu", vm_type="g5.12xlarge", count=1)
+    rig.passes(6, step=M)
+    s = status(rig, pool)
+    assert s.state == "failed" and "device-count mismatch" in (s.last_error or "")
+
+
+def test_delete_releases_everything_and_waits_for_the_provider(rig: Rig) -> None:
+    pool = rig.pool("cpu", count=2)
+    rig.passes(6, step=M)
+    w = workloads.create_workload(rig.app, "web", "cpu", WorkloadKind.DEPLOYMENT)
+    workloads.delete_workload(rig.app, w.name)
+    node_pools.delete_node_pool(rig.app, pool)
+    rig.reconciler.run_once()
+    assert status(rig, pool).state == "deleting"
+    assert {r["state"] for r in attempts(rig, pool)} == {"releasing"}
+    assert rig.world.cluster.node_names() == []  # Nodes cordoned and removed
+    rig.world.advance(10 * timedelta(seconds=1))
+    rig.reconciler.run_once()
+    assert {r["state"] for r in attempts(rig, pool)} == {"releasing"}  # provider not sure yet
+    rig.passes(4, step=M)
+    assert status(rig, pool).state == "deleted"
+    assert rig.world.cloud.vms_of_pool(pool) == []
+
+
+@pytest.mark.parametrize("count", [1])
+def test_other_pools_unaffected_by_a_deletion(rig: Rig, count: int) -> None:
+    keep = rig.pool("keep", count=count)
+    gone = rig.pool("gone", count=count)
+    rig.passes(6, step=M)
+    node_pools.delete_node_pool(rig.app, gone)
+    rig.passes(6, step=M)
+    assert status(rig, gone).state == "deleted"
+    assert status(rig, keep).state == "ready" and status(rig, keep).counts.ready == count
