@@ -10,6 +10,7 @@ from automation.cli.credentials import credentials
 from automation.cli.demo import demo
 from automation.cli.deployment import deployment
 from automation.cli.node_pool import node_pool
+from automation.cli.reconcile import reconcile, serve
 from automation.cli.rollout import plan, policy, preview, preview_all, unlock
 
 
@@ -25,7 +26,8 @@ def cli(ctx: click.Context, home: str | None) -> None:
     ctx.obj = {"home": home}
 
 
-for command in (cluster, credentials, node_pool, deployment, policy, preview_all, demo):
+for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
+                serve, demo):
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)

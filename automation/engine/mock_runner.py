@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.runner import (
     ChangeSummary,
@@ -178,6 +179,7 @@ class MockEngineRunner:
         for op, r in changes:
             if op == "delete" and isinstance(r, dict) and not r.get("retain"):
                 self._delete(r)
+        crashpoint("mid-stack-up")
         self._save_state(target, {"resources": {
             r.urn: {"type": r.type, "name": r.name, "id": r.id, "digest": _digest(r),
                     "retain": bool(r.options.get("retainOnDelete"))}

@@ -18,11 +18,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
 from automation import ids
+from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.runner import StackRunner
 from automation.ledger import schema
 from automation.reconciler import decide as d
-from automation.reconciler.crash import crashpoint
 from automation.reconciler.lease import Leases
 from automation.services.common import record_event
 from automation.services.context import App
@@ -168,22 +168,10 @@ class Reconciler:
         new = decision.of(d.NewAttempt)
         releases = decision.of(d.Release)
         drops = decision.of(d.DropToken)
-        if new or releases or drops:
-            # Durable intent first: the rows exist before any cloud call uses them.
+        # Durable intent first: releases and new attempt rows are written before any cloud
+        # call acts on them, each in its own transaction.
+        if releases or drops:
             with self.app.ledger.write() as conn:
-                for n in new:
-                    attempt_id = ids.new_id("at")
-                    conn.execute(attempts_t.insert().values(
-                        id=attempt_id, pool_id=pool_id, state="pending",
-                        replaces_attempt_id=n.replaces, token_generation=0,
-                        node_name=_node_name(attempt_id), token_issued_at=now,
-                        created_at=now, updated_at=now))
-                    record_event(conn, now, "node_pool", pool_id, "attempt_created",
-                                 f"VM attempt {attempt_id}"
-                                 + (f" replaces {n.replaces}" if n.replaces else ""))
-                    self.report("vm", f"{pool['name']}: VM attempt {attempt_id} "
-                                + (f"replaces {n.replaces}" if n.replaces else "starting"),
-                                {"pool": pool_id, "attempt": attempt_id})
                 for r in releases:
                     conn.execute(attempts_t.update().where(attempts_t.c.id == r.attempt_id)
                                  .values(state="releasing", updated_at=now, last_error=r.reason))
@@ -198,7 +186,24 @@ class Reconciler:
                                  f"bootstrap token of {t.attempt_id} removed: its Node exists")
                     self.report("token", f"{pool['name']}: Node of {t.attempt_id} exists; "
                                 "bootstrap token removed", {"attempt": t.attempt_id})
-            crashpoint("after-attempt-write" if new else "after-release-write")
+            if releases:
+                crashpoint("after-release-write")
+        if new:
+            with self.app.ledger.write() as conn:
+                for n in new:
+                    attempt_id = ids.new_id("at")
+                    conn.execute(attempts_t.insert().values(
+                        id=attempt_id, pool_id=pool_id, state="pending",
+                        replaces_attempt_id=n.replaces, token_generation=0,
+                        node_name=_node_name(attempt_id), token_issued_at=now,
+                        created_at=now, updated_at=now))
+                    record_event(conn, now, "node_pool", pool_id, "attempt_created",
+                                 f"VM attempt {attempt_id}"
+                                 + (f" replaces {n.replaces}" if n.replaces else ""))
+                    self.report("vm", f"{pool['name']}: VM attempt {attempt_id} "
+                                + (f"replaces {n.replaces}" if n.replaces else "starting"),
+                                {"pool": pool_id, "attempt": attempt_id})
+            crashpoint("after-attempt-write")
 
         for label in decision.of(d.LabelNode):
             port.label_node(label.name, label.key, label.value)

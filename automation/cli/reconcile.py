@@ -1,0 +1,118 @@
+"""``anycloud reconcile`` and ``anycloud serve``: the control loop."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from typing import Any
+
+import click
+
+from automation.cli.context import app_from
+from automation.cli.output import handle_errors, info, json_option
+
+_engine = click.option("--engine", type=click.Choice(["pulumi", "mock"]),
+                       help="Default: pulumi when installed, else mock.")
+_simulate = click.option(
+    "--simulate", is_flag=True,
+    help="Run against the simulated cloud and cluster kept in $ANYCLOUD_HOME/sim "
+         "(mock engine, simulated clock).")
+
+
+def _parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        from automation.errors import InvalidInput
+
+        raise InvalidInput("--advance", text, "must be a duration such as 30s, 1m or 2h") from None
+
+
+def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool) -> Any:
+    from automation.reconciler.reconcile import Reconciler
+    from automation.reconciler.wiring import real_ports, simulated_ports
+
+    app = app_from(ctx)
+    world = None
+    if simulate:
+        from automation.simulators.world import SimWorld
+
+        world = SimWorld(app.home / "sim")
+        app.clock = world.clock
+        ports = simulated_ports(app, world)
+    else:
+        ports = real_ports(app, engine)
+
+    def report(kind: str, message: str, data: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(json.dumps({"event": kind, "message": message, "data": data}))
+        else:
+            info(f"[{kind}] {message}")
+
+    return Reconciler(app, ports, report=report), world
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="One pass over every pool, then exit.")
+@click.option("--passes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --simulate: passes to run, the simulated clock advancing between.")
+@click.option("--advance", default="0s", help="With --simulate: clock step between passes.")
+@_engine
+@_simulate
+@json_option
+@handle_errors
+@click.pass_context
+def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine: str | None,
+              simulate: bool, as_json: bool) -> None:
+    """Reconcile every node pool (one pass with --once; a loop otherwise, like serve)."""
+    if not once and passes == 1:
+        ctx.invoke(serve, interval=30.0, engine=engine, simulate=simulate, as_json=as_json)
+        return
+    reconciler, world = _setup(ctx, engine, simulate, as_json)
+    step = _parse_duration(advance)
+    for i in range(passes):
+        outcomes = reconciler.run_once()
+        if world is not None and i < passes - 1 and step:
+            from datetime import timedelta
+
+            world.advance(timedelta(seconds=step))
+    summary = {o.pool_id: o.state for o in outcomes}
+    if as_json:
+        click.echo(json.dumps({"pools": summary}))
+    else:
+        for pool_id, state in summary.items():
+            click.echo(f"{pool_id}\t{state}")
+
+
+@click.command()
+@click.option("--interval", type=float, default=30.0, show_default=True,
+              help="Seconds between passes.")
+@_engine
+@_simulate
+@json_option
+@handle_errors
+@click.pass_context
+def serve(ctx: click.Context, interval: float, engine: str | None, simulate: bool,
+          as_json: bool) -> None:
+    """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds."""
+    reconciler, world = _setup(ctx, engine, simulate, as_json)
+    stop = {"now": False}
+
+    def _stop(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}); "
+         "SIGTERM to stop")
+    while not stop["now"]:
+        reconciler.run_once()
+        deadline = time.monotonic() + interval
+        while not stop["now"] and time.monotonic() < deadline:
+            time.sleep(min(0.5, interval))
+        if world is not None:
+            from datetime import timedelta
+
+            world.advance(timedelta(seconds=interval))
