@@ -18,6 +18,7 @@ import ipaddress
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -94,6 +95,7 @@ class ProgramRun:
     outputs: dict[str, Any]
     secret_outputs: tuple[str, ...]
     stack_urn: str
+    invokes: tuple[dict[str, Any], ...] = ()
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -119,6 +121,7 @@ class ProgramRun:
             "resources": [r.to_dict() for r in self.resources],
             "outputs": self.outputs,
             "secretOutputs": list(self.secret_outputs),
+            "invokes": list(self.invokes),
         }
 
 
@@ -127,6 +130,10 @@ class ProgramRun:
 
 def _digest(*parts: str) -> bytes:
     return hashlib.sha256("\x1f".join(parts).encode()).digest()
+
+
+def _uuid_from(raw: bytes) -> uuid.UUID:
+    return uuid.UUID(bytes=raw[:16])
 
 
 class SimulatedCloud:
@@ -142,6 +149,7 @@ class SimulatedCloud:
         self._fail = fail
         self._lock = threading.Lock()
         self._ips: dict[str, str] = {}
+        self._ip_owner: dict[str, str] = {}  # Azure public IP name -> VM resource name
 
     # Addresses are unique within one cloud object; collisions are probed deterministically.
     def public_ip(self, key: str) -> str:
@@ -202,9 +210,18 @@ class SimulatedCloud:
                 ]
                 nics[0]["networkIp"] = "10.0.1.10"
             extra = {"networkInterfaces": nics, "instanceId": str(int(_digest(rid).hex()[:12], 16))}
+        elif t == "azure-native:compute:VirtualMachine":
+            extra = {"vmId": str(_uuid_from(_digest(t, args.name)))}
+            # The VM declares its public IP; answer lookups of it with the VM's address.
+            for name in _azure_public_ip_names(args.inputs):
+                with self._lock:
+                    self._ip_owner[name] = args.name
         elif t == "azure-native:network:PublicIPAddress":
             extra = {"ipAddress": self.public_ip(args.name)}
-        elif t in ("random:index/randomString:RandomString", "random:index/randomPassword:RandomPassword"):
+        elif t in (
+            "random:index/randomString:RandomString",
+            "random:index/randomPassword:RandomPassword",
+        ):
             length = int(args.inputs.get("length", 16))
             alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
             seed = _digest(t, args.name, json.dumps(args.inputs.get("keepers", {}), sort_keys=True))
@@ -218,27 +235,47 @@ class SimulatedCloud:
 
     def call(self, args: MockCallArgs) -> dict[str, Any]:
         if args.token == "aws:ec2/getAmi:getAmi":
-            names = [f.get("values", []) for f in args.args.get("filters", []) if f.get("name") == "name"]
+            names = [
+                f.get("values", []) for f in args.args.get("filters", []) if f.get("name") == "name"
+            ]
             key = json.dumps(names, sort_keys=True)
             return {
                 "id": "ami-" + _digest("ami", key).hex()[:17],
                 "architecture": "x86_64",
                 "name": (names[0][0] if names and names[0] else "sim-image").replace("*", "sim"),
             }
+        if args.token == "azure-native:network:getPublicIPAddress":
+            name = str(args.args.get("publicIpAddressName", "ip"))
+            with self._lock:
+                owner = self._ip_owner.get(name, name)
+            return {"name": name, "ipAddress": self.public_ip(owner)}
         if args.token == "gcp:compute/getImage:getImage":
             return {"selfLink": f"projects/sim/global/images/{args.args.get('family', 'image')}"}
         return {}
 
 
+def _azure_public_ip_names(inputs: Mapping[str, Any]) -> list[str]:
+    profile = inputs.get("networkProfile") or {}
+    names = []
+    for nic in profile.get("networkInterfaceConfigurations") or []:
+        for ipc in nic.get("ipConfigurations") or []:
+            pip = ipc.get("publicIPAddressConfiguration") or {}
+            if pip.get("name"):
+                names.append(str(pip["name"]))
+    return names
+
+
 # --------------------------------------------------------------------------- plain data
 
 
-def _plain(value: Any) -> tuple[Any, bool]:
+def _plain(value: Any, reveal: bool = False) -> tuple[Any, bool]:
     """Strip secret wrappers; return (value with secrets replaced, whether any was secret)."""
     from pulumi.output import Unknown
     from pulumi.runtime import rpc
 
     if rpc.is_rpc_secret(value):
+        if reveal:
+            return _plain(rpc.unwrap_rpc_secret(value), reveal)[0], True
         return SECRET, True
     if isinstance(value, Unknown):
         return UNKNOWN, False
@@ -246,11 +283,11 @@ def _plain(value: Any) -> tuple[Any, bool]:
         out: dict[str, Any] = {}
         secret = False
         for k, v in value.items():
-            out[str(k)], s = _plain(v)
+            out[str(k)], s = _plain(v, reveal)
             secret = secret or s
         return out, secret
     if isinstance(value, (list, tuple)):
-        items = [_plain(v) for v in value]
+        items = [_plain(v, reveal) for v in value]
         return [v for v, _ in items], any(s for _, s in items)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value, False
@@ -258,11 +295,13 @@ def _plain(value: Any) -> tuple[Any, bool]:
     return repr(value), False
 
 
-def _plain_props(props: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _plain_props(
+    props: Mapping[str, Any], reveal: bool = False
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     out: dict[str, Any] = {}
     secret_keys: list[str] = []
     for k, v in props.items():
-        out[k], secret = _plain(v)
+        out[k], secret = _plain(v, reveal)
         if secret:
             secret_keys.append(k)
     return out, tuple(sorted(secret_keys))
@@ -271,7 +310,7 @@ def _plain_props(props: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, .
 # --------------------------------------------------------------------------- engine
 
 
-def _make_mocks(cloud: Cloud) -> Any:
+def _make_mocks(cloud: Cloud, record: dict[str, Any]) -> Any:
     from pulumi.runtime import mocks as pmocks
 
     class _Mocks(pmocks.Mocks):
@@ -283,7 +322,10 @@ def _make_mocks(cloud: Cloud) -> Any:
 
         def call(self, args: MockCallArgs) -> Any:
             # A bare dict means "no check failures" to MockMonitor.Invoke.
-            return cloud.call(args)
+            result = cloud.call(args)
+            with record["lock"]:
+                record["invokes"].append({"token": args.token, "args": args.args})
+            return result
 
     return _Mocks()
 
@@ -300,7 +342,7 @@ def _make_monitor(mocks: Any, record: dict[str, Any]) -> Any:
             result: str = super().make_urn(parent, type_, name)
             return result
 
-        def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC name)
+        def RegisterResource(self, request: Any) -> Any:
             resp = super().RegisterResource(request)
             if request.type == STACK_TYPE:
                 record["stack_urn"] = resp.urn
@@ -327,7 +369,7 @@ def _make_monitor(mocks: Any, record: dict[str, Any]) -> Any:
                 }
             return resp
 
-        def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+        def RegisterResourceOutputs(self, request: Any) -> Any:
             if request.urn == record.get("stack_urn"):
                 record["stack_outputs"] = rpc.deserialize_properties(request.outputs)
             return super().RegisterResourceOutputs(request)
@@ -344,17 +386,27 @@ def run_program(
     config: Mapping[str, str] | None = None,
     preview: bool = False,
     logger: logging.Logger | None = None,
+    reveal_secrets: bool = False,
 ) -> ProgramRun:
     """Run ``program`` as a Pulumi stack under mocks; return every registered resource.
 
     Safe to call repeatedly in one process: each run gets fresh runtime settings, a fresh
     monitor and a fresh root stack, inside a copied context so nothing leaks between runs.
     ``config`` is Pulumi config as the engine passes it (``{"anycloud:pool": "<json>"}``).
-    Raises whatever the program (or the cloud) raised.
+    ``reveal_secrets`` keeps secret values readable (still listed as secret): for tests
+    only, never for anything printed. Raises whatever the program (or the cloud) raised.
     """
     ctx = contextvars.copy_context()
     return ctx.run(
-        _run, program, cloud or SimulatedCloud(), project, stack, dict(config or {}), preview, logger
+        _run,
+        program,
+        cloud or SimulatedCloud(),
+        project,
+        stack,
+        dict(config or {}),
+        preview,
+        logger,
+        reveal_secrets,
     )
 
 
@@ -366,6 +418,7 @@ def _run(
     config: dict[str, str],
     preview: bool,
     logger: logging.Logger | None,
+    reveal_secrets: bool,
 ) -> ProgramRun:
     from google.protobuf import empty_pb2
     from pulumi.runtime import config as pconfig
@@ -374,8 +427,13 @@ def _run(
     from pulumi.runtime.stack import run_in_stack
     from pulumi.runtime.sync_await import _sync_await
 
-    record: dict[str, Any] = {"lock": threading.Lock(), "order": [], "requests": {}}
-    mocks = _make_mocks(cloud)
+    record: dict[str, Any] = {
+        "lock": threading.Lock(),
+        "order": [],
+        "requests": {},
+        "invokes": [],
+    }
+    mocks = _make_mocks(cloud, record)
     monitor = _make_monitor(mocks, record)
     features = set(monitor.GetDeploymentInfo(empty_pb2.Empty()).supportedFeatures)
     settings.configure(
@@ -398,11 +456,12 @@ def _run(
 
     resources: list[RegisteredResource] = []
     registered = monitor.get_registered_resources()
-    for urn in record["order"]:
+    # Registration order depends on thread scheduling; URN order is stable across runs.
+    for urn in sorted(record["order"]):
         req = record["requests"][urn]
-        inputs, secret_inputs = _plain_props(req["inputs"])
+        inputs, secret_inputs = _plain_props(req["inputs"], reveal_secrets)
         reg = registered.get(urn)
-        outputs, secret_outputs = _plain_props(reg.state if reg else {})
+        outputs, secret_outputs = _plain_props(reg.state if reg else {}, reveal_secrets)
         resources.append(
             RegisteredResource(
                 urn=urn,
@@ -419,9 +478,15 @@ def _run(
                 options=req["options"],
             )
         )
-    stack_outputs, secret_stack_outputs = _plain_props(record.get("stack_outputs", {}))
+    stack_outputs, secret_stack_outputs = _plain_props(
+        record.get("stack_outputs", {}), reveal_secrets
+    )
     return ProgramRun(
         resources=tuple(resources),
+        invokes=tuple(
+            {"token": i["token"], "args": _plain(i["args"], reveal_secrets)[0]}
+            for i in record["invokes"]
+        ),
         outputs=stack_outputs,
         secret_outputs=secret_stack_outputs,
         stack_urn=record.get("stack_urn", ""),

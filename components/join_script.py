@@ -52,6 +52,14 @@ CACHED_KUBELET_CERTS = tuple(
     )
 )
 
+# libyaml's dumper when present: the pure-Python one costs ~10 ms per VM on a 100-VM pool.
+_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _dump(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+
+
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
 _TOKEN_SECRET = re.compile(r"^[a-z0-9]{16}$")
@@ -115,7 +123,7 @@ _EXTERNAL_IP_FETCH: dict[str, str] = {
     "aws": (
         "t=$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "
         "http://169.254.169.254/latest/api/token) && "
-        "curl -fsS -H \"X-aws-ec2-metadata-token: $t\" "
+        'curl -fsS -H "X-aws-ec2-metadata-token: $t" '
         "http://169.254.169.254/latest/meta-data/public-ipv4"
     ),
     "gcp": (
@@ -153,7 +161,7 @@ def _install_k3s(pin: K3sPin) -> str:
         f'if [ -x {K3S_BIN} ] && echo "$expected  {K3S_BIN}" | sha256sum -c - >/dev/null 2>&1;'
         " then exit 0; fi\n"
         "tmp=$(mktemp)\n"
-        f"curl -fsSL --retry 5 --retry-connrefused -o \"$tmp\" {url}\n"
+        f'curl -fsSL --retry 5 --retry-connrefused -o "$tmp" {url}\n'
         'if ! echo "$expected  $tmp" | sha256sum -c -; then\n'
         '  echo "anycloud: K3s binary checksum mismatch" >&2; rm -f "$tmp"; exit 1\n'
         "fi\n"
@@ -176,7 +184,7 @@ def _external_ip(provider: Provider) -> str:
         "done\n"
         '[ -n "$ip" ] || { echo "anycloud: no public IP from metadata service" >&2; exit 1; }\n'
         f"mkdir -p {CONFIG_DROPIN_DIR}\n"
-        f"printf 'node-external-ip: \"%s\"\\n' \"$ip\" > {CONFIG_DROPIN_DIR}/50-external-ip.yaml\n"
+        f'printf \'node-external-ip: "%s"\\n\' "$ip" > {CONFIG_DROPIN_DIR}/50-external-ip.yaml\n'
     )
 
 
@@ -186,7 +194,7 @@ def _prestart() -> str:
         "#!/bin/sh\n"
         "# Until the Node is known to exist, drop cached kubelet certificates so they are\n"
         "# reissued from token + retained node password. Never touch the node password.\n"
-        f'if [ ! -e {REGISTERED_MARKER} ]; then rm -f {certs}; fi\n'
+        f"if [ ! -e {REGISTERED_MARKER} ]; then rm -f {certs}; fi\n"
     )
 
 
@@ -266,7 +274,7 @@ def _file(path: str, content: str, permissions: str) -> dict[str, Any]:
 
 def cloud_config(spec: JoinSpec, token: str) -> dict[str, Any]:
     """The cloud-init document as data."""
-    config_yaml = yaml.safe_dump(agent_config(spec, token), sort_keys=False)
+    config_yaml = _dump(agent_config(spec, token))
     return {
         "ssh_pwauth": False,
         "disable_root": True,
@@ -287,4 +295,4 @@ def cloud_config(spec: JoinSpec, token: str) -> dict[str, Any]:
 
 def render(spec: JoinSpec, token: str) -> str:
     """``#cloud-config`` user data for one VM."""
-    return "#cloud-config\n" + yaml.safe_dump(cloud_config(spec, token), sort_keys=False)
+    return "#cloud-config\n" + _dump(cloud_config(spec, token))

@@ -32,9 +32,12 @@ _DNS1123 = re.compile(r"[^a-z0-9-]+")
 def node_name(attempt_id: str) -> str:
     """The Node name we issue for an attempt (DNS-1123 label, <= 63 chars)."""
     slug = _DNS1123.sub("-", attempt_id.lower()).strip("-")
+    digest = hashlib.sha256(attempt_id.encode()).hexdigest()[:8]
+    if not slug:
+        return f"anycloud-{digest}"
     name = f"anycloud-{slug}"
     if len(name) > 63:
-        digest = hashlib.sha256(attempt_id.encode()).hexdigest()[:8]
+        # Keep it unique after truncation.
         name = f"{name[:54].rstrip('-')}-{digest}"
     return name
 
@@ -45,7 +48,9 @@ def resource_slug(value: str, limit: int = 40) -> str:
     return slug[:limit].rstrip("-")
 
 
-def ownership_tags(*, cluster_id: str, pool_id: str, attempt_id: str | None = None) -> dict[str, str]:
+def ownership_tags(
+    *, cluster_id: str, pool_id: str, attempt_id: str | None = None
+) -> dict[str, str]:
     tags = {CLUSTER: cluster_id, NODE_POOL: pool_id}
     if attempt_id is not None:
         tags[ATTEMPT] = attempt_id

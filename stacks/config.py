@@ -7,6 +7,7 @@ carries references to credentials, never secret values.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +56,10 @@ class AttemptSpec(_Frozen):
     needs_token: bool = True
     # Bumped each time the attempt is retried, so its token is replaced, not added.
     token_generation: int = 0
+    # When this token generation was issued (ledger time). The token's expiration is
+    # issued_at + token_ttl_minutes, which keeps it stable across `up`s. Added by the
+    # node-pool stack work; optional for compatibility.
+    token_issued_at: datetime | None = None
 
 
 class NodePoolStackConfig(_Frozen):
@@ -81,3 +86,6 @@ class ClusterAddonsStackConfig(_Frozen):
     cluster: ClusterRef
     # Cluster records whose add-on objects this record adopts (same kube-system UID).
     adopt_from_cluster_ids: tuple[str, ...] = ()
+    # False when K3s installed RuntimeClass nvidia itself (nvidia handler, no overrides): the
+    # stack then reads that object and uses it as is, and never writes it.
+    manage_runtime_class: bool = True

@@ -72,9 +72,7 @@ class GcpIsolatedNetwork(pulumi.ComponentResource):
                     network=net.id,
                     direction="INGRESS",
                     priority=EDGE_PRIORITY,
-                    allows=[
-                        gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(HTTP_PORT)])
-                    ],
+                    allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(HTTP_PORT)])],
                     source_ranges=list(ranges),
                     opts=child,
                 )

@@ -82,13 +82,15 @@ def pool_vm(
     spec: VmSpec,
     network: AwsIsolatedNetwork | GcpIsolatedNetwork | AzureIsolatedNetwork,
     opts: pulumi.ResourceOptions | None = None,
+    image: pulumi.Input[str] | None = None,
 ) -> AwsPoolVM | GcpPoolVM | AzurePoolVM:
+    """``image``: a pool-wide image id resolved once (AWS AMI); other clouds name theirs."""
     if provider == "aws":
         from components.network.aws import AwsIsolatedNetwork
         from components.vm.aws import AwsPoolVM
 
         assert isinstance(network, AwsIsolatedNetwork)
-        return AwsPoolVM(name, spec, network, opts)
+        return AwsPoolVM(name, spec, network, opts, ami=image)
     if provider == "gcp":
         from components.network.gcp import GcpIsolatedNetwork
         from components.vm.gcp import GcpPoolVM

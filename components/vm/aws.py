@@ -6,7 +6,22 @@ import pulumi
 import pulumi_aws as aws
 
 from components.network.aws import AwsIsolatedNetwork
+from components.pins import AwsImage
 from components.vm import VmSpec, user_data_options
+
+
+def find_ami(image: AwsImage, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
+    """The newest image matching the pin; look it up once per pool, not per VM."""
+    return aws.ec2.get_ami_output(
+        most_recent=True,
+        owners=list(image.owners),
+        filters=[
+            aws.ec2.GetAmiFilterArgs(name="name", values=[image.name]),
+            aws.ec2.GetAmiFilterArgs(name="architecture", values=[image.architecture]),
+            aws.ec2.GetAmiFilterArgs(name="state", values=["available"]),
+        ],
+        opts=opts,
+    ).id
 
 
 class AwsPoolVM(pulumi.ComponentResource):
@@ -20,22 +35,15 @@ class AwsPoolVM(pulumi.ComponentResource):
         spec: VmSpec,
         network: AwsIsolatedNetwork,
         opts: pulumi.ResourceOptions | None = None,
+        ami: pulumi.Input[str] | None = None,
     ) -> None:
         super().__init__("anycloud:vm:AwsPoolVM", name, None, opts)
-        image = spec.images.aws_gpu if spec.gpu else spec.images.aws_cpu
-        ami = aws.ec2.get_ami_output(
-            most_recent=True,
-            owners=list(image.owners),
-            filters=[
-                aws.ec2.GetAmiFilterArgs(name="name", values=[image.name]),
-                aws.ec2.GetAmiFilterArgs(name="architecture", values=[image.architecture]),
-                aws.ec2.GetAmiFilterArgs(name="state", values=["available"]),
-            ],
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        )
+        if ami is None:
+            image = spec.images.aws_gpu if spec.gpu else spec.images.aws_cpu
+            ami = find_ami(image, pulumi.InvokeOutputOptions(parent=self))
         instance = aws.ec2.Instance(
             f"{name}-instance",
-            ami=ami.id,
+            ami=ami,
             instance_type=spec.vm_type,
             subnet_id=network.subnet_id,
             vpc_security_group_ids=[network.security_group_id],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -13,6 +15,11 @@ from components.vm import VmSpec, user_data_options
 def default_zone(region: str) -> str:
     # Instances are zonal; without a pool zone use the region's "a" zone.
     return f"{region}-a"
+
+
+def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str:
+    configs = nics[0].access_configs if nics else None
+    return (configs[0].nat_ip or "") if configs else ""
 
 
 class GcpPoolVM(pulumi.ComponentResource):
@@ -32,9 +39,7 @@ class GcpPoolVM(pulumi.ComponentResource):
         if spec.gpu and spec.gpu_model and spec.vm_type.startswith("n1-"):
             # Only N1 takes attachable GPUs; A2/A3/G2 machine types include theirs.
             accelerators.append(
-                gcp.compute.InstanceGuestAcceleratorArgs(
-                    type=spec.gpu_model, count=spec.gpu_count
-                )
+                gcp.compute.InstanceGuestAcceleratorArgs(type=spec.gpu_model, count=spec.gpu_count)
             )
         instance = gcp.compute.Instance(
             f"{name}-instance",
@@ -74,9 +79,7 @@ class GcpPoolVM(pulumi.ComponentResource):
         )
         self.node_name = spec.node_name
         self.vm_id = instance.instance_id
-        self.public_ip = instance.network_interfaces.apply(
-            lambda nics: (nics[0].access_configs or [])[0].nat_ip or ""
-        )
+        self.public_ip = instance.network_interfaces.apply(_nat_ip)
         self.register_outputs(
             {"vmId": instance.instance_id, "publicIp": self.public_ip, "nodeName": spec.node_name}
         )

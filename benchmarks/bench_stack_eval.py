@@ -1,0 +1,190 @@
+"""Node-pool stack evaluation under the mock engine: time per pool size and per cloud.
+
+Prints a table: median wall time of the whole program run (registration of every resource
+and resolution of every output) for pools of 1, 10 and 100 VMs per cloud, per-VM time, the
+marginal cost of one more VM ((t100 - t10) / 90), and the import cost of each provider SDK
+(touching the classes a pool uses) measured in fresh subprocesses, next to baselines measured
+in the same run: `python -c pass`, `import pulumi`, and an empty program under the engine.
+
+Goal: a 100-VM evaluation <= 5 s and a marginal cost <= 25 ms/VM.
+
+    .venv/bin/python benchmarks/bench_stack_eval.py [--runs 5] [--clouds aws,gcp,azure]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SIZES = (1, 10, 100)
+IMPORTS = {
+    "baseline: python -c pass": "pass",
+    "baseline: import pulumi": "import pulumi",
+    "pulumi_aws (ec2)": "import pulumi_aws as m; m.ec2.Instance; m.ec2.Vpc; m.ec2.get_ami_output",
+    "pulumi_gcp (compute)": "import pulumi_gcp as m; m.compute.Instance; m.compute.Firewall",
+    "pulumi_azure_native (compute, network)": (
+        "import pulumi_azure_native as m; m.compute.VirtualMachine; m.network.VirtualNetwork;"
+        " m.resources.ResourceGroup"
+    ),
+    "pulumi_kubernetes (core, apps)": (
+        "import pulumi_kubernetes as m; m.core.v1.Secret; m.apps.v1.DaemonSet;"
+        " m.apiextensions.CustomResource"
+    ),
+    "pulumi_random": "import pulumi_random as m; m.RandomString",
+}
+
+
+def _config(provider: str, n: int):  # type: ignore[no-untyped-def]
+    from stacks.config import AttemptSpec, CloudCredentialRef, ClusterRef, NodePoolStackConfig
+
+    cred = {
+        "aws": CloudCredentialRef(provider="aws", profile="bench"),
+        "gcp": CloudCredentialRef(provider="gcp", project="bench", key_file="/k.json"),
+        "azure": CloudCredentialRef(provider="azure", subscription_id="s", tenant_id="t"),
+    }[provider]
+    issued = datetime(2026, 1, 1, tzinfo=UTC)
+    return NodePoolStackConfig(
+        pool_id="np-bench",
+        pool_name="bench",
+        cluster=ClusterRef(
+            id="cl-bench",
+            server_url="https://203.0.113.10:6443",
+            ca_sha256="c" * 64,
+            kubeconfig_path="/dev/null",
+        ),
+        credential=cred,
+        provider=provider,  # type: ignore[arg-type]
+        region={"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}[provider],
+        vm_type="bench",
+        attempts=tuple(AttemptSpec(id=f"at-{i:04d}", token_issued_at=issued) for i in range(n)),
+        hosts_service=True,
+    )
+
+
+def _sdk_floor(provider: str, n: int) -> Callable[[], None]:
+    """The same resource kinds per VM, registered with no dependencies between them: what
+    the SDK itself costs, whatever our components do."""
+
+    def program() -> None:
+        import pulumi
+        import pulumi_kubernetes as k8s
+        import pulumi_random as random
+
+        for i in range(n):
+            pulumi.ComponentResource("bench:floor:Vm", f"vm{i}")
+            pulumi.ComponentResource("bench:floor:Token", f"tok{i}")
+            random.RandomString(f"r{i}", length=22)
+            k8s.core.v1.Secret(f"s{i}", string_data={"a": pulumi.Output.secret("b")})
+            if provider == "aws":
+                import pulumi_aws as aws
+
+                aws.ec2.Instance(f"i{i}", ami="ami-1", instance_type="t3.micro")
+            elif provider == "gcp":
+                import pulumi_gcp as gcp
+
+                gcp.compute.Instance(
+                    f"i{i}", machine_type="n2", zone="z", boot_disk={}, network_interfaces=[{}]
+                )
+            else:
+                import pulumi_azure_native as azure
+
+                random.RandomPassword(f"pw{i}", length=32)
+                azure.compute.VirtualMachine(f"vm{i}", resource_group_name="rg")
+
+    return program
+
+
+def _time(fn: Callable[[], object], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _import_cost(code: str, runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
+    parser.add_argument("--clouds", default="aws,gcp,azure")
+    args = parser.parse_args()
+    clouds = [c for c in args.clouds.split(",") if c]
+
+    print(f"import cost (fresh subprocess, median of {args.runs}, wall ms)")
+    base = 0.0
+    for label, code in IMPORTS.items():
+        t = _import_cost(code, args.runs)
+        if label.startswith("baseline: python"):
+            base = t
+        extra = "" if label.startswith("baseline: python") else f"  (+{(t - base) * 1000:7.0f})"
+        print(f"  {label:<42} {t * 1000:8.0f}{extra}")
+    print()
+
+    from automation.mock_engine import run_program
+    from stacks.node_pool import build_program
+
+    def empty() -> None:
+        return None
+
+    run_program(empty)  # warm the runtime
+    empty_ms = _time(lambda: run_program(empty), args.runs) * 1000
+    print(f"baseline: empty program under the mock engine: {empty_ms:.1f} ms")
+    print()
+    header = (
+        f"{'cloud':<6} {'program':<9} {'VMs':>4} {'resources':>9} {'median ms':>10}"
+        f" {'ms/VM':>8} {'marginal ms/VM':>15}"
+    )
+    print(header)
+    print("-" * len(header))
+    ok = True
+    for cloud in clouds:
+        run_program(build_program(_config(cloud, 1)))  # warm this cloud's SDK imports
+
+        def pool(n: int, c: str = cloud) -> Callable[[], None]:
+            return build_program(_config(c, n))
+
+        def floor(n: int, c: str = cloud) -> Callable[[], None]:
+            return _sdk_floor(c, n)
+
+        programs = {"pool": pool, "sdk-floor": floor}
+        for kind, make in programs.items():
+            medians: dict[int, float] = {}
+            for n in SIZES:
+                program = make(n)
+                resources = len(run_program(program).resources)
+                runs = max(3, args.runs if n < 100 else args.runs // 2 + 1)
+                medians[n] = _time(lambda p=program: run_program(p), runs) * 1000  # type: ignore[misc]
+                marginal = ""
+                if n == 100:
+                    m = (medians[100] - medians[10]) / 90
+                    marginal = f"{m:15.1f}"
+                    if kind == "pool":
+                        ok = ok and medians[100] <= 5000 and m <= 25
+                print(
+                    f"{cloud:<6} {kind:<9} {n:>4} {resources:>9} {medians[n]:>10.0f}"
+                    f" {medians[n] / n:>8.1f} {marginal:>15}"
+                )
+    print()
+    print("goal (100 VMs <= 5000 ms, marginal <= 25 ms/VM):", "met" if ok else "NOT met")
+
+
+if __name__ == "__main__":
+    main()

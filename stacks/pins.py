@@ -1,0 +1,72 @@
+"""Load the pinned facts in ``data/*.toml`` into the typed pins the components take."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from components.pins import (
+    AwsImage,
+    AzureImage,
+    DevicePluginPin,
+    EdgeRanges,
+    ImagePins,
+    K3sPin,
+    Pins,
+    TraefikPin,
+)
+
+_ROOT = Path(__file__).resolve().parent.parent
+# A source checkout has data/; the wheel installs it as anycloud_data/ (pyproject).
+DATA_DIR = _ROOT / "data" if (_ROOT / "data").is_dir() else _ROOT / "anycloud_data"
+
+
+def _read(data_dir: Path, name: str) -> dict[str, Any]:
+    with (data_dir / name).open("rb") as f:
+        return tomllib.load(f)
+
+
+def load_pins(data_dir: Path = DATA_DIR) -> Pins:
+    return _load(str(data_dir))
+
+
+@lru_cache(maxsize=4)
+def _load(data_dir_str: str) -> Pins:
+    data_dir = Path(data_dir_str)
+    k3s = _read(data_dir, "k3s.toml")
+    edge = _read(data_dir, "cloudflare.toml")
+    addons = _read(data_dir, "addons.toml")
+    images = _read(data_dir, "images.toml")
+    return Pins(
+        k3s=K3sPin(
+            version=k3s["version"],
+            url=k3s["url_template"].format(version=quote(k3s["version"], safe="")),
+            sha256_amd64=k3s["sha256_amd64"],
+        ),
+        edge=EdgeRanges(ipv4=tuple(edge["ipv4"]), ipv6=tuple(edge["ipv6"])),
+        images=ImagePins(
+            aws_cpu=AwsImage(
+                owners=tuple(images["aws"]["cpu"]["owners"]),
+                name=images["aws"]["cpu"]["name"],
+                architecture=images["aws"]["cpu"]["architecture"],
+            ),
+            aws_gpu=AwsImage(
+                owners=tuple(images["aws"]["gpu"]["owners"]),
+                name=images["aws"]["gpu"]["name"],
+                architecture=images["aws"]["gpu"]["architecture"],
+            ),
+            gcp_cpu=images["gcp"]["cpu"]["image"],
+            gcp_gpu=images["gcp"]["gpu"]["image"],
+            azure_cpu=AzureImage(**images["azure"]["cpu"]),
+            azure_gpu=AzureImage(**images["azure"]["gpu"]),
+        ),
+        traefik=TraefikPin(
+            repo=addons["traefik"]["repo"],
+            chart=addons["traefik"]["chart"],
+            version=addons["traefik"]["version"],
+        ),
+        device_plugin=DevicePluginPin(image=addons["nvidia_device_plugin"]["image"]),
+    )
