@@ -1,21 +1,27 @@
-"""The quick-start run: a cluster record and a node pool in a temporary home.
+"""The quick-start run: the whole node-pool lifecycle on the simulators, in a temporary home.
 
-It uses the real services and ledger with offline cluster facts, so it runs anywhere.
-Later issues grow it into the full simulated lifecycle (VMs, Nodes, deletion).
+Real services, ledger, stack programs (under the mock engine) and reconciler; a simulated
+cloud and cluster on an accelerated clock. Nothing leaves the machine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from automation.catalog import data_dir
 from automation.errors import AnycloudError
 from automation.models import WorkloadKind
+from automation.reconciler.reconcile import Reconciler
+from automation.reconciler.wiring import simulated_ports
 from automation.services import clusters, credentials, node_pools, pool_status, workloads
 from automation.services.context import App
+from automation.simulators.world import SimWorld
 
-Step = Callable[[str, str, dict[str, object]], None]
+Step = Callable[[str, str, dict[str, Any]], None]
+STEP = timedelta(seconds=30)
 
 DEMO_KUBECONFIG = """\
 apiVersion: v1
@@ -35,56 +41,75 @@ users:
 """
 
 
-def run_demo(app: App, workdir: Path, step: Step) -> dict[str, object]:
-    """Runs the demo against ``app`` and reports each step through ``step(kind, message, data)``."""
+def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[str, Any]]:
+    """Runs the demo; every step is reported through ``step(kind, message, data)``."""
+    start = world.clock.now()
+
+    def say(kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        elapsed = int((world.clock.now() - start).total_seconds())
+        step(kind, f"[+{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", data or {})
+
+    reconciler = Reconciler(app, simulated_ports(app, world, say), report=say)
+
+    def run_until(done: Callable[[], bool], limit: int = 80) -> None:
+        for _ in range(limit):
+            reconciler.run_once()
+            if done():
+                return
+            world.advance(STEP)
+        raise AnycloudError("the demo did not converge")
+
+    def state(name: str) -> str:
+        return str(pool_status.node_pool_status(app.ledger, name).state)
+
     ca = data_dir() / "demo" / "ca.pem"
     kubeconfig = workdir / "kubeconfig.yaml"
     kubeconfig.write_text(DEMO_KUBECONFIG.format(ca=ca))
-
     cluster = clusters.register_cluster(app, clusters.RegisterCluster(
         name="demo", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1", ca_file=ca,
-        offline=True,
-    ))
-    step("cluster", f"cluster {cluster.name} registered: {cluster.state} "
-         f"(Kubernetes {cluster.kubernetes_version}, facts {cluster.facts_source})",
-         {"id": cluster.id, "state": cluster.state})
-
-    cred = credentials.new_credential(
-        app, credentials.NewCredential("demo-aws", "aws", {"profile": "default"})
-    )
-    step("credential", f"credential {cred.name} added (a reference to AWS profile 'default')",
-         {"id": cred.id})
+        offline=True))
+    say("cluster", f"cluster {cluster.name} registered: {cluster.state} "
+        f"(Kubernetes {cluster.kubernetes_version}, CA sha256 {(cluster.ca_sha256 or '')[:12]}…)")
+    for name, provider, options in (
+        ("team-aws", "aws", {"profile": "default"}),
+        ("team-gcp", "gcp", {"project": "demo-project", "key_file": str(ca)}),
+    ):
+        credentials.new_credential(app, credentials.NewCredential(name, provider, options))
+        say("credential", f"credential {name}: a reference to {provider} "
+            f"{', '.join(f'{k}={v}' for k, v in options.items())}")
 
     try:
         node_pools.create_node_pool(app, node_pools.CreateNodePool(
-            name="arm-pool", credentials=cred.name, region="us-east-1", vm_type="m7g.large",
-            min_vms=1, max_vms=1,
-        ))
+            name="arm", credentials="team-aws", region="us-east-1", vm_type="m7g.large",
+            min_vms=1, max_vms=1))
     except AnycloudError as err:
-        step("refused", f"refused as it should be: {err.message}", err.to_dict())
+        say("refused", f"create refused, as it should be: {err.message}", err.to_dict())
 
-    pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
-        name="cpu-pool", credentials=cred.name, region="us-east-1", zone="us-east-1a",
-        vm_type="m7i.large", min_vms=2, max_vms=2,
-    ))
-    step("node_pool", f"node pool {pool.name} created ({pool.id}): intent stored, {pool.state}",
-         {"id": pool.id, "state": pool.state})
-
-    work = workloads.create_workload(app, "web", pool.name, WorkloadKind.DEPLOYMENT)
-    step("deployment", f"deployment {work.name} placed on {pool.name}", {"id": work.id})
-    try:
-        node_pools.delete_node_pool(app, pool.name)
-    except AnycloudError as err:
-        step("refused", f"delete refused as it should be: {err.message}", err.to_dict())
-    workloads.delete_workload(app, work.name)
-    deleting = node_pools.delete_node_pool(app, pool.name)
-    step("node_pool", f"node pool {pool.name} is {deleting.state} once nothing targets it",
-         {"id": pool.id, "state": deleting.state})
-
+    cpu = node_pools.create_node_pool(app, node_pools.CreateNodePool(
+        name="cpu-pool", credentials="team-aws", region="us-east-1", vm_type="m7i.large",
+        min_vms=2, max_vms=2))
     gpu = node_pools.create_node_pool(app, node_pools.CreateNodePool(
-        name="gpu-pool", credentials=cred.name, region="us-east-1", vm_type="g5.xlarge",
-        min_vms=1, max_vms=1,
-    ))
-    step("node_pool", f"node pool {gpu.name} created ({gpu.id}) in {gpu.zone}: {gpu.state}",
-         {"id": gpu.id, "state": gpu.state})
-    return pool_status.node_pool_status(app.ledger, gpu.id).model_dump(mode="json")
+        name="gpu-pool", credentials="team-gcp", region="us-central1", vm_type="g2-standard-4",
+        min_vms=1, max_vms=1))
+    say("node_pool", "node pools cpu-pool (2 x m7i.large, AWS) and gpu-pool (1 x "
+        "g2-standard-4, GCP, 1 NVIDIA L4) created: intent stored, the reconciler takes over")
+
+    world.cloud.faults.never_boot_next = 1
+    world.cloud.save()
+    say("fault", "fault injected: the next VM bought never boots (its Node never appears)")
+    run_until(lambda: state("cpu-pool") == "ready" and state("gpu-pool") == "ready")
+    say("ready", "both pools ready")
+
+    web = workloads.create_workload(app, "web", "cpu-pool", WorkloadKind.DEPLOYMENT)
+    say("deployment", f"deployment {web.name} placed on cpu-pool")
+    try:
+        node_pools.delete_node_pool(app, "cpu-pool")
+    except AnycloudError as err:
+        say("refused", f"delete refused, as it should be: {err.message}", err.to_dict())
+    workloads.delete_workload(app, "web")
+    node_pools.delete_node_pool(app, "cpu-pool")
+    say("node_pool", "deployment web deleted; cpu-pool deleting")
+    run_until(lambda: state(cpu.id) == "deleted")
+    say("deleted", f"cpu-pool deleted: Nodes removed, VMs released and confirmed, network gone; "
+        f"gpu-pool still {state(gpu.id)}")
+    return [p.model_dump(mode="json") for p in pool_status.list_node_pools(app.ledger)]

@@ -34,6 +34,12 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
     from automation.reconciler.reconcile import Reconciler
     from automation.reconciler.wiring import real_ports, simulated_ports
 
+    def report(kind: str, message: str, data: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(json.dumps({"event": kind, "message": message, "data": data}))
+        else:
+            info(f"[{kind}] {message}")
+
     app = app_from(ctx)
     world = None
     if simulate:
@@ -41,16 +47,9 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
 
         world = SimWorld(app.home / "sim")
         app.clock = world.clock
-        ports = simulated_ports(app, world)
+        ports = simulated_ports(app, world, report)
     else:
-        ports = real_ports(app, engine)
-
-    def report(kind: str, message: str, data: dict[str, Any]) -> None:
-        if as_json:
-            click.echo(json.dumps({"event": kind, "message": message, "data": data}))
-        else:
-            info(f"[{kind}] {message}")
-
+        ports = real_ports(app, engine, report)
     return Reconciler(app, ports, report=report), world
 
 

@@ -219,13 +219,15 @@ class AddonEnsurer:
 
     def __init__(self, ledger: App | AdoptableLookup, runner: StackRunner,
                  cache: AddonRunCache | None = None, *, apply: ApplyHook | None = None,
-                 evaluate: Evaluate | None = None) -> None:
+                 evaluate: Evaluate | None = None,
+                 report: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
         self.adoptable: AdoptableLookup = (
             destroyed_records(ledger) if isinstance(ledger, App) else ledger)
         self.runner = runner
         self.cache = cache if cache is not None else AddonRunCache()
         self.apply: ApplyHook = apply or self.stack_apply
         self.evaluate: Evaluate = evaluate or mock_evaluator(runner)
+        self.report = report
 
     def new_run(self) -> None:
         """Forget the previous run's results (call at the start of each ``run_once``)."""
@@ -247,6 +249,11 @@ class AddonEnsurer:
         except _Skip:
             return None
         self.cache.put(result)
+        if self.report is not None and (result.actions or result.diagnostic):
+            what = ", ".join(result.actions) or "nothing written"
+            self.report("addons", f"cluster {cluster_id}: NVIDIA add-ons: {what}"
+                        + (f" ({result.diagnostic})" if result.diagnostic else ""),
+                        {"cluster": cluster_id, "actions": list(result.actions)})
         return result
 
     def addons_state(self, cluster_row: ClusterRow, port: object) -> str:

@@ -83,6 +83,10 @@ class Reconciler:
     # -- the loop ---------------------------------------------------------------------
 
     def run_once(self) -> list[PoolOutcome]:
+        # Add-ons are checked at most once per cluster per run.
+        new_run = getattr(self.ports.ensure_addons, "new_run", None)
+        if new_run is not None:
+            new_run()
         with self.app.ledger.read() as conn:
             ids_ = list(conn.execute(sa.select(pools.c.id).where(
                 pools.c.state.in_(ACTIVE_STATES)).order_by(pools.c.id)).scalars())
@@ -124,16 +128,20 @@ class Reconciler:
 
         vm = self.app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
         gpus = vm.gpus if vm else 0
-        addons_diag = None
+        addons_diag, addons_state = None, "unknown"
         if gpus and pool["state"] not in ("failed", "deleting") and self.ports.ensure_addons:
             # First pass: before any VM is bought. Later: after the pool's VMs were observed.
+            # CPU pools never get here: they touch none of the add-on objects.
             addons_diag = self.ports.ensure_addons(cluster, port)
+            describe = getattr(self.ports.ensure_addons, "addons_state", None)
+            if describe is not None:
+                addons_state = describe(cluster, port)
 
         view = d.PoolView(
             id=pool_id, state=pool["state"], vm_count=pool["max_vms"], gpus=gpus,
             replacements_in_row=pool["replacements_in_row"], backoff_until=pool["backoff_until"],
             referenced=referenced, network_removed=pool["network_removed"],
-            addons_diagnostic=addons_diag,
+            addons_diagnostic=addons_diag, addons_state=addons_state,
         )
         decision = d.decide(view, [_attempt_view(r) for r in rows],
                             [n.to_view() for n in nodes], now)
@@ -341,12 +349,25 @@ class Reconciler:
                 self.report("pool", f"{pool['name']}: {pool['state']} → {state}"
                             + (f" ({error})" if error and state == "failed" else ""),
                             {"pool": pool["id"], "state": state})
+            before = {r["id"]: r for r in rows}
             for aid, v in attempt_patches.items():
+                if before[aid]["node_state"] != v.node_state and v.node_state:
+                    self.report("node", f"{pool['name']}: Node {v.node_name} "
+                                f"{_NODE_STATES.get(v.node_state, v.node_state)}",
+                                {"attempt": aid, "node_state": v.node_state})
                 conn.execute(attempts_t.update().where(attempts_t.c.id == aid).values(
                     not_ready_since=v.not_ready_since, gpu_ready_seen=v.gpu_ready_seen,
                     node_state=v.node_state,
                     gpu_missing_since=v.gpu_missing_since, updated_at=now))
         outcome.state, outcome.wrote = state, True
+
+
+_NODE_STATES = {
+    "NotReady": "joined (NotReady)",
+    "Ready": "Ready",
+    "NoDevices": "Ready, waiting for its nvidia.com/gpu devices",
+    "Mismatch": "advertises the wrong nvidia.com/gpu count",
+}
 
 
 def _node_name(attempt_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ from automation.services.context import App
 from automation.services.stacks import pool_target
 from automation.simulators.world import SimWorld
 
+Report = Callable[[str, str, dict[str, Any]], None]
 
-def real_ports(app: App, engine: str | None = None) -> Ports:
+
+def real_ports(app: App, engine: str | None = None, report: Report | None = None) -> Ports:
     """The engine (Pulumi when installed), each cluster through its registered kubeconfig."""
     from automation.kube.adapter import KubernetesCluster
 
@@ -32,18 +35,25 @@ def real_ports(app: App, engine: str | None = None) -> Ports:
         return found  # type: ignore[return-value]
 
     return Ports(runner=runner, cluster_for=cluster_for, vm_lookup=vm_lookup,
-                 ensure_addons=_addon_ensurer(app, runner))
+                 ensure_addons=_addon_ensurer(app, runner, None, report))
 
 
-def simulated_ports(app: App, world: SimWorld) -> Ports:
+def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> Ports:
     """The mock engine over the simulated cloud, and the simulated cluster."""
     from automation.engine.mock_runner import MockEngineRunner
 
     runner = MockEngineRunner(app.home, cloud=world.cloud)
     return Ports(runner=runner, cluster_for=lambda row: world.cluster,
                  vm_lookup=lambda pool_id, attempt_id: world.cloud.lookup(attempt_id),
-                 ensure_addons=_addon_ensurer(app, runner, world))
+                 ensure_addons=_addon_ensurer(app, runner, world, report))
 
 
-def _addon_ensurer(app: App, runner: Any, world: SimWorld | None = None) -> Any:
-    return None  # TODO(addons): wire AddonEnsurer once it lands
+def _addon_ensurer(app: App, runner: Any, world: SimWorld | None,
+                   report: Report | None) -> Any:
+    from automation.reconciler.addons_step import AddonEnsurer, simulated_apply
+
+    if world is None:
+        return AddonEnsurer(app, runner, report=report)
+    # The mock engine writes nothing to the simulated cluster: the hook mirrors the write.
+    return AddonEnsurer(app, runner, apply=simulated_apply(runner, world.cluster),
+                        report=report)
