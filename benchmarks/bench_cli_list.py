@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._table import median, ms, print_table, time_command  # noqa: E402
+from benchmarks._table import median, ms, print_table, time_command
 
 POOLS = 1000
 VMS_PER_POOL = 2

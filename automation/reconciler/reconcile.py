@@ -54,6 +54,16 @@ class Ports:
 
 
 @dataclass
+class Snapshot:
+    """The ledger as one pass reads it."""
+
+    pools: list[RowMapping]
+    clusters: dict[str, RowMapping]
+    attempts: dict[str, list[RowMapping]] = field(default_factory=dict)
+    refs: dict[str, list[RowMapping]] = field(default_factory=dict)
+
+
+@dataclass
 class PoolOutcome:
     pool_id: str
     state: str
@@ -87,45 +97,87 @@ class Reconciler:
         new_run = getattr(self.ports.ensure_addons, "new_run", None)
         if new_run is not None:
             new_run()
-        with self.app.ledger.read() as conn:
-            ids_ = list(conn.execute(sa.select(pools.c.id).where(
-                pools.c.state.in_(ACTIVE_STATES)).order_by(pools.c.id)).scalars())
-        return [self.reconcile_pool(pool_id) for pool_id in ids_]
+        snap = self._snapshot()
+        return [self._reconcile(pool, snap) for pool in snap.pools]
 
     def reconcile_pool(self, pool_id: str) -> PoolOutcome:
-        if not self.leases.acquire(pool_id):
-            return PoolOutcome(pool_id, "?", skipped="another replica holds the lease")
-        try:
-            return self._pass(pool_id)
-        finally:
-            self.leases.release(pool_id)
+        snap = self._snapshot(pool_id)
+        if not snap.pools:
+            return PoolOutcome(pool_id, "?", skipped="no such active pool")
+        return self._reconcile(snap.pools[0], snap)
 
-    # -- one pass ---------------------------------------------------------------------
+    # -- reading ----------------------------------------------------------------------
 
-    def _load(self, pool_id: str) -> tuple[RowMapping, RowMapping, list[RowMapping]]:
+    def _snapshot(self, pool_id: str | None = None) -> Snapshot:
+        """Everything a pass reads, in four queries however many pools there are."""
+        only = (lambda col: col == pool_id) if pool_id else (lambda col: sa.true())
+        with self.app.ledger.read() as conn:
+            pool_rows = conn.execute(sa.select(pools).where(
+                pools.c.state.in_(ACTIVE_STATES), only(pools.c.id)).order_by(pools.c.id)
+            ).mappings().all()
+            cluster_rows = conn.execute(sa.select(schema.clusters)).mappings().all()
+            # Released attempts too: a Node left behind by one is recognised and removed.
+            attempt_rows = conn.execute(sa.select(attempts_t).where(
+                only(attempts_t.c.pool_id)).order_by(attempts_t.c.id)).mappings().all()
+            ref_rows = conn.execute(sa.select(workloads).where(
+                workloads.c.state.in_(["active", "terminated"]), only(workloads.c.pool_id)
+            )).mappings().all()
+        snap = Snapshot(list(pool_rows), {c["id"]: c for c in cluster_rows})
+        for a in attempt_rows:
+            snap.attempts.setdefault(a["pool_id"], []).append(a)
+        for w in ref_rows:
+            snap.refs.setdefault(w["pool_id"], []).append(w)
+        return snap
+
+    def _load(self, pool_id: str) -> tuple[RowMapping, list[RowMapping]]:
         with self.app.ledger.read() as conn:
             pool = conn.execute(sa.select(pools).where(pools.c.id == pool_id)).mappings().one()
-            cluster = conn.execute(sa.select(schema.clusters).where(
-                schema.clusters.c.id == pool["cluster_id"])).mappings().one()
             rows = conn.execute(sa.select(attempts_t).where(attempts_t.c.pool_id == pool_id)
                                 .order_by(attempts_t.c.id)).mappings().all()
-        return pool, cluster, list(rows)
+        return pool, list(rows)
 
-    def _pass(self, pool_id: str) -> PoolOutcome:
-        now = self.app.clock.now()
-        pool, cluster, rows = self._load(pool_id)
-        outcome = PoolOutcome(pool_id, pool["state"])
-        port = self.ports.cluster_for(cluster)
+    # -- one pool ---------------------------------------------------------------------
+
+    def _reconcile(self, pool: RowMapping, snap: Snapshot) -> PoolOutcome:
+        """Decide read-only; take the pool's lease and act only when there is something to
+        do, so a converged pass writes nothing at all."""
         from automation.kube.port import ClusterUnavailable
 
+        now = self.app.clock.now()
+        pool_id = pool["id"]
+        outcome = PoolOutcome(pool_id, pool["state"])
+        cluster = snap.clusters[pool["cluster_id"]]
+        rows = snap.attempts.get(pool_id, [])
+        port = self.ports.cluster_for(cluster)
         try:
-            referenced = self._confirm_services(pool, port, now)
+            referenced = self._confirm_services(pool, snap.refs.get(pool_id, []), port, now)
             nodes = port.nodes_claiming(pool_id, {r["node_name"] for r in rows if r["node_name"]})
+            decision = self._decide(pool, cluster, rows, nodes, referenced, port, now)
         except ClusterUnavailable as exc:
             self._store_error(pool, f"cluster unavailable: {exc}", now, outcome)
             outcome.skipped = "cluster unavailable"
             return outcome
+        if not decision.actions and not decision.attempts and not self._pool_changes(
+                pool, decision, pool["consecutive_failures"], pool["backoff_until"], None, now):
+            return outcome
+        if not self.leases.acquire(pool_id):
+            outcome.skipped = "another replica holds the lease"
+            return outcome
+        try:
+            # Under the lease, decide again on fresh rows: another replica may have acted.
+            pool, rows = self._load(pool_id)
+            if pool["state"] not in ACTIVE_STATES:
+                return outcome
+            decision = self._decide(pool, cluster, rows, nodes, referenced, port, now)
+            outcome.actions = [type(a).__name__ for a in decision.actions]
+            self._act(pool, rows, decision, port, now, outcome)
+        finally:
+            self.leases.release(pool_id)
+        return outcome
 
+    def _decide(self, pool: RowMapping, cluster: RowMapping, rows: list[RowMapping],
+                nodes: list[Any], referenced: bool, port: ClusterPort,
+                now: datetime) -> d.Decision:
         vm = self.app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
         gpus = vm.gpus if vm else 0
         addons_diag, addons_state = None, "unknown"
@@ -136,25 +188,18 @@ class Reconciler:
             describe = getattr(self.ports.ensure_addons, "addons_state", None)
             if describe is not None:
                 addons_state = describe(cluster, port)
-
         view = d.PoolView(
-            id=pool_id, state=pool["state"], vm_count=pool["max_vms"], gpus=gpus,
+            id=pool["id"], state=pool["state"], vm_count=pool["max_vms"], gpus=gpus,
             replacements_in_row=pool["replacements_in_row"], backoff_until=pool["backoff_until"],
             referenced=referenced, network_removed=pool["network_removed"],
             addons_diagnostic=addons_diag, addons_state=addons_state,
         )
-        decision = d.decide(view, [_attempt_view(r) for r in rows],
-                            [n.to_view() for n in nodes], now)
-        outcome.actions = [type(a).__name__ for a in decision.actions]
-        self._act(pool, rows, decision, port, now, outcome)
-        return outcome
+        return d.decide(view, [_attempt_view(r) for r in rows], [n.to_view() for n in nodes],
+                        now)
 
-    def _confirm_services(self, pool: RowMapping, port: ClusterPort, now: datetime) -> bool:
+    def _confirm_services(self, pool: RowMapping, refs: list[RowMapping], port: ClusterPort,
+                          now: datetime) -> bool:
         """Terminated services whose objects are gone stop counting; True if any still do."""
-        with self.app.ledger.read() as conn:
-            refs = conn.execute(sa.select(workloads).where(
-                workloads.c.pool_id == pool["id"],
-                workloads.c.state.in_(["active", "terminated"]))).mappings().all()
         still = False
         for w in refs:
             if w["state"] == "terminated" and port.service_objects_removed(
@@ -316,25 +361,32 @@ class Reconciler:
                          .values(last_error=error, updated_at=now))
         outcome.wrote = True
 
-    def _store(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
-               failures: int, backoff_until: datetime | None, note: str | None,
-               now: datetime, outcome: PoolOutcome) -> None:
+    @staticmethod
+    def _pool_changes(pool: RowMapping, decision: d.Decision, failures: int,
+                      backoff_until: datetime | None, note: str | None,
+                      now: datetime) -> dict[str, Any]:
+        """The pool columns this pass would change (empty when nothing changes)."""
         state, error = decision.state, decision.last_error or note
-        if state == "failed" and error is None:
-            error = pool["last_error"]  # a parked pool keeps the diagnostic that parked it
         if failures >= d.MAX_PROVIDER_FAILURES and state not in ("deleting", "deleted"):
             state = "failed"
             error = f"parked after {failures} consecutive provider failures; last: {note or ''}"
-        changes: dict[str, Any] = {}
+        if state == "failed" and error is None:
+            error = pool["last_error"]  # a parked pool keeps the diagnostic that parked it
         wanted = {"state": state, "last_error": error,
                   "replacements_in_row": decision.replacements_in_row,
                   "consecutive_failures": failures, "backoff_until": backoff_until}
-        for key, value in wanted.items():
-            if pool[key] != value:
-                changes[key] = value
+        changes = {k: v for k, v in wanted.items() if pool[k] != v}
         if state == "deleted" and pool["state"] != "deleted":
             changes["deleted_at"] = now
-        attempt_patches = {aid: v for aid, v in decision.attempts.items()}
+        return changes
+
+    def _store(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
+               failures: int, backoff_until: datetime | None, note: str | None,
+               now: datetime, outcome: PoolOutcome) -> None:
+        changes = self._pool_changes(pool, decision, failures, backoff_until, note, now)
+        state = changes.get("state", pool["state"])
+        error = changes.get("last_error", pool["last_error"])
+        attempt_patches = dict(decision.attempts)
         if not changes and not attempt_patches:
             outcome.state = state
             return

@@ -397,7 +397,8 @@ def test_reconciler_checks_gpu_clusters_once_per_run_and_cpu_clusters_never(
         world.ensurer.new_run()  # what run_once's caller does before each run
         reads = len(world.sim.reads)
         reconciler.run_once()
-        assert seen.count(gpu_cluster) == 2  # both GPU pools asked ...
+        # Both GPU pools asked (a pool that acts asks again under its lease) ...
+        assert seen.count(gpu_cluster) >= 2
         assert [r for r in world.sim.reads[reads:] if r.resource == "daemonsets"] == [
             Access("get", "daemonsets", DS_NAME)]  # ... the cluster was read once
         seen.clear()

@@ -46,11 +46,23 @@ def test_cpu_pool_from_create_to_ready(rig: Rig) -> None:
 
 def test_converged_pass_writes_nothing(rig: Rig) -> None:
     pool = rig.pool("cpu", count=1)
+    gpu = rig.pool("gpu", vm_type="g6.xlarge", count=1)
     rig.passes(6, step=M)
-    assert status(rig, pool).state == "ready"
+    assert status(rig, pool).state == "ready" and status(rig, gpu).state == "ready"
+    writes: list[str] = []
+
+    def count(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            writes.append(statement)
+
+    sa.event.listen(rig.app.ledger.engine, "before_cursor_execute", count)
+    cluster_writes = len(rig.world.cluster.journal)
     outcomes = rig.reconciler.run_once()
-    assert [o.wrote for o in outcomes] == [False]
-    assert outcomes[0].actions == []
+    sa.event.remove(rig.app.ledger.engine, "before_cursor_execute", count)
+    assert writes == []  # not even a lease
+    assert [o.wrote for o in outcomes] == [False, False]
+    assert all(o.actions == [] for o in outcomes)
+    assert len(rig.world.cluster.journal) == cluster_writes  # nor anything on the cluster
 
 
 def test_token_removed_when_node_exists_before_ready(rig: Rig) -> None:
