@@ -1,0 +1,100 @@
+"""`anycloud policy check` for a 100-VM pool: wall time, and the share of the mock-engine run
+versus the rules.
+
+In-process phases (after one warm-up, so imports are not counted): evaluating the pool's
+stack program under the mock engine, then the policy pack over what it registered. Then the
+whole command as a subprocess, beside `python -c pass` and `anycloud --help` measured in the
+same run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._table import median, ms, print_table, time_command
+
+VMS = int(os.environ.get("BENCH_VMS", "100"))
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+
+
+def setup(home: Path) -> str:
+    from automation.catalog import data_dir
+    from automation.ledger import open_ledger
+    from automation.services import clusters, credentials, node_pools
+    from automation.services.context import App
+
+    app = App(ledger=open_ledger(f"sqlite:///{home / 'anycloud.db'}"), home=home)
+    kc = home / "kc.yaml"
+    kc.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, "
+                  "cluster: {server: 'https://203.0.113.10:6443'}}]\ncontexts: [{name: c, "
+                  "context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n")
+    clusters.register_cluster(app, clusters.RegisterCluster(
+        name="prod", kubeconfig=kc, kubernetes_version="v1.36.2+k3s1",
+        ca_file=data_dir() / "demo" / "ca.pem", offline=True))
+    credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
+    pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
+        name="big", credentials="aws", region="us-east-1", vm_type="m7i.large",
+        min_vms=VMS, max_vms=VMS))
+    app.ledger.dispose()
+    return pool.id
+
+
+def main() -> None:
+    from automation.engine.mock_runner import MockEngineRunner
+    from automation.ledger import open_ledger
+    from automation.services.context import App
+    from automation.services.stacks import pool_target
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        pool = setup(home)
+        app = App(ledger=open_ledger(f"sqlite:///{home / 'anycloud.db'}"), home=home)
+        target = pool_target(app, pool)
+        runner = MockEngineRunner(home)
+        evals, rules, violations = [], [], 0
+        for i in range(RUNS + 1):
+            t0 = time.perf_counter()
+            run = runner.evaluate(target, reveal_secrets=True)
+            t1 = time.perf_counter()
+            findings = runner.check_policy(run)
+            t2 = time.perf_counter()
+            if i:  # the first run pays the imports
+                evals.append(t1 - t0)
+                rules.append(t2 - t1)
+            violations = len([f for f in findings if f.enforcement == "mandatory"])
+        resources = len(run.resources)
+        anycloud = str(Path(sys.executable).with_name("anycloud"))
+        env = {**os.environ, "ANYCLOUD_HOME": str(home)}
+        env.pop("ANYCLOUD_DATABASE_URL", None)
+        cli = time_command([anycloud, "policy", "check", pool], RUNS, env)
+        base = time_command([sys.executable, "-c", "pass"], RUNS, env)
+        helped = time_command([anycloud, "--help"], RUNS, env)
+        app.ledger.dispose()
+    total = median(evals) + median(rules)
+    print_table(
+        f"policy check, {VMS}-VM AWS pool ({resources} resources, {violations} mandatory "
+        f"violations), median of {RUNS}",
+        ["phase", "ms", "share / ratio"],
+        [
+            ("mock-engine run of the stack program", ms(median(evals)),
+             f"{median(evals) / total:.0%} of in-process"),
+            ("policy rules over the registered resources", ms(median(rules)),
+             f"{median(rules) / total:.0%} of in-process"),
+            ("in-process total", ms(total), "100%"),
+            ("`anycloud policy check` (subprocess, imports included)", ms(median(cli)),
+             f"{median(cli) / median(base):.0f}x python -c pass"),
+            ("baseline: python -c pass", ms(median(base)), "1x"),
+            ("baseline: anycloud --help", ms(median(helped)),
+             f"{median(helped) / median(base):.0f}x python -c pass"),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
