@@ -83,7 +83,7 @@ def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool)
 
 def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, detailed: bool,
              engine: str | None) -> None:
-    from automation.engine.events import progress_sink
+    from automation.engine.events import json_lines_sink, progress_sink
     from automation.engine.select import make_runner
     from automation.services.rollout import preview_pool
 
@@ -91,7 +91,9 @@ def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, det
     runner = make_runner(app.home, engine)
     results = []
     for ref in refs:
-        sink, done = progress_sink(False, f"preview {ref}") if not as_json else (None, None)
+        # --json: stdout carries the results document; progress goes to stderr as JSON lines.
+        sink, done = ((json_lines_sink(sys.stderr), None) if as_json
+                      else progress_sink(False, f"preview {ref}"))
         try:
             results.append(preview_pool(app, runner, ref, diff=diff, on_progress=sink))
         finally:

@@ -9,6 +9,7 @@ Never sets PULUMI_SKIP_CHECKPOINTS: crash recovery needs the record of in-flight
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -68,14 +69,24 @@ def workspace_options(target: StackTarget, home: Path, state: StateSettings) -> 
 
     work_dir = home / "stacks" / target.stack_name
     work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The policy pack runs as its own python program: give it this interpreter, which has
+    # pulumi-policy and the rules installed.
+    env = {**state.env, "PULUMI_PYTHON_CMD": sys.executable}
     return auto.LocalWorkspaceOptions(
         work_dir=str(work_dir),
         project_settings=auto.ProjectSettings(
             name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=state.backend_url)
         ),
         secrets_provider=state.secrets_provider,
-        env_vars=state.env,
+        env_vars=env,
     )
+
+
+def pending_creates(deployment: dict[str, Any]) -> list[str]:
+    """URNs of creates an interrupted run left in flight (``pending_operations``)."""
+    return sorted(op.get("resource", {}).get("urn", "?")
+                  for op in deployment.get("pending_operations") or []
+                  if op.get("type") == "creating")
 
 
 def _diagnostic(err: Exception) -> str:
@@ -141,6 +152,8 @@ class AutomationRunner:
 
         with self._errors(target):
             stack = self._stack(target)
+            if op in ("up", "destroy"):
+                self._refuse_pending_creates(target, stack)
             try:
                 result = run_with_events(
                     lambda on_event: getattr(stack, op)(
@@ -155,6 +168,22 @@ class AutomationRunner:
                                      policy=findings, diff=getattr(exc, "stdout", "") or "")
                 raise
         return self._result(op, target, result, findings)
+
+    @staticmethod
+    def _refuse_pending_creates(target: StackTarget, stack: Any) -> None:
+        """A run killed mid-create may have bought VMs the state does not record. The engine
+        would forget those on the next update, and the reconciler would buy them again, so
+        stop here and say which resources to look up and import (or confirm absent)."""
+        pending = pending_creates(stack.export_stack().deployment or {})
+        if pending:
+            raise EngineFailed(
+                f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
+                f"interrupted run: {', '.join(pending)}. Look each VM up by its anycloud.sh/"
+                "attempt tag: import it if it exists (`pulumi import`), then clear the record "
+                "with `pulumi refresh --clear-pending-creates` in "
+                f"$ANYCLOUD_HOME/stacks/{target.stack_name}",
+                code="PENDING_CREATES",
+            )
 
     def _result(self, op: Operation, target: StackTarget, result: Any,
                 findings: list[PolicyFinding]) -> RunResult:

@@ -61,6 +61,9 @@ def test_preview_summary_and_exit_codes(run) -> None:  # type: ignore[no-untyped
     assert result.exit_code == 0, result.stderr
     (preview,) = json.loads(result.stdout)
     assert preview["engine"] == "mock" and preview["summary"]["create"] > 0
+    events = [json.loads(line)["event"] for line in result.stderr.splitlines() if line]
+    assert {e["kind"] for e in events} == {"resource"} and len(events) == preview["summary"][
+        "create"]
     assert run("node-pool", "preview", "cpu", "--detailed-exitcode").exit_code == 2
     text = run("node-pool", "preview", "cpu", "--diff")
     assert "[mock engine]" in text.stdout and "+ aws:ec2/instance:Instance" in text.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,8 @@ def test_workspace_options_persistent_dir_backend_and_secrets(tmp_path: Path) ->
     assert opts.project_settings.runtime == "python"
     assert opts.project_settings.backend.url == f"file://{tmp_path / 'state'}"
     assert opts.secrets_provider == "passphrase"
-    assert set(opts.env_vars) == {"PULUMI_CONFIG_PASSPHRASE_FILE"}
+    assert set(opts.env_vars) == {"PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_PYTHON_CMD"}
+    assert opts.env_vars["PULUMI_PYTHON_CMD"] == sys.executable
     assert "PULUMI_SKIP_CHECKPOINTS" not in opts.env_vars
 
 
@@ -108,3 +110,33 @@ def test_real_preview_against_the_file_backend(tmp_path: Path) -> None:
     runner = AutomationRunner(tmp_path, environ={"PULUMI_CONFIG_PASSPHRASE": "test"})
     result = runner.preview(pool_target(), diff=True)
     assert result.engine == "pulumi" and result.summary.create > 0
+
+
+def test_pending_creates_are_found_in_an_exported_deployment() -> None:
+    from automation.engine.pulumi_driver import pending_creates
+
+    vm = "urn:pulumi:node-pool-np-1::anycloud::anycloud:vm:AwsPoolVM$aws:ec2/instance:Instance::vm"
+    deployment = {
+        "resources": [],
+        "pending_operations": [
+            {"resource": {"urn": vm, "type": "aws:ec2/instance:Instance"}, "type": "creating"},
+            {"resource": {"urn": "urn:x::y"}, "type": "updating"},
+        ],
+    }
+    assert pending_creates(deployment) == [vm]
+    assert pending_creates({"resources": []}) == []
+
+
+def test_up_refuses_to_run_over_pending_creates(tmp_path: Path) -> None:
+    class Exported:
+        deployment = {"pending_operations": [
+            {"resource": {"urn": "urn:pulumi:s::anycloud::aws:ec2/instance:Instance::vm"},
+             "type": "creating"}]}
+
+    class Stack:
+        def export_stack(self) -> Exported:
+            return Exported()
+
+    with pytest.raises(EngineFailed) as err:
+        AutomationRunner._refuse_pending_creates(pool_target(), Stack())
+    assert err.value.code == "PENDING_CREATES" and "anycloud.sh/attempt" in err.value.message
