@@ -19,6 +19,7 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 lint: setup

@@ -100,6 +100,14 @@ def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[
     run_until(lambda: state("cpu-pool") == "ready" and state("gpu-pool") == "ready")
     say("ready", "both pools ready")
 
+    site = workloads.create_workload(app, "site", "gpu-pool", WorkloadKind.SERVICE)
+    say("service", f"service {site.name} placed on gpu-pool: the pool's network now admits "
+        "TCP 80 from Cloudflare only, and gets its own Traefik release")
+    run_until(lambda: pool_status.node_pool_status(app.ledger, gpu.id).ingress_entry_ip
+              is not None)
+    say("ingress", "gpu-pool ingress entry: "
+        f"{pool_status.node_pool_status(app.ledger, gpu.id).ingress_entry_ip}")
+
     web = workloads.create_workload(app, "web", "cpu-pool", WorkloadKind.DEPLOYMENT)
     say("deployment", f"deployment {web.name} placed on cpu-pool")
     try:

@@ -115,6 +115,8 @@ class NodePoolStatus(BaseModel):
     last_error: str | None
     counts: VmCounts
     hosts_service: bool
+    # Pools hosting a Service: the public IP of the elected ingress entry (None until elected).
+    ingress_entry_ip: str | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -32,15 +32,22 @@ POSTGRES = os.environ.get("ANYCLOUD_TEST_POSTGRES_URL",
 
 
 def decision_bench(pools: int = 1000, vms: int = 10) -> list[tuple[str, str, str]]:
-    from automation.reconciler.decide import AttemptView, NodeView, PoolView, decide
+    from automation.reconciler.decide import (
+        AttemptView,
+        NodeView,
+        PoolView,
+        decide,
+        stack_digest,
+    )
 
     world = []
     for p in range(pools):
         pool_id = f"np-{p:05d}"
-        view = PoolView(id=pool_id, state="ready", vm_count=vms, gpus=0)
         attempts = [AttemptView(id=f"at-{p:05d}-{i}", state="running",
                                 node_name=f"anycloud-at-{p:05d}-{i}", vm_created_at=NOW,
                                 token_present=False, node_state="Ready") for i in range(vms)]
+        view = PoolView(id=pool_id, state="ready", vm_count=vms, gpus=0,
+                        applied_digest=stack_digest(False, attempts))
         nodes = [NodeView(name=a.node_name, pool_label=pool_id, attempt_label=a.id, ready=True)
                  for a in attempts]
         world.append((view, attempts, nodes))
@@ -77,6 +84,12 @@ class DictCluster:
 def seed(url: str, pools: int, vms: int) -> tuple[Any, DictCluster]:
     from automation.kube.port import ObservedNode
     from automation.ledger import open_ledger, schema
+    from automation.reconciler.decide import AttemptView, stack_digest
+
+    def digest(p: int) -> str:
+        return stack_digest(False, [AttemptView(id=f"at-{p:05d}-{i}", state="running",
+                                                node_name="", token_present=False)
+                                    for i in range(vms)])
 
     ledger = open_ledger(url)
     cluster = DictCluster()
@@ -92,7 +105,8 @@ def seed(url: str, pools: int, vms: int) -> tuple[Any, DictCluster]:
             id=f"np-{p:05d}", name=f"pool-{p:05d}", cluster_id="cl-b", credential_id="cr-b",
             provider="aws", region="us-east-1", zone="us-east-1a", vm_type="m7i.large",
             min_vms=vms, max_vms=vms, state="ready", hosts_service=False,
-            consecutive_failures=0, created_at=NOW, updated_at=NOW) for p in range(pools)])
+            consecutive_failures=0, applied_digest=digest(p), created_at=NOW,
+            updated_at=NOW) for p in range(pools)])
         rows = []
         for p in range(pools):
             nodes = []

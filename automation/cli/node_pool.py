@@ -80,6 +80,7 @@ def _show(p: NodePoolStatus) -> None:
         ("VMs ready / starting / draining",
          f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
         ("Last error", p.last_error),
+        *([("Ingress entry", p.ingress_entry_ip or "not elected yet")] if p.hosts_service else []),
     ])
 
 

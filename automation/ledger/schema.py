@@ -101,6 +101,10 @@ node_pools = sa.Table(
     # Replacements since the last replacement VM became Ready (parks the pool at 3+1).
     sa.Column("replacements_in_row", sa.Integer, nullable=False, default=0),
     sa.Column("network_removed", sa.Boolean, nullable=False, default=False),
+    # Pools hosting a Service: the attempt whose Node is the elected ingress entry.
+    sa.Column("ingress_entry_attempt_id", sa.String(32)),
+    # What the stack was last applied with (see reconciler.decide.stack_digest).
+    sa.Column("applied_digest", sa.String(64)),
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("deleted_at"),

@@ -9,19 +9,25 @@ gather observations and carry the actions out.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+
+from automation import __version__
 
 NODE_APPEAR_TIMEOUT = timedelta(minutes=10)
 NOT_READY_TIMEOUT = timedelta(minutes=15)
 GPU_DEVICE_GRACE = timedelta(minutes=10)
 MAX_REPLACEMENTS_IN_ROW = 3
+INGRESS_FAILOVER = timedelta(minutes=2)
 BACKOFF_FIRST = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(minutes=30)
 MAX_PROVIDER_FAILURES = 5
 
 LIVE = ("pending", "creating", "running")
 ACCELERATOR_LABEL = "anycloud.sh/accelerator"
+INGRESS_ENTRY_LABEL = "anycloud.sh/ingress-entry"
 
 JOIN_PRECONDITIONS = (
     "check the join preconditions: the cluster's advertised address is reachable from the "
@@ -43,6 +49,9 @@ class PoolView:
     network_removed: bool = False
     addons_diagnostic: str | None = None  # a GPU pool's failed add-on check, None when fine
     addons_state: str = "unknown"  # what the add-on objects look like, for GPU diagnostics
+    hosts_service: bool = False  # a pool hosting a Service elects an ingress entry
+    ingress_entry: str | None = None  # the attempt currently elected
+    applied_digest: str | None = None  # stack_digest of the last successful apply
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,7 @@ class RemoveNode:
 class LabelNode:
     name: str
     key: str
-    value: str
+    value: str | None  # None removes the label
 
 
 @dataclass(frozen=True)
@@ -135,9 +144,18 @@ class Decision:
     actions: list[Action] = field(default_factory=list)
     # Observation bookkeeping to store back on the attempts (id → new view).
     attempts: dict[str, AttemptView] = field(default_factory=dict)
+    ingress_entry: str | None = None
 
     def of(self, kind: type) -> list:  # type: ignore[type-arg]
         return [a for a in self.actions if isinstance(a, kind)]
+
+
+def stack_digest(hosts_service: bool, attempts: list[AttemptView]) -> str:
+    """What the pool's stack depends on in the ledger: the live attempts, whether each still
+    needs its token, and whether the pool hosts a Service (ingress rule and Traefik)."""
+    live = sorted((a.id, a.token_present) for a in attempts if a.state in LIVE)
+    body = json.dumps({"v": __version__, "service": hosts_service, "attempts": live})
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def backoff_after(failures: int) -> timedelta:
@@ -250,10 +268,16 @@ def decide(
         actions = [x for x in actions if not isinstance(x, (NewAttempt, Release))]
     else:
         actions = _fit_to_count(pool, attempts, node_of, actions)
+        after = [updated.get(a.id, a) for a in attempts]
         if _has(actions, NewAttempt) or _has(actions, Release) or any(
             a.state in ("pending", "creating") for a in attempts
-        ):
+        ) or stack_digest(pool.hosts_service, after) != pool.applied_digest:
             actions.append(ApplyStack())
+
+    entry = pool.ingress_entry
+    if pool.hosts_service and not failed:
+        entry, moves = _elect_entry(pool, attempts, node_of, updated, actions, now)
+        actions += moves
 
     # VMs due for replacement drain when their release goes ahead, else they still start.
     released = len([x for x in actions if isinstance(x, Release)])
@@ -273,7 +297,41 @@ def decide(
         counts=Counts(ready, starting, draining),
         actions=actions,
         attempts=updated,
+        ingress_entry=entry,
     )
+
+
+def _elect_entry(
+    pool: PoolView, attempts: list[AttemptView], node_of: dict[str, NodeView],
+    updated: dict[str, AttemptView], actions: list[Action], now: datetime,
+) -> tuple[str | None, list[Action]]:
+    """The pool's ingress entry: the Ready VM with the lowest attempt id. It keeps the role
+    until its Node has been NotReady for two minutes while another VM's Node is Ready; with
+    no Ready VM to take over, it stays until its VM is replaced."""
+    releasing = {x.attempt_id for x in actions if isinstance(x, Release)}
+    live = {a.id: updated.get(a.id, a) for a in attempts
+            if a.state in LIVE and a.id not in releasing}
+    ready = sorted(aid for aid, a in live.items()
+                   if a.node_state == "Ready" and aid in node_of)
+    current = pool.ingress_entry if pool.ingress_entry in live else None
+    chosen = current
+    if current is None:
+        chosen = ready[0] if ready else None
+    else:
+        cur = live[current]
+        down = (current not in node_of or (
+            cur.not_ready_since is not None and now - cur.not_ready_since >= INGRESS_FAILOVER))
+        others = [aid for aid in ready if aid != current]
+        if down and others:
+            chosen = others[0]
+    moves: list[Action] = []
+    if pool.ingress_entry and pool.ingress_entry != chosen and pool.ingress_entry in node_of:
+        moves.append(LabelNode(node_of[pool.ingress_entry].name, INGRESS_ENTRY_LABEL, None))
+    if chosen is not None and chosen in node_of:
+        node = node_of[chosen]
+        if (INGRESS_ENTRY_LABEL, pool.id) not in node.labels:
+            moves.append(LabelNode(node.name, INGRESS_ENTRY_LABEL, pool.id))
+    return chosen, moves
 
 
 def _fit_to_count(

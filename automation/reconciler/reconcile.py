@@ -193,6 +193,8 @@ class Reconciler:
             replacements_in_row=pool["replacements_in_row"], backoff_until=pool["backoff_until"],
             referenced=referenced, network_removed=pool["network_removed"],
             addons_diagnostic=addons_diag, addons_state=addons_state,
+            hosts_service=bool(pool["hosts_service"]),
+            ingress_entry=pool["ingress_entry_attempt_id"], applied_digest=pool["applied_digest"],
         )
         return d.decide(view, [_attempt_view(r) for r in rows], [n.to_view() for n in nodes],
                         now)
@@ -260,6 +262,10 @@ class Reconciler:
 
         for label in decision.of(d.LabelNode):
             port.label_node(label.name, label.key, label.value)
+            if label.key == d.INGRESS_ENTRY_LABEL:
+                self.report("ingress", f"{pool['name']}: Node {label.name} "
+                            + ("is the ingress entry" if label.value else "no longer the entry"),
+                            {"node": label.name})
         for gone in decision.of(d.RemoveNode):
             port.cordon_node(gone.name)
             port.delete_node(gone.name)
@@ -271,7 +277,7 @@ class Reconciler:
             namespace_note = self._delete_namespace(pool, port)
 
         failures, backoff_until, error = pool["consecutive_failures"], pool["backoff_until"], None
-        if decision.of(d.ApplyStack) or drops:
+        if decision.of(d.ApplyStack):
             try:
                 result = self.ports.runner.up(pool_target(self.app, pool_id, planned=False))
             except EngineFailed as exc:
@@ -289,6 +295,7 @@ class Reconciler:
                     failures, backoff_until = 0, None
                     self._sync_attempts(pool_id, result.outputs, now)
                     crashpoint("after-ledger-sync")
+                    self._record_applied(pool, now)
         self._confirm_releases(pool, now)
 
         if decision.of(d.DestroyStack):
@@ -333,6 +340,14 @@ class Reconciler:
                 self.report("vm", f"VM {r['id']} running at {facts.get('publicIp')}",
                             {"attempt": r["id"]})
 
+    def _record_applied(self, pool: RowMapping, now: datetime) -> None:
+        """Remember what the stack now reflects, so an unchanged pool is not applied again."""
+        _, rows = self._load(pool["id"])
+        digest = d.stack_digest(bool(pool["hosts_service"]), [_attempt_view(r) for r in rows])
+        with self.app.ledger.write() as conn:
+            conn.execute(pools.update().where(pools.c.id == pool["id"])
+                         .values(applied_digest=digest))
+
     def _confirm_releases(self, pool: RowMapping, now: datetime) -> None:
         """A release ends only once the provider confirms the VM gone."""
         with self.app.ledger.read() as conn:
@@ -374,7 +389,8 @@ class Reconciler:
             error = pool["last_error"]  # a parked pool keeps the diagnostic that parked it
         wanted = {"state": state, "last_error": error,
                   "replacements_in_row": decision.replacements_in_row,
-                  "consecutive_failures": failures, "backoff_until": backoff_until}
+                  "consecutive_failures": failures, "backoff_until": backoff_until,
+                  "ingress_entry_attempt_id": decision.ingress_entry}
         changes = {k: v for k, v in wanted.items() if pool[k] != v}
         if state == "deleted" and pool["state"] != "deleted":
             changes["deleted_at"] = now

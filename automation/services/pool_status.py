@@ -21,7 +21,7 @@ SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state
        p.last_error, p.hosts_service, p.created_at, p.updated_at,
        c.name AS cluster, cr.name AS credentials,
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
-       COALESCE(a.draining, 0) AS draining
+       COALESCE(a.draining, 0) AS draining, e.public_ip AS ingress_entry_ip
 FROM node_pools p
 JOIN clusters c ON c.id = p.cluster_id
 JOIN credentials cr ON cr.id = p.credential_id
@@ -37,6 +37,7 @@ LEFT JOIN (
     WHERE state <> 'released'
     GROUP BY pool_id
 ) a ON a.pool_id = p.id
+LEFT JOIN vm_attempts e ON e.id = p.ingress_entry_attempt_id
 """
 _LIVE = "p.state <> 'deleted'"
 
@@ -53,7 +54,7 @@ def _to_status(r: dict[str, Any]) -> NodePoolStatus:
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
         vms=r["max_vms"], state=r["state"], last_error=r["last_error"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
-        hosts_service=bool(r["hosts_service"]),
+        hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 

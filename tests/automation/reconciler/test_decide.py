@@ -347,3 +347,61 @@ def test_delete_never_proceeds_with_references(world) -> None:  # type: ignore[n
 def test_decide_is_pure(world) -> None:  # type: ignore[no-untyped-def]
     p, attempts, nodes = world
     assert decide(p, attempts, nodes, T0) == decide(p, list(attempts), list(nodes), T0)
+
+
+# --- ingress entry ---------------------------------------------------------------------------
+
+ENTRY = "anycloud.sh/ingress-entry"
+
+
+def svc_pool(**kw: object) -> PoolView:
+    return pool(**{"vm_count": 3, "hosts_service": True, **kw})
+
+
+def ready3() -> tuple[list[AttemptView], list[NodeView]]:
+    return ([attempt(i, node_state="Ready") for i in (1, 2, 3)], [node(i) for i in (1, 2, 3)])
+
+
+def test_entry_is_the_ready_vm_with_the_lowest_attempt_id() -> None:
+    attempts, nodes = ready3()
+    d = decide(svc_pool(), attempts, nodes, T0)
+    assert d.ingress_entry == "at-1"
+    assert d.of(LabelNode) == [LabelNode("anycloud-at-1", ENTRY, "np-1")]
+    again = decide(svc_pool(ingress_entry="at-1"), attempts,
+                   [node(1, labels=frozenset({(ENTRY, "np-1")})), node(2), node(3)], T0)
+    assert again.ingress_entry == "at-1" and again.of(LabelNode) == []
+
+
+def test_pools_without_a_service_elect_nothing() -> None:
+    attempts, nodes = ready3()
+    d = decide(pool(vm_count=3), attempts, nodes, T0)
+    assert d.ingress_entry is None and d.of(LabelNode) == []
+
+
+@pytest.mark.parametrize(("elapsed", "moved"), [(2 * M - S, False), (2 * M, True)])
+def test_entry_moves_after_two_minutes_not_ready(elapsed: timedelta, moved: bool) -> None:
+    attempts = [attempt(1, not_ready_since=T0, node_state="NotReady"),
+                attempt(2, node_state="Ready"), attempt(3, node_state="Ready")]
+    nodes = [node(1, ready=False, labels=frozenset({(ENTRY, "np-1")})), node(2), node(3)]
+    d = decide(svc_pool(ingress_entry="at-1"), attempts, nodes, T0 + elapsed)
+    assert d.ingress_entry == ("at-2" if moved else "at-1")
+    if moved:
+        assert d.of(LabelNode) == [LabelNode("anycloud-at-1", ENTRY, None),
+                                   LabelNode("anycloud-at-2", ENTRY, "np-1")]
+
+
+def test_entry_stays_without_a_ready_replacement() -> None:
+    attempts = [attempt(1, not_ready_since=T0, node_state="NotReady"),
+                attempt(2, not_ready_since=T0, node_state="NotReady")]
+    nodes = [node(1, ready=False), node(2, ready=False)]
+    d = decide(svc_pool(vm_count=2, ingress_entry="at-1"), attempts, nodes, T0 + 10 * M)
+    assert d.ingress_entry == "at-1"
+
+
+def test_a_replaced_entry_hands_over() -> None:
+    attempts = [attempt(1, node_state="NotReady", not_ready_since=T0 - 20 * M),
+                attempt(2, node_state="Ready"), attempt(3, node_state="Ready")]
+    nodes = [node(1, ready=False), node(2), node(3)]
+    d = decide(svc_pool(ingress_entry="at-1"), attempts, nodes, T0)
+    assert Release("at-1", "its Node stayed NotReady for 15 minutes") in d.actions
+    assert d.ingress_entry == "at-2"

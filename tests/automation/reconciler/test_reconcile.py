@@ -188,3 +188,35 @@ def test_other_pools_unaffected_by_a_deletion(rig: Rig, count: int) -> None:
     rig.passes(6, step=M)
     assert status(rig, gone).state == "deleted"
     assert status(rig, keep).state == "ready" and status(rig, keep).counts.ready == count
+
+
+def test_service_pool_elects_an_ingress_entry(rig: Rig) -> None:
+    pool = rig.pool("web", count=2)
+    workloads.create_workload(rig.app, "site", "web", WorkloadKind.SERVICE)
+    rig.passes(6, step=M)
+    s = status(rig, pool)
+    rows = attempts(rig, pool)
+    lowest = min(r["id"] for r in rows)
+    assert s.state == "ready" and s.ingress_entry_ip == next(
+        r["public_ip"] for r in rows if r["id"] == lowest)
+    labelled = [n for n in rig.world.cluster.node_names()
+                if rig.world.cluster.node(n).labels.get("anycloud.sh/ingress-entry") == pool]
+    assert labelled == [f"anycloud-{lowest}"]
+
+
+def test_a_service_arriving_later_reapplies_the_stack(rig: Rig) -> None:
+    from automation.services.stacks import pool_target
+
+    pool = rig.pool("web", count=1)
+    rig.passes(6, step=M)
+    runner = rig.reconciler.ports.runner
+    before = set(runner.load_state(pool_target(rig.app, pool))["resources"])  # type: ignore[attr-defined]
+    assert not [u for u in before if "HelmChart" in u or "ingress" in u.lower()]
+    assert rig.reconciler.run_once()[0].actions == []  # converged: nothing to apply
+    workloads.create_workload(rig.app, "site", "web", WorkloadKind.SERVICE)
+    outcome = rig.reconciler.run_once()[0]
+    assert "ApplyStack" in outcome.actions
+    after = set(runner.load_state(pool_target(rig.app, pool))["resources"])  # type: ignore[attr-defined]
+    added = after - before
+    assert any("helm.cattle.io" in u for u in added), added  # the pool's Traefik release
+    assert rig.reconciler.run_once()[0].actions == []
