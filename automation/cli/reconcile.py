@@ -67,7 +67,8 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
               simulate: bool, as_json: bool) -> None:
     """Reconcile every node pool (one pass with --once; a loop otherwise, like serve)."""
     if not once and passes == 1:
-        ctx.invoke(serve, interval=30.0, engine=engine, simulate=simulate, as_json=as_json)
+        ctx.invoke(serve, interval=30.0, speed=1.0, engine=engine, simulate=simulate,
+                   as_json=as_json)
         return
     reconciler, world = _setup(ctx, engine, simulate, as_json)
     step = _parse_duration(advance)
@@ -88,13 +89,15 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
 @click.command()
 @click.option("--interval", type=float, default=30.0, show_default=True,
               help="Seconds between passes.")
+@click.option("--speed", type=click.FloatRange(min=1), default=1.0, show_default=True,
+              help="With --simulate: simulated seconds per real second.")
 @_engine
 @_simulate
 @json_option
 @handle_errors
 @click.pass_context
-def serve(ctx: click.Context, interval: float, engine: str | None, simulate: bool,
-          as_json: bool) -> None:
+def serve(ctx: click.Context, interval: float, speed: float, engine: str | None,
+          simulate: bool, as_json: bool) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds."""
     reconciler, world = _setup(ctx, engine, simulate, as_json)
     stop = {"now": False}
@@ -114,4 +117,4 @@ def serve(ctx: click.Context, interval: float, engine: str | None, simulate: boo
         if world is not None:
             from datetime import timedelta
 
-            world.advance(timedelta(seconds=interval))
+            world.advance(timedelta(seconds=interval * speed))

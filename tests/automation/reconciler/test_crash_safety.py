@@ -139,3 +139,26 @@ def test_delete(home: Home, boundary: str) -> None:
     app.ledger.dispose()
     crash_then_recover(home, boundary)
     invariants(home, "deleted")
+
+
+def test_serve_runs_passes_until_sigterm(home: Home) -> None:
+    import signal
+    import time
+
+    env = {**os.environ, "ANYCLOUD_HOME": str(home.root)}
+    env.pop("ANYCLOUD_DATABASE_URL", None)
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--simulate", "--interval", "0.2",
+                             "--speed", "300"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    ready = False
+    while time.monotonic() < deadline and not ready:
+        time.sleep(1)
+        ledger = open_ledger(home.url)
+        with ledger.read() as conn:
+            ready = conn.execute(sa.select(schema.node_pools.c.state)).scalar_one() == "ready"
+        ledger.dispose()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert ready, err[-2000:]
+    assert proc.returncode == 0 and "reconciling every 0.2s (simulated)" in err
