@@ -16,30 +16,12 @@ from automation.errors import AnycloudError
 from automation.models import WorkloadKind
 from automation.reconciler.reconcile import Reconciler
 from automation.reconciler.wiring import simulated_ports
-from automation.services import clusters, credentials, node_pools, pool_status, workloads
+from automation.services import credentials, node_pools, pool_status, workloads
 from automation.services.context import App
-from automation.simulators.world import SimWorld
+from automation.simulators.world import SimWorld, register_simulated_cluster
 
 Step = Callable[[str, str, dict[str, Any]], None]
 STEP = timedelta(seconds=30)
-
-DEMO_KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters:
-- name: demo
-  cluster:
-    server: https://203.0.113.10:6443
-    certificate-authority: {ca}
-contexts:
-- name: demo
-  context: {{cluster: demo, user: demo}}
-current-context: demo
-users:
-- name: demo
-  user: {{token: demo-not-a-secret}}
-"""
-
 
 def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[str, Any]]:
     """Runs the demo; every step is reported through ``step(kind, message, data)``."""
@@ -63,11 +45,7 @@ def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[
         return str(pool_status.node_pool_status(app.ledger, name).state)
 
     ca = data_dir() / "demo" / "ca.pem"
-    kubeconfig = workdir / "kubeconfig.yaml"
-    kubeconfig.write_text(DEMO_KUBECONFIG.format(ca=ca))
-    cluster = clusters.register_cluster(app, clusters.RegisterCluster(
-        name="demo", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1", ca_file=ca,
-        offline=True))
+    cluster = register_simulated_cluster(app, workdir, "demo")
     say("cluster", f"cluster {cluster.name} registered: {cluster.state} "
         f"(Kubernetes {cluster.kubernetes_version}, CA sha256 {(cluster.ca_sha256 or '')[:12]}…)")
     for name, provider, options in (

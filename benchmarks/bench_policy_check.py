@@ -24,19 +24,13 @@ RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 
 
 def setup(home: Path) -> str:
-    from automation.catalog import data_dir
     from automation.ledger import open_ledger
-    from automation.services import clusters, credentials, node_pools
+    from automation.services import credentials, node_pools
     from automation.services.context import App
+    from automation.simulators.world import register_simulated_cluster
 
     app = App(ledger=open_ledger(f"sqlite:///{home / 'anycloud.db'}"), home=home)
-    kc = home / "kc.yaml"
-    kc.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, "
-                  "cluster: {server: 'https://203.0.113.10:6443'}}]\ncontexts: [{name: c, "
-                  "context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n")
-    clusters.register_cluster(app, clusters.RegisterCluster(
-        name="prod", kubeconfig=kc, kubernetes_version="v1.36.2+k3s1",
-        ca_file=data_dir() / "demo" / "ca.pem", offline=True))
+    register_simulated_cluster(app, home)
     credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
     pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
         name="big", credentials="aws", region="us-east-1", vm_type="m7i.large",

@@ -176,26 +176,19 @@ def _pg_url() -> str | None:
 
 
 def lifecycle_bench(pools: int = 100, vms: int = 10) -> list[tuple[str, str, str]]:
-    from automation.catalog import data_dir
     from automation.ledger import open_ledger
     from automation.reconciler.reconcile import Reconciler
     from automation.reconciler.wiring import simulated_ports
-    from automation.services import clusters, credentials, node_pools
+    from automation.services import credentials, node_pools
     from automation.services.context import App
-    from automation.simulators.world import SimWorld
+    from automation.simulators.world import SimWorld, register_simulated_cluster
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         world = SimWorld()
         app = App(ledger=open_ledger(f"sqlite:///{home / 'a.db'}"), clock=world.clock,
                   home=home)
-        kc = home / "kc.yaml"
-        kc.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, "
-                      "cluster: {server: 'https://203.0.113.10:6443'}}]\ncontexts: [{name: c, "
-                      "context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n")
-        clusters.register_cluster(app, clusters.RegisterCluster(
-            name="prod", kubeconfig=kc, kubernetes_version="v1.36.2+k3s1",
-            ca_file=data_dir() / "demo" / "ca.pem", offline=True))
+        register_simulated_cluster(app, home)
         credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
         for p in range(pools):
             node_pools.create_node_pool(app, node_pools.CreateNodePool(

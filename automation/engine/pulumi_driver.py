@@ -3,7 +3,7 @@
 One LocalWorkspace per stack with a persistent work dir under ``$ANYCLOUD_HOME/stacks``
 (a temporary dir per call would lose the stack's passphrase salt), the inline program from
 ``stacks/``, project ``anycloud``. Events stream through a queue to the caller's sink.
-Never sets PULUMI_SKIP_CHECKPOINTS: crash recovery needs the record of in-flight steps.
+Never switches Pulumi's checkpoints off: crash recovery needs the record of in-flight steps.
 """
 
 from __future__ import annotations

@@ -13,13 +13,45 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from automation.catalog import load_catalog
+from automation.catalog import data_dir, load_catalog
 from automation.clock import ManualClock
+from automation.models import Cluster
+from automation.services.clusters import RegisterCluster, register_cluster
+from automation.services.context import App
 from automation.simulators.cloud import CloudSimulator, SimVm
 from automation.simulators.cluster import NodeBehaviour, SimulatedCluster
 
 START = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+# A documentation address (RFC 5737): the simulated cluster's API server, never contacted.
+SIM_SERVER = "https://203.0.113.10:6443"
+SIM_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: sim
+  cluster:
+    server: {server}
+    certificate-authority: {ca}
+contexts:
+- name: sim
+  context: {{cluster: sim, user: sim}}
+current-context: sim
+users:
+- name: sim
+  user: {{token: not-a-secret}}
+"""
 PROVIDER_OF = {"aws:": "aws", "gcp:": "gcp", "azure-native:": "azure"}
+
+
+def register_simulated_cluster(app: App, workdir: Path, name: str = "prod") -> Cluster:
+    """A ready cluster record for the simulators: a kubeconfig naming a documentation
+    address, the throw-away demo CA, and offline facts (nothing is contacted)."""
+    ca = data_dir() / "demo" / "ca.pem"
+    kubeconfig = workdir / f"{name}-kubeconfig.yaml"
+    kubeconfig.write_text(SIM_KUBECONFIG.format(server=SIM_SERVER, ca=ca))
+    return register_cluster(app, RegisterCluster(
+        name=name, kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1", ca_file=ca,
+        offline=True))
 
 
 class PersistedClock(ManualClock):

@@ -55,7 +55,7 @@ def test_workspace_options_persistent_dir_backend_and_secrets(tmp_path: Path) ->
     assert opts.secrets_provider == "passphrase"
     assert set(opts.env_vars) == {"PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_PYTHON_CMD"}
     assert opts.env_vars["PULUMI_PYTHON_CMD"] == sys.executable
-    assert "PULUMI_SKIP_CHECKPOINTS" not in opts.env_vars
+    assert not [k for k in opts.env_vars if k.endswith("SKIP_CHECKPOINTS")]  # crash record kept
 
 
 @pytest.mark.parametrize(("provider", "cloud_plugin"), [

@@ -12,9 +12,9 @@ import pytest
 from automation.engine.mock_runner import MockEngineRunner
 from automation.ledger import open_ledger
 from automation.reconciler.reconcile import Ports, Reconciler
-from automation.services import clusters, credentials, node_pools
+from automation.services import credentials, node_pools
 from automation.services.context import App
-from automation.simulators.world import SimWorld
+from automation.simulators.world import SimWorld, register_simulated_cluster
 from tests.automation.conftest import DEMO_CA
 
 
@@ -43,15 +43,7 @@ def rig(tmp_path: Path, ledger_url: str) -> Iterator[Rig]:
     world = SimWorld()
     ledger = open_ledger(ledger_url)
     app = App(ledger=ledger, clock=world.clock, home=tmp_path / "home")
-    kc = tmp_path / "kubeconfig.yaml"
-    kc.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://203.0.113.10:6443'}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
-    )
-    clusters.register_cluster(app, clusters.RegisterCluster(
-        name="prod", kubeconfig=kc, kubernetes_version="v1.36.2+k3s1", ca_file=DEMO_CA,
-        offline=True))
+    register_simulated_cluster(app, tmp_path)
     credentials.new_credential(app, credentials.NewCredential("team-aws", "aws",
                                                               {"profile": "team"}))
     credentials.new_credential(app, credentials.NewCredential(

@@ -16,10 +16,9 @@ import sqlalchemy as sa
 from automation.ledger import open_ledger, schema
 from automation.reconciler.reconcile import Reconciler
 from automation.reconciler.wiring import simulated_ports
-from automation.services import clusters, credentials, node_pools
+from automation.services import credentials, node_pools
 from automation.services.context import App
-from automation.simulators.world import SimWorld
-from tests.automation.conftest import DEMO_CA
+from automation.simulators.world import SimWorld, register_simulated_cluster
 
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 M = timedelta(minutes=1)
@@ -60,14 +59,7 @@ def home(tmp_path: Path) -> Home:
     h = Home(tmp_path)
     world = h.world()
     app = h.app(world)
-    kc = tmp_path / "kc.yaml"
-    kc.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://203.0.113.10:6443'}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n")
-    clusters.register_cluster(app, clusters.RegisterCluster(
-        name="prod", kubeconfig=kc, kubernetes_version="v1.36.2+k3s1", ca_file=DEMO_CA,
-        offline=True))
+    register_simulated_cluster(app, tmp_path)
     credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
     node_pools.create_node_pool(app, node_pools.CreateNodePool(
         name="cpu", credentials="aws", region="us-east-1", vm_type="m7i.large",
