@@ -176,19 +176,20 @@ def policy() -> None:
 
 @policy.command()
 @click.argument("ref", required=False)
-@click.option("--all", "all_", is_flag=True, help="Every live node pool.")
+@click.option("--all", "all_", is_flag=True,
+              help="Every live node pool, and the add-on stack of clusters with GPU pools.")
 @json_option
 @handle_errors
 @click.pass_context
 def check(ctx: click.Context, ref: str | None, all_: bool, as_json: bool) -> None:
     """Run the policy pack offline over the pool's stack (exit 3 on a mandatory violation)."""
     from automation.errors import InvalidInput
-    from automation.services.rollout import all_pools, check_pool_policy
+    from automation.services.rollout import check_all, check_pool_policy
 
     if bool(ref) == all_:
         raise InvalidInput("node_pool", ref, "give one node pool or --all, not both or neither")
     app = app_from(ctx)
-    reports = [check_pool_policy(app, r) for r in (all_pools(app) if all_ else [ref or ""])]
+    reports = check_all(app) if all_ else [check_pool_policy(app, ref or "")]
     if as_json:
         print_json(reports)
     else:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import sqlalchemy as sa
 
 from automation.engine.errors import EngineFailed, StackLocked
-from automation.engine.runner import RunResult, StackKind, StackRunner, StackTarget
+from automation.engine.runner import RunResult, StackRunner, StackTarget
 from automation.kube.addons import AddonPlan, plan_addons
 from automation.kube.port import (
     ADDON_KINDS,
@@ -61,7 +61,7 @@ from automation.kube.port import (
 )
 from automation.ledger import schema
 from automation.services.context import App
-from automation.services.stacks import cluster_ref
+from automation.services.stacks import addons_target
 
 if TYPE_CHECKING:
     from automation.mock_engine import ProgramRun
@@ -116,17 +116,6 @@ class DesiredAddons:
                 raise LookupError(f"the add-on stack registers {len(matches)} {type_}")
             found[kind] = dict(matches[0].inputs) if matches else None
         return cls(found["runtimeclass"], found["daemonset"])
-
-
-def addons_target(cluster_row: ClusterRow, *, adopt_from: Collection[str] = (),
-                  manage_runtime_class: bool = True) -> StackTarget:
-    from stacks.config import ClusterAddonsStackConfig
-
-    config = ClusterAddonsStackConfig(
-        cluster=cluster_ref(cluster_row), adopt_from_cluster_ids=tuple(sorted(adopt_from)),
-        manage_runtime_class=manage_runtime_class,
-    )
-    return StackTarget(kind=StackKind.CLUSTER_ADDONS, key=str(cluster_row["id"]), config=config)
 
 
 def mock_evaluator(runner: object) -> Evaluate:

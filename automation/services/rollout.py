@@ -7,9 +7,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from automation.engine.mock_runner import MockEngineRunner
-from automation.engine.runner import PolicyFinding, ProgressSink, RunResult, StackRunner
+from automation.engine.runner import (
+    PolicyFinding,
+    ProgressSink,
+    RunResult,
+    StackRunner,
+    StackTarget,
+)
 from automation.services.context import App
-from automation.services.stacks import live_pool_ids, pool_target
+from automation.services.stacks import (
+    addons_target,
+    gpu_cluster_rows,
+    live_pool_ids,
+    pool_target,
+)
 
 
 class PlannedResource(BaseModel):
@@ -28,7 +39,8 @@ class Plan(BaseModel):
 
 
 class PolicyReport(BaseModel):
-    pool: str
+    pool: str | None = None  # a node-pool stack …
+    cluster: str | None = None  # … or a cluster's add-on stack
     stack: str
     engine: str = "mock"
     findings: list[PolicyFinding]
@@ -53,14 +65,29 @@ def preview_pool(app: App, runner: StackRunner, ref: str, *, diff: bool = False,
     return runner.preview(pool_target(app, ref), diff=diff, on_progress=on_progress)
 
 
-def check_pool_policy(app: App, ref: str) -> PolicyReport:
-    """The policy pack over the resources the stack program registers (offline)."""
-    target = pool_target(app, ref)
+def _check(app: App, target: StackTarget) -> list[PolicyFinding]:
     runner = MockEngineRunner(app.home)
     # Secrets are readable here so the rules can check user data; no value reaches a message.
-    run = runner.evaluate(target, reveal_secrets=True)
-    return PolicyReport(pool=target.key, stack=target.stack_name,
-                        findings=runner.check_policy(run))
+    return runner.check_policy(runner.evaluate(target, reveal_secrets=True))
+
+
+def check_pool_policy(app: App, ref: str) -> PolicyReport:
+    """The policy pack over the resources the pool's stack program registers (offline)."""
+    target = pool_target(app, ref)
+    return PolicyReport(pool=target.key, stack=target.stack_name, findings=_check(app, target))
+
+
+def check_addons_policy(app: App, cluster_row: Any) -> PolicyReport:
+    """The same over a cluster's NVIDIA add-on stack."""
+    target = addons_target(cluster_row)
+    return PolicyReport(cluster=target.key, stack=target.stack_name,
+                        findings=_check(app, target))
+
+
+def check_all(app: App) -> list[PolicyReport]:
+    """Every live pool's stack, and the add-on stack of every cluster with a GPU pool."""
+    return ([check_pool_policy(app, pool) for pool in live_pool_ids(app)]
+            + [check_addons_policy(app, row) for row in gpu_cluster_rows(app)])
 
 
 def all_pools(app: App) -> list[str]:

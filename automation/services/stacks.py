@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
@@ -78,6 +79,34 @@ def live_pool_ids(app: App) -> list[str]:
     pools = schema.node_pools
     with app.ledger.read() as conn:
         return list(conn.execute(
-            sa.select(pools.c.id).where(pools.c.state.in_(list(LIVE_POOL_STATES) ))
+            sa.select(pools.c.id).where(pools.c.state.in_(list(LIVE_POOL_STATES)))
             .order_by(pools.c.id)
         ).scalars())
+
+
+def addons_target(cluster_row: Any, *, adopt_from: Collection[str] = (),
+                  manage_runtime_class: bool = True) -> StackTarget:
+    """The cluster's NVIDIA add-on stack."""
+    from stacks.config import ClusterAddonsStackConfig
+
+    config = ClusterAddonsStackConfig(
+        cluster=cluster_ref(cluster_row), adopt_from_cluster_ids=tuple(sorted(adopt_from)),
+        manage_runtime_class=manage_runtime_class,
+    )
+    return StackTarget(kind=StackKind.CLUSTER_ADDONS, key=str(cluster_row["id"]), config=config)
+
+
+def gpu_cluster_rows(app: App) -> list[Any]:
+    """Clusters with at least one live GPU pool: the only ones whose add-on stack matters."""
+    pools = schema.node_pools
+    with app.ledger.read() as conn:
+        rows = conn.execute(
+            sa.select(pools.c.cluster_id, pools.c.provider, pools.c.vm_type)
+            .where(pools.c.state.in_(list(LIVE_POOL_STATES)))
+        ).all()
+        gpu_clusters = sorted({
+            r.cluster_id for r in rows
+            if (vm := app.catalog.providers[r.provider].vm_type(r.vm_type)) and vm.gpus
+        })
+        return list(conn.execute(sa.select(schema.clusters).where(
+            schema.clusters.c.id.in_(gpu_clusters)).order_by(schema.clusters.c.id)).mappings())

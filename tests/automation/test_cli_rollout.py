@@ -75,7 +75,10 @@ def test_policy_check_passes_compliant_pools(run) -> None:  # type: ignore[no-un
     result = run("policy", "check", "--all", "--json")
     assert result.exit_code == 0, result.stdout
     reports = json.loads(result.stdout)
-    assert len(reports) == 2
+    # two pool stacks, and the add-on stack of the cluster (it has a GPU pool)
+    assert [(r["pool"] is not None, r["cluster"] is not None) for r in reports] == [
+        (True, False), (True, False), (False, True)]
+    assert reports[2]["stack"].startswith("cluster-addons-")
     assert all(f["enforcement"] != "mandatory" for r in reports for f in r["findings"])
 
 
