@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasGenerator, BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 
 class ClusterState(StrEnum):
@@ -99,6 +100,55 @@ class VmCounts(BaseModel):
     draining: int = 0
 
 
+ReleaseState = Literal["absent", "installing", "installed", "failed"]
+HelmJobPhase = Literal["pending", "running", "retrying", "succeeded", "failed"]
+
+
+class _CamelView(BaseModel):
+    """Built by field name, serialized with camelCase keys (``entry_ip`` -> ``entryIp``)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=AliasGenerator(serialization_alias=to_camel),
+        serialize_by_alias=True,
+    )
+
+
+class HelmJob(_CamelView):
+    """The helm-controller's install Job. ``retrying``: the install container exited non-zero
+    and the Job starts it again; ``message``: that non-zero exit (or why the Job failed)."""
+
+    phase: HelmJobPhase
+    message: str | None = None
+
+
+class IngressDaemonSet(_CamelView):
+    """The Traefik DaemonSet Helm created in the release namespace."""
+
+    desired: int
+    ready: int
+    entry_node_ready: bool
+
+
+class IngressRelease(_CamelView):
+    """A Service-hosting pool's ingress release, read from the cluster at request time.
+
+    ``state`` None: the cluster could not be read (``last_event`` says why).
+    """
+
+    state: ReleaseState | None
+    helm_job: HelmJob | None = None
+    daemon_set: IngressDaemonSet | None = None
+    last_event: str | None = None
+
+
+class IngressView(_CamelView):
+    """``ingress`` of node-pool status; ``release`` None for a pool that hosts no Service."""
+
+    entry_ip: str | None = None
+    release: IngressRelease | None = None
+
+
 class NodePoolStatus(BaseModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 
@@ -117,6 +167,8 @@ class NodePoolStatus(BaseModel):
     hosts_service: bool
     # Pools hosting a Service: the public IP of the elected ingress entry (None until elected).
     ingress_entry_ip: str | None = None
+    # Only ``node-pool status`` reads it (automation.services.ingress_status); None elsewhere.
+    ingress: IngressView | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -80,8 +80,30 @@ def _show(p: NodePoolStatus) -> None:
         ("VMs ready / starting / draining",
          f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
         ("Last error", p.last_error),
-        *([("Ingress entry", p.ingress_entry_ip or "not elected yet")] if p.hosts_service else []),
+        *(_ingress_lines(p) if p.hosts_service else []),
     ])
+
+
+def _ingress_lines(p: NodePoolStatus) -> list[tuple[str, str]]:
+    """Ingress entry: <IP> — release <state> (helm job <phase>[: <exit>]) and
+    Ingress Traefik: <ready>/<desired> ready, entry Node Ready|not Ready — last event: …"""
+    entry = p.ingress_entry_ip or "not elected yet"
+    release = p.ingress.release if p.ingress is not None else None
+    if release is None:  # not read from the cluster (e.g. right after create)
+        return [("Ingress entry", entry)]
+    job = release.helm_job
+    state = f"release {release.state or 'unknown'}"
+    if job is not None:
+        state += f" (helm job {job.phase}" + (f": {job.message}" if job.message else "") + ")"
+    ds = release.daemon_set
+    if ds is None:
+        traefik = "unknown" if release.state is None else "DaemonSet not created yet"
+    else:
+        node = "Ready" if ds.entry_node_ready else "not Ready"
+        traefik = f"{ds.ready}/{ds.desired} ready, entry Node {node}"
+    if release.last_event:
+        traefik += f" — last event: {release.last_event}"
+    return [("Ingress entry", f"{entry} — {state}"), ("Ingress Traefik", traefik)]
 
 
 @node_pool.command()
@@ -90,10 +112,12 @@ def _show(p: NodePoolStatus) -> None:
 @handle_errors
 @click.pass_context
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
-    """Lifecycle state, last error and VM counts of one pool."""
-    from automation.services import pool_status
+    """Lifecycle state, last error, VM counts and (Service pools) the ingress release."""
+    from automation.services import ingress_status, pool_status
 
-    p = pool_status.node_pool_status(ledger_from(ctx), ref)
+    ledger = ledger_from(ctx)
+    p = ingress_status.with_ingress(pool_status.node_pool_status(ledger, ref),
+                                    ingress_status.kubernetes_port_factory(ledger))
     if as_json:
         print_json(p)
     else:

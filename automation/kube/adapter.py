@@ -25,6 +25,12 @@ from automation.kube.port import (
     DAEMONSET_NAME,
     DAEMONSET_NAMESPACE,
     GPU_RESOURCE,
+    HELM_GROUP,
+    HELM_NAMESPACE,
+    HELM_PLURAL,
+    HELM_VERSION,
+    INGRESS_ENTRY_LABEL,
+    JOB_NAME_LABEL,
     MANAGED_BY,
     MANAGER,
     POOL_LABEL,
@@ -35,8 +41,10 @@ from automation.kube.port import (
     ClusterForbidden,
     ClusterPort,
     ClusterUnavailable,
+    IngressObjects,
     NamespaceOwner,
     ObservedNode,
+    ingress_release_name,
     token_secret_name,
 )
 
@@ -311,3 +319,47 @@ class KubernetesCluster(ClusterPort):
                            DAEMONSET_NAME, DAEMONSET_NAMESPACE, propagation_policy="Background",
                            **self._opts()),
                        DAEMONSET_NAMESPACE, tolerate=(404,))
+
+    # -- the pool's ingress release ---------------------------------------------------------
+
+    def ingress_objects(self, pool_id: str) -> IngressObjects:
+        from kubernetes import client
+
+        from automation.kube.ingress import job_name
+
+        api = self._client()
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        apps, custom = client.AppsV1Api(api), client.CustomObjectsApi(api)
+        release = ingress_release_name(pool_id)
+        chart = self._get(HELM_PLURAL, release, lambda: custom.get_namespaced_custom_object(
+            HELM_GROUP, HELM_VERSION, HELM_NAMESPACE, HELM_PLURAL, release, **self._opts()),
+            HELM_NAMESPACE)
+        if chart is None:
+            return IngressObjects(pool_id=pool_id, release=release)
+        found = IngressObjects(pool_id=pool_id, release=release, helm_chart=chart)
+        job = job_name(found)
+        job_obj = self._get("jobs", job, lambda: batch.read_namespaced_job(
+            job, HELM_NAMESPACE, **self._opts()), HELM_NAMESPACE)
+        pods = self._items("pods", HELM_NAMESPACE, lambda: core.list_namespaced_pod(
+            HELM_NAMESPACE, label_selector=f"{JOB_NAME_LABEL}={job}", **self._opts()))
+        # The release namespace holds only this release's objects.
+        daemon_sets = self._items("daemonsets", release, lambda: apps.list_namespaced_daemon_set(
+            release, **self._opts()))
+        entry: list[ObservedNode] = []
+        if daemon_sets:
+            entry = [parse_node(n) for n in self._items("nodes", None, lambda: core.list_node(
+                label_selector=f"{INGRESS_ENTRY_LABEL}={pool_id}", **self._opts()))]
+        # Before Helm created the DaemonSet, what matters happens to the install Job and its
+        # Pods in kube-system; after, in the release namespace.
+        where = release if daemon_sets else HELM_NAMESPACE
+        events = self._items("events", where, lambda: core.list_namespaced_event(
+            where, **self._opts()))
+        return IngressObjects(pool_id=pool_id, release=release, helm_chart=chart, job=job_obj,
+                              pods=tuple(pods), daemon_sets=tuple(daemon_sets),
+                              entry_nodes=tuple(entry), events=tuple(events))
+
+    def _items(self, resource: str, namespace: str | None,
+               fn: Callable[[], Any]) -> list[dict[str, Any]]:
+        """A list's items; a namespace that does not exist (yet) lists nothing."""
+        listed = self._json("list", resource, None, fn, namespace, tolerate=(404,)) or {}
+        return [i for i in listed.get("items") or [] if isinstance(i, dict)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from automation.reconciler import decide
 from automation.reconciler.decide import NodeView
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -30,6 +31,15 @@ TOKEN_SECRET_PREFIX = "bootstrap-token-"
 RUNTIME_CLASS_NAME = "nvidia"
 DAEMONSET_NAMESPACE = "kube-system"
 DAEMONSET_NAME = "anycloud-nvidia-device-plugin"
+
+# The pool's ingress release (components/traefik.py): a K3s HelmChart in kube-system, whose
+# install Job the helm-controller runs there, releasing into a namespace of the same name.
+INGRESS_ENTRY_LABEL = decide.INGRESS_ENTRY_LABEL
+HELM_NAMESPACE = "kube-system"
+HELM_GROUP = "helm.cattle.io"
+HELM_VERSION = "v1"
+HELM_PLURAL = "helmcharts"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 AddonKind = Literal["runtimeclass", "daemonset"]
 ADDON_KINDS: tuple[AddonKind, ...] = ("runtimeclass", "daemonset")
@@ -81,6 +91,39 @@ class AddonObservation:
 
     def get(self, kind: AddonKind) -> dict[str, Any] | None:
         return self.runtime_class if kind == "runtimeclass" else self.daemonset
+
+
+def ingress_release_name(pool_id: str) -> str:
+    """The HelmChart's name and its target namespace (``components.traefik.release_name``)."""
+    from components.naming import resource_slug  # no SDK import: names only
+
+    return f"anycloud-ingress-{resource_slug(pool_id, 36)}"
+
+
+def helm_install_job_name(release: str) -> str:
+    """The Job the K3s helm-controller runs for a HelmChart (in the HelmChart's namespace)."""
+    return f"helm-install-{release}"
+
+
+@dataclass(frozen=True)
+class IngressObjects:
+    """A pool's ingress release as the API server returns it (camelCase JSON).
+
+    ``helm_chart`` None: no HelmChart, and nothing else was read. ``job`` is the install Job
+    (None before the helm-controller created it), ``pods`` its Pods, ``daemon_sets`` those in
+    the release namespace (Helm creates one), ``entry_nodes`` the Nodes labelled
+    anycloud.sh/ingress-entry=<pool_id> (read only once a DaemonSet exists), and ``events``
+    those of kube-system before a DaemonSet exists, of the release namespace after.
+    """
+
+    pool_id: str
+    release: str
+    helm_chart: dict[str, Any] | None = None
+    job: dict[str, Any] | None = None
+    pods: tuple[dict[str, Any], ...] = ()
+    daemon_sets: tuple[dict[str, Any], ...] = ()
+    entry_nodes: tuple[ObservedNode, ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
 
 
 class ClusterUnavailable(Exception):
@@ -163,4 +206,9 @@ class ClusterPort(Protocol):
 
     def delete_addon_object(self, kind: AddonKind) -> None:
         """Recreate path: remove our add-on object whose immutable field differs; absent=ok."""
+        ...
+
+    def ingress_objects(self, pool_id: str) -> IngressObjects:
+        """Read the pool's ingress release: HelmChart, install Job and Pods, DaemonSet, entry
+        Nodes and Events (see IngressObjects). Read-only."""
         ...

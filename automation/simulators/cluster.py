@@ -36,6 +36,9 @@ from automation.kube.port import (
     CLUSTER_LABEL,
     DAEMONSET_NAME,
     DAEMONSET_NAMESPACE,
+    HELM_NAMESPACE,
+    INGRESS_ENTRY_LABEL,
+    JOB_NAME_LABEL,
     MANAGED_BY,
     MANAGER,
     POOL_LABEL,
@@ -47,8 +50,10 @@ from automation.kube.port import (
     ClusterForbidden,
     ClusterPort,
     ClusterUnavailable,
+    IngressObjects,
     NamespaceOwner,
     ObservedNode,
+    ingress_release_name,
     token_secret_name,
 )
 
@@ -173,6 +178,9 @@ class SimulatedCluster(ClusterPort):
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
         self.terminating: dict[str, datetime] = {}  # namespace -> when it is gone
         self.addons: dict[AddonKind, dict[str, Any] | None] = dict.fromkeys(ADDON_KINDS)
+        # pool id -> {"chart", "job": object or None, "pods", "daemon_sets": lists}
+        self.helm: dict[str, dict[str, Any]] = {}
+        self.kube_events: dict[str, list[dict[str, Any]]] = {}  # namespace -> Event objects
         self.journal: list[Access] = []  # every write request that reached the cluster
         self.reads: list[Access] = []
         self._vms: dict[str, _Vm] = {}
@@ -322,6 +330,39 @@ class SimulatedCluster(ClusterPort):
         self._changed()
 
     @_locked
+    def set_helm_chart(self, pool_id: str, obj: dict[str, Any] | None) -> None:
+        """The pool's ingress HelmChart (None: deleted, with the release's objects)."""
+        if obj is None:
+            self.helm.pop(pool_id, None)
+        else:
+            self._helm(pool_id)["chart"] = self._copy(obj)
+        self._changed()
+
+    @_locked
+    def set_helm_job(self, pool_id: str, obj: dict[str, Any] | None) -> None:
+        """The helm-controller's install Job for the pool's HelmChart (None: not created)."""
+        self._helm(pool_id)["job"] = self._copy(obj) if obj is not None else None
+        self._changed()
+
+    @_locked
+    def set_helm_pods(self, pool_id: str, pods: list[dict[str, Any]]) -> None:
+        """The install Job's Pods (labelled with its name when listed)."""
+        self._helm(pool_id)["pods"] = [self._copy(p) for p in pods]
+        self._changed()
+
+    @_locked
+    def set_ingress_daemon_set(self, pool_id: str, obj: dict[str, Any] | None) -> None:
+        """The DaemonSet Helm created in the release namespace (None: not yet / removed)."""
+        self._helm(pool_id)["daemon_sets"] = [self._copy(obj)] if obj is not None else []
+        self._changed()
+
+    @_locked
+    def add_kube_event(self, namespace: str, event: dict[str, Any]) -> None:
+        """An Event object recorded in ``namespace`` (listed in the order added)."""
+        self.kube_events.setdefault(namespace, []).append(self._copy(event))
+        self._changed()
+
+    @_locked
     def deny(self, verb: str, resource: str) -> None:
         """RBAC refuses this verb on this resource from now on."""
         self.denied.add((verb, resource))
@@ -444,7 +485,47 @@ class SimulatedCluster(ClusterPort):
         self.addons[kind] = None
         self._changed()
 
+    @_locked
+    def ingress_objects(self, pool_id: str) -> IngressObjects:
+        from automation.kube.ingress import job_name
+
+        release = ingress_release_name(pool_id)
+        self._read("get", "helmcharts", f"{HELM_NAMESPACE}/{release}")
+        self._changed()
+        stored = self.helm.get(pool_id)
+        if stored is None or stored.get("chart") is None:
+            return IngressObjects(pool_id=pool_id, release=release)
+        found = IngressObjects(pool_id=pool_id, release=release,
+                               helm_chart=copy.deepcopy(stored["chart"]))
+        job = job_name(found)
+        self._read("get", "jobs", f"{HELM_NAMESPACE}/{job}")
+        self._read("list", "pods", f"{HELM_NAMESPACE}/{JOB_NAME_LABEL}={job}")
+        self._read("list", "daemonsets", release)
+        daemon_sets = tuple(copy.deepcopy(stored.get("daemon_sets") or []))
+        entry: tuple[ObservedNode, ...] = ()
+        if daemon_sets:
+            self._read("list", "nodes", f"{INGRESS_ENTRY_LABEL}={pool_id}")
+            entry = tuple(self._observe(n) for _, n in sorted(self._nodes.items())
+                          if n.labels.get(INGRESS_ENTRY_LABEL) == pool_id)
+        where = release if daemon_sets else HELM_NAMESPACE
+        self._read("list", "events", where)
+        self._changed()
+        return IngressObjects(
+            pool_id=pool_id, release=release, helm_chart=found.helm_chart,
+            job=copy.deepcopy(stored.get("job")),
+            pods=tuple(copy.deepcopy(stored.get("pods") or [])), daemon_sets=daemon_sets,
+            entry_nodes=entry, events=tuple(copy.deepcopy(self.kube_events.get(where, []))))
+
     # -- internals --------------------------------------------------------------------------
+
+    def _helm(self, pool_id: str) -> dict[str, Any]:
+        return self.helm.setdefault(pool_id, {"chart": None, "job": None, "pods": [],
+                                              "daemon_sets": []})
+
+    def _copy(self, obj: dict[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(obj)
+        self._bump(stored)
+        return stored
 
     def _gate(self, verb: str, resource: str) -> None:
         self._advance()  # the world moved on since the last request
@@ -565,6 +646,8 @@ class SimulatedCluster(ClusterPort):
             "namespaces": self.namespaces,
             "terminating": {k: v.isoformat() for k, v in sorted(self.terminating.items())},
             "addons": self.addons,
+            "helm": self.helm,
+            "kube_events": self.kube_events,
             "journal": [list(a) for a in self.journal],
             "reads": [list(a) for a in self.reads],
             "vms": [vm(v) for v in self._vms.values()],
@@ -610,6 +693,8 @@ class SimulatedCluster(ClusterPort):
         sim.namespaces = {k: dict(v) for k, v in data["namespaces"].items()}
         sim.terminating = {k: datetime.fromisoformat(v) for k, v in data["terminating"].items()}
         sim.addons = {kind: data["addons"].get(kind) for kind in ADDON_KINDS}
+        sim.helm = dict(data.get("helm") or {})
+        sim.kube_events = {k: list(v) for k, v in (data.get("kube_events") or {}).items()}
         sim.journal = [Access(*a) for a in data["journal"]]
         sim.reads = [Access(*a) for a in data["reads"]]
         for v in data["vms"]:

@@ -1,0 +1,338 @@
+"""``node-pool status``'s ingress view: with_ingress over the cluster port, and the CLI's
+JSON and human lines end to end against the local server answering real Kubernetes JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from automation.cli import cli
+from automation.cli.node_pool import _show
+from automation.clock import ManualClock
+from automation.kube.port import ClusterUnavailable, IngressObjects
+from automation.models import (
+    HelmJob,
+    IngressDaemonSet,
+    IngressRelease,
+    IngressView,
+    NodePoolStatus,
+    PoolState,
+    VmCounts,
+)
+from automation.services.ingress_status import IngressReader, with_ingress
+from automation.simulators.cluster import SimulatedCluster
+from tests.automation.conftest import DEMO_CA
+from tests.automation.kube.test_ingress import (
+    CRASH_LOOP,
+    JOB,
+    PODS_PATH,
+    RELEASE,
+    SYSTEM_EVENTS,
+    TERMINATED_OK,
+    daemon_set_json,
+    event_json,
+    helm_chart_json,
+    job_json,
+    lst,
+    pod_json,
+)
+from tests.automation.kube_api_server import node_json, serve, write_kubeconfig
+from tests.automation.test_cli import _PROBE, ANYCLOUD, GUARDED, _subprocess
+
+STAMP = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
+
+
+def pool_status(pool_id: str, *, hosts_service: bool,
+                entry_ip: str | None = None) -> NodePoolStatus:
+    return NodePoolStatus(
+        id=pool_id, name="web", cluster="prod", credentials="team", provider="aws",
+        region="us-east-1", zone=None, vm_type="m7i.large", vms=2, state=PoolState.READY,
+        last_error=None, counts=VmCounts(ready=2), hosts_service=hosts_service,
+        ingress_entry_ip=entry_ip, created_at=STAMP, updated_at=STAMP)
+
+
+def never(status: NodePoolStatus) -> IngressReader:
+    raise AssertionError("a pool without a Service must not touch the cluster")
+
+
+# -- with_ingress ----------------------------------------------------------------------------
+
+
+def test_no_service_no_release_and_no_cluster() -> None:
+    out = with_ingress(pool_status("np-jobs", hosts_service=False), never)
+    assert out.ingress == IngressView(entry_ip=None, release=None)
+    dumped = out.model_dump(mode="json")
+    assert dumped["ingress"] == {"entryIp": None, "release": None}
+    assert dumped["ingress_entry_ip"] is None
+
+
+def test_service_pool_reads_the_cluster() -> None:
+    pool = "np-web1"
+    sim = SimulatedCluster(ManualClock())
+    sim.set_helm_chart(pool, helm_chart_json())
+    sim.set_helm_job(pool, job_json(complete=True))
+    sim.set_helm_pods(pool, [pod_json("x1a2b", TERMINATED_OK)])
+    sim.set_ingress_daemon_set(pool, daemon_set_json(desired=1, ready=1))
+    sim.add_foreign_node("anycloud-a-1", {"anycloud.sh/ingress-entry": pool})
+    seen: list[str] = []
+
+    def factory(status: NodePoolStatus) -> IngressReader:
+        seen.append(status.id)
+        return sim
+
+    out = with_ingress(pool_status(pool, hosts_service=True, entry_ip="198.51.100.7"), factory)
+    assert seen == [pool]
+    assert out.ingress == IngressView(entry_ip="198.51.100.7", release=IngressRelease(
+        state="installed", helm_job=HelmJob(phase="succeeded"),
+        daemon_set=IngressDaemonSet(desired=1, ready=1, entry_node_ready=True)))
+    assert out.model_dump(mode="json")["ingress"] == {
+        "entryIp": "198.51.100.7",
+        "release": {"state": "installed", "helmJob": {"phase": "succeeded", "message": None},
+                    "daemonSet": {"desired": 1, "ready": 1, "entryNodeReady": True},
+                    "lastEvent": None}}
+    assert out.ingress_entry_ip == "198.51.100.7"  # the shortcut stays
+
+
+def test_unreachable_cluster_is_a_note_not_an_error() -> None:
+    sim = SimulatedCluster(ManualClock())
+    sim.set_unreachable(True)
+    out = with_ingress(pool_status("np-web1", hosts_service=True), lambda s: sim)
+    assert out.ingress is not None and out.ingress.release is not None
+    release = out.ingress.release
+    assert release.state is None and release.helm_job is None and release.daemon_set is None
+    assert release.last_event == ("cluster unavailable: cannot reach the simulated cluster "
+                                  "(get helmcharts): connection refused")
+
+
+def test_forbidden_and_unbuildable_ports_are_notes() -> None:
+    sim = SimulatedCluster(ManualClock())
+    sim.deny("get", "helmcharts")
+    out = with_ingress(pool_status("np-web1", hosts_service=True), lambda s: sim)
+    assert out.ingress is not None and out.ingress.release is not None
+    assert out.ingress.release.last_event is not None
+    assert out.ingress.release.last_event.startswith(
+        "cluster unavailable: the cluster's RBAC denies `get` on `helmcharts`")
+
+    def broken(status: NodePoolStatus) -> IngressReader:
+        raise ClusterUnavailable("cannot load kubeconfig /gone: no such file")
+
+    out = with_ingress(pool_status("np-web1", hosts_service=True), broken)
+    assert out.ingress is not None and out.ingress.release is not None
+    assert out.ingress.release.last_event == (
+        "cluster unavailable: cannot load kubeconfig /gone: no such file")
+
+
+def test_the_port_is_closed_after_reading() -> None:
+    closed: list[bool] = []
+
+    class Port:
+        def ingress_objects(self, pool_id: str) -> IngressObjects:
+            return IngressObjects(pool_id=pool_id, release="r")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    out = with_ingress(pool_status("np-web1", hosts_service=True), lambda s: Port())
+    assert closed == [True]
+    assert out.ingress is not None and out.ingress.release == IngressRelease(state="absent")
+
+
+# -- the human lines -------------------------------------------------------------------------
+
+
+def _shown(status: NodePoolStatus, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    _show(status)
+    return [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+
+
+def _with(release: IngressRelease | None, entry_ip: str | None = "198.51.100.7",
+          hosts_service: bool = True) -> NodePoolStatus:
+    status = pool_status("np-web1", hosts_service=hosts_service, entry_ip=entry_ip)
+    view = IngressView(entry_ip=entry_ip, release=release)
+    return status.model_copy(update={"ingress": view})
+
+
+def test_human_lines_installed(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _shown(_with(IngressRelease(
+        state="installed", helm_job=HelmJob(phase="succeeded"),
+        daemon_set=IngressDaemonSet(desired=1, ready=1, entry_node_ready=True),
+        last_event="Started: Started container traefik")), capsys)
+    assert ("Ingress entry 198.51.100.7 — release installed (helm job succeeded)" in lines)
+    assert ("Ingress Traefik 1/1 ready, entry Node Ready — last event: Started: Started "
+            "container traefik") in lines
+
+
+def test_human_lines_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _shown(_with(IngressRelease(
+        state="failed", helm_job=HelmJob(phase="retrying", message="exit code 1"),
+        last_event="BackOff: Back-off restarting failed container helm"), entry_ip=None),
+        capsys)
+    assert ("Ingress entry not elected yet — release failed (helm job retrying: exit code 1)"
+            in lines)
+    assert ("Ingress Traefik DaemonSet not created yet — last event: BackOff: Back-off "
+            "restarting failed container helm") in lines
+
+
+def test_human_lines_absent_not_ready_and_unavailable(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _shown(_with(IngressRelease(state="absent")), capsys)
+    assert "Ingress entry 198.51.100.7 — release absent" in lines
+    assert "Ingress Traefik DaemonSet not created yet" in lines
+    lines = _shown(_with(IngressRelease(
+        state="installing", helm_job=HelmJob(phase="running"),
+        daemon_set=IngressDaemonSet(desired=1, ready=0, entry_node_ready=False))), capsys)
+    assert "Ingress entry 198.51.100.7 — release installing (helm job running)" in lines
+    assert "Ingress Traefik 0/1 ready, entry Node not Ready" in lines
+    lines = _shown(_with(IngressRelease(state=None, last_event="cluster unavailable: boom")),
+                   capsys)
+    assert "Ingress entry 198.51.100.7 — release unknown" in lines
+    assert "Ingress Traefik unknown — last event: cluster unavailable: boom" in lines
+
+
+def test_human_lines_absent_for_pools_without_a_service(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _shown(_with(None, entry_ip=None, hosts_service=False), capsys)
+    assert not [line for line in lines if line.startswith("Ingress")]
+
+
+# -- the CLI end to end ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def _json(result: Result) -> Any:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def _flat(result: Result) -> list[str]:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return [" ".join(line.split()) for line in result.stdout.splitlines()]
+
+
+def test_cli_status_reads_the_release(run: Any, tmp_path: Path) -> None:
+    with serve() as api:
+        kc = write_kubeconfig(tmp_path / "kc", api.url, DEMO_CA.read_bytes())
+        _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
+                  "--server-url", "https://203.0.113.10:6443", "--json"))
+        _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
+                  "--json"))
+        for name in ("web", "jobs"):
+            _json(run("node-pool", "create", name, "--credentials", "team", "--region",
+                      "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms",
+                      "1", "--json"))
+        web = _json(run("node-pool", "status", "web", "--json"))
+        assert web["ingress"] == {"entryIp": None, "release": None}  # no Service yet
+        _json(run("deployment", "create", "site", "--node-pool", "web", "--service", "--json"))
+
+        before = len(api.calls)
+        jobs = _json(run("node-pool", "status", "jobs", "--json"))
+        assert jobs["ingress"] == {"entryIp": None, "release": None}
+        assert len(api.calls) == before  # never asked the cluster
+
+        pool_id = _json(run("node-pool", "status", "web", "--json"))["id"]
+        paths = _paths_for(pool_id)
+        absent = _json(run("node-pool", "status", "web", "--json"))
+        assert absent["ingress"] == {"entryIp": None, "release": {
+            "state": "absent", "helmJob": None, "daemonSet": None, "lastEvent": None}}
+        assert api.calls[-1].path == paths["chart"]
+
+        job = paths["job_name"]
+        pod = _renamed(pod_json("x1a2b", CRASH_LOOP), job)
+        api.routes[paths["chart"]] = (200, _renamed(helm_chart_json(job), job, paths["release"]))
+        api.routes[paths["job"]] = (200, job_json(active=1, name=job))
+        api.routes[PODS_PATH] = (200, lst("Pod", "v1", [pod]))
+        api.routes[SYSTEM_EVENTS] = (200, lst("Event", "v1", [event_json(
+            "kube-system", "Pod", pod["metadata"]["name"], "BackOff",
+            "Back-off restarting failed container helm", "2026-07-01T11:59:20Z")]))
+        failing = _json(run("node-pool", "status", "web", "--json"))
+        assert failing["ingress"] == {"entryIp": None, "release": {
+            "state": "failed", "helmJob": {"phase": "retrying", "message": "exit code 1"},
+            "daemonSet": None,
+            "lastEvent": "BackOff: Back-off restarting failed container helm"}}
+        assert failing["ingress_entry_ip"] is None
+        lines = _flat(run("node-pool", "status", "web"))
+        assert ("Ingress entry not elected yet — release failed (helm job retrying: exit code "
+                "1)") in lines
+        assert ("Ingress Traefik DaemonSet not created yet — last event: BackOff: Back-off "
+                "restarting failed container helm") in lines
+
+        api.routes[paths["job"]] = (200, job_json(complete=True, name=job))
+        api.routes[PODS_PATH] = (200, lst("Pod", "v1", [_renamed(
+            pod_json("x1a2b", TERMINATED_OK), job)]))
+        ds = daemon_set_json(desired=1, ready=0, name=paths["release"])
+        ds["metadata"]["namespace"] = paths["release"]
+        ds["metadata"]["labels"]["anycloud.sh/node-pool"] = pool_id
+        api.put(ds)
+        api.put(node_json("anycloud-a-1", {"anycloud.sh/ingress-entry": pool_id}, ready=False))
+        api.routes[paths["events"]] = (200, lst("Event", "v1", [event_json(
+            paths["release"], "Pod", f"{paths['release']}-4kq9z", "FailedScheduling",
+            "0/2 nodes are available", "2026-07-01T11:58:32Z")]))
+        lines = _flat(run("node-pool", "status", "web"))
+        assert "Ingress entry not elected yet — release installed (helm job succeeded)" in lines
+        assert ("Ingress Traefik 0/1 ready, entry Node not Ready — last event: "
+                "FailedScheduling: 0/2 nodes are available") in lines
+
+    # the server is gone: status still answers, with the note
+    gone = _json(run("node-pool", "status", "web", "--json"))
+    release = gone["ingress"]["release"]
+    assert release["state"] is None and release["helmJob"] is None
+    assert release["lastEvent"].startswith("cluster unavailable: cannot reach ")
+    human = run("node-pool", "status", "web")
+    assert human.exit_code == 0 and "cluster unavailable: cannot reach" in human.stdout
+
+
+def _paths_for(pool_id: str) -> dict[str, str]:
+    from automation.kube.port import ingress_release_name
+
+    release = ingress_release_name(pool_id)
+    job = f"helm-install-{release}"
+    return {"release": release, "job_name": job,
+            "chart": f"/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/{release}",
+            "job": f"/apis/batch/v1/namespaces/kube-system/jobs/{job}",
+            "events": f"/api/v1/namespaces/{release}/events"}
+
+
+def _renamed(obj: dict[str, Any], job: str, release: str | None = None) -> dict[str, Any]:
+    """The builders' objects for another pool id: swap the fixed names."""
+    text = json.dumps(obj).replace(JOB, job)
+    if release is not None:
+        text = text.replace(RELEASE, release)
+    out: dict[str, Any] = json.loads(text)
+    return out
+
+
+def test_status_json_without_a_service_imports_no_kubernetes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443", DEMO_CA.read_bytes())
+    anycloud = [str(ANYCLOUD)]
+    steps = [
+        ["cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
+         "--kubernetes-version", "v1.36.2+k3s1"],
+        ["credentials", "new", "team", "--provider", "aws", "--profile", "team"],
+        ["node-pool", "create", "jobs", "--credentials", "team", "--region", "us-east-1",
+         "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1"],
+    ]
+    for args in steps:
+        done = _subprocess([*anycloud, *args, "--json"], home)
+        assert done.returncode == 0, done.stderr
+    result = _subprocess([sys.executable, "-c", _PROBE, "node-pool", "status", "jobs",
+                          "--json"], home)
+    assert json.loads(result.stdout)["ingress"] == {"entryIp": None, "release": None}
+    loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
+    assert not loaded & set(GUARDED), loaded & set(GUARDED)
