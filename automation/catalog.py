@@ -13,12 +13,11 @@ ZoneStyle = Literal["suffix", "digit", "none"]
 
 
 def data_dir() -> Path:
-    """``data/`` beside the packages in a checkout, ``anycloud_data/`` in an installed wheel."""
-    root = Path(__file__).resolve().parent.parent
-    for name in ("data", "anycloud_data"):
-        if (root / name / "catalog.toml").is_file():
-            return root / name
-    raise FileNotFoundError(f"anycloud data directory not found beside {root}")
+    """``data/`` of a checkout, ``anycloud_data/`` of an installed wheel (one rule, in
+    ``stacks.pins``, for the catalog and the pins alike)."""
+    from stacks.pins import DATA_DIR
+
+    return DATA_DIR
 
 
 class VmType(BaseModel):

@@ -136,7 +136,7 @@ def pass_bench(label: str, url: str, pools: int, vms: int) -> tuple[str, str, st
     ledger, cluster = seed(url, pools, vms)
     app = App(ledger=ledger, clock=ManualClock(NOW + timedelta(hours=1)))
     ports = Ports(runner=None, cluster_for=lambda row: cluster,  # type: ignore[arg-type]
-                  vm_lookup=lambda p, a: "running")
+                  vm_lookup=lambda p, ids: dict.fromkeys(ids, "running"))
     reconciler = Reconciler(app, ports)
     writes: list[str] = []
 

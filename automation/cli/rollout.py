@@ -133,9 +133,9 @@ def preview(ctx: click.Context, ref: str, diff: bool, detailed: bool, engine: st
 def preview_all(ctx: click.Context, all_: bool, diff: bool, detailed: bool, engine: str | None,
                 as_json: bool) -> None:
     """Preview every node-pool stack (for CI)."""
-    from automation.services.rollout import all_pools
+    from automation.services.stacks import live_pool_ids
 
-    _preview(ctx, all_pools(app_from(ctx)), diff, as_json, detailed, engine)
+    _preview(ctx, live_pool_ids(app_from(ctx)), diff, as_json, detailed, engine)
 
 
 @click.command()

@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +36,22 @@ def _digest(resource: RegisteredResource) -> str:
     body = json.dumps({"type": resource.type, "inputs": resource.inputs}, sort_keys=True,
                       default=str)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Change:
+    op: str  # create | update | same | delete
+    urn: str
+    type: str
+    name: str
+    id: str | None
+    retain: bool  # retain_on_delete: dropped from state, left in the cloud
+    inputs: dict[str, Any] | None  # redacted; None for a delete
+
+
+def _deleted(urn: str, recorded: dict[str, Any]) -> _Change:
+    return _Change("delete", urn, recorded["type"], recorded["name"], recorded.get("id"),
+                   bool(recorded.get("retain")), None)
 
 
 def _redacted(resource: RegisteredResource) -> dict[str, Any]:
@@ -104,50 +122,44 @@ class MockEngineRunner:
                               message=v.message, urn=v.urn)
                 for v in check_resources(resources, self.policy_config)]
 
-    def _changes(self, run: ProgramRun, state: dict[str, Any]) -> tuple[
-        ChangeSummary, list[tuple[str, RegisteredResource | dict[str, Any]]]
-    ]:
+    def _changes(self, run: ProgramRun,
+                 state: dict[str, Any]) -> tuple[ChangeSummary, list[_Change]]:
+        """Diff a run against the recorded state, as the engine would."""
         before: dict[str, Any] = state["resources"]
-        changes: list[tuple[str, Any]] = []
-        counts = {"create": 0, "update": 0, "delete": 0, "same": 0, "replace": 0}
+        changes: list[_Change] = []
         for r in run.resources:
             old = before.get(r.urn)
             op = "create" if old is None else "same" if old["digest"] == _digest(r) else "update"
-            counts[op] += 1
-            changes.append((op, r))
+            changes.append(_Change(op, r.urn, r.type, r.name, r.id,
+                                   bool(r.options.get("retainOnDelete")), _redacted(r)))
         registered = {r.urn for r in run.resources}
-        for urn, old in sorted(before.items()):
-            if urn not in registered:
-                counts["delete"] += 1
-                changes.append(("delete", {"urn": urn, **old}))
-        return ChangeSummary(**counts), changes
+        changes += [_deleted(urn, old) for urn, old in sorted(before.items())
+                    if urn not in registered]
+        counts = Counter(c.op for c in changes)
+        summary = ChangeSummary(**{k: counts[k] for k in ("create", "update", "delete", "same")})
+        return summary, changes
 
     @staticmethod
-    def _diff_text(changes: list[tuple[str, Any]]) -> str:
-        mark = {"create": "+", "update": "~", "delete": "-", "same": " "}
+    def _diff_text(changes: list[_Change]) -> str:
+        mark = {"create": "+", "update": "~", "delete": "-"}
         lines = []
-        for op, r in changes:
-            if op == "same":
+        for c in changes:
+            if c.op == "same":
                 continue
-            rtype = r.type if isinstance(r, RegisteredResource) else r["type"]
-            name = r.name if isinstance(r, RegisteredResource) else r["name"]
-            lines.append(f"{mark[op]} {rtype} {name}")
-            if isinstance(r, RegisteredResource) and op != "delete":
-                for key, value in sorted(_redacted(r).items()):
-                    lines.append(f"    {key}: {json.dumps(value, default=str)[:200]}")
+            lines.append(f"{mark[c.op]} {c.type} {c.name}")
+            lines += [f"    {key}: {json.dumps(value, default=str)[:200]}"
+                      for key, value in sorted((c.inputs or {}).items())]
         return "\n".join(lines)
 
     @staticmethod
-    def _emit(sink: ProgressSink | None, changes: list[tuple[str, Any]], state: str) -> None:
+    def _emit(sink: ProgressSink | None, changes: list[_Change],
+              state: Literal["started", "done"]) -> None:
         if sink is None:
             return
-        for op, r in changes:
-            if op == "same":
-                continue
-            urn = r.urn if isinstance(r, RegisteredResource) else r["urn"]
-            rtype = r.type if isinstance(r, RegisteredResource) else r["type"]
-            sink(ProgressEvent(kind="resource", op=op, type=rtype, urn=urn,
-                               name=urn.rsplit("::", 1)[-1], state=state))  # type: ignore[arg-type]
+        for c in changes:
+            if c.op != "same":
+                sink(ProgressEvent(kind="resource", op=c.op, type=c.type, urn=c.urn,
+                                   name=c.name, state=state))
 
     def _result(self, op: Operation, target: StackTarget, summary: ChangeSummary,
                 diff: str = "", outputs: dict[str, Any] | None = None,
@@ -169,6 +181,8 @@ class MockEngineRunner:
                             self._diff_text(changes) if diff else "", policy=findings)
 
     def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
+        # The program runs twice: once against a cloud that buys nothing, for the policy
+        # gate (a violation must stop the update before any VM exists), then for real.
         planned = self.preview(target, on_progress=None)
         if planned.mandatory_violations:
             return planned.model_copy(update={"operation": "up"})
@@ -176,9 +190,9 @@ class MockEngineRunner:
         run = self.evaluate(target, cloud=self.cloud, preview=False, reveal_secrets=True)
         summary, changes = self._changes(run, state)
         self._emit(on_progress, changes, "started")
-        for op, r in changes:
-            if op == "delete" and isinstance(r, dict) and not r.get("retain"):
-                self._delete(r)
+        for c in changes:
+            if c.op == "delete":
+                self._delete(c)
         crashpoint("mid-stack-up")
         self._save_state(target, {"resources": {
             r.urn: {"type": r.type, "name": r.name, "id": r.id, "digest": _digest(r),
@@ -189,19 +203,18 @@ class MockEngineRunner:
         outputs = {k: (SECRET if k in run.secret_outputs else v) for k, v in run.outputs.items()}
         return self._result("up", target, summary, outputs=outputs, policy=planned.policy)
 
-    def _delete(self, resource: dict[str, Any]) -> None:
+    def _delete(self, change: _Change) -> None:
         delete = getattr(self.cloud, "delete_resource", None)
-        if delete is not None and resource.get("id"):
-            delete(resource["type"], resource["id"])
+        if delete is not None and change.id and not change.retain:
+            delete(change.type, change.id)
 
     def destroy(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         state = self.load_state(target)
-        changes = [("delete", {"urn": urn, **r}) for urn, r in sorted(state["resources"].items())]
+        changes = [_deleted(urn, r) for urn, r in sorted(state["resources"].items())]
         self._emit(on_progress, changes, "started")
-        for _, r in changes:
-            if not r.get("retain"):
-                self._delete(r)
+        for c in changes:
+            self._delete(c)
         self._save_state(target, {"resources": {}})
         self._emit(on_progress, changes, "done")
         return self._result("destroy", target, ChangeSummary(delete=len(changes)))
@@ -219,13 +232,13 @@ class MockEngineRunner:
         return self._result("refresh", target, ChangeSummary(
             delete=len(gone), same=len(state["resources"])))
 
-    def lookup_vm(self, target: StackTarget, attempt_id: str) -> str:
+    def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """Ask the simulated cloud; without one, the stack state is the only witness."""
         lookup = getattr(self.cloud, "lookup", None)
         if lookup is not None:
-            return str(lookup(attempt_id))
-        state = self.load_state(target)["resources"]
-        return "running" if any(attempt_id in urn for urn in state) else "absent"
+            return {a: str(lookup(a)) for a in attempt_ids}
+        urns = self.load_state(target)["resources"]
+        return {a: "running" if any(a in urn for urn in urns) else "absent" for a in attempt_ids}
 
     def unlock(self, target: StackTarget) -> None:
         """The mock engine takes no lock: nothing to clear."""

@@ -213,19 +213,18 @@ class AutomationRunner:
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("refresh", target, on_progress)
 
-    def lookup_vm(self, target: StackTarget, attempt_id: str) -> str:
+    def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """``running`` while the stack's state holds a VM tagged with the attempt, else
-        ``absent``: the engine deletes a VM only once the provider confirmed it gone."""
+        ``absent``: the engine deletes a VM only once the provider confirmed it gone. One
+        export of the stack answers for every attempt."""
         with self._errors(target):
             deployment = self._stack(target).export_stack().deployment or {}
+        tagged: set[str] = set()
         for res in deployment.get("resources", []):
-            if res.get("type") not in VM_TYPES:
-                continue
-            props = {**(res.get("inputs") or {}), **(res.get("outputs") or {})}
-            tags = props.get("tags") or props.get("labels") or {}
-            if attempt_id in tags.values():
-                return "running"
-        return "absent"
+            if res.get("type") in VM_TYPES:
+                props = {**(res.get("inputs") or {}), **(res.get("outputs") or {})}
+                tagged.update((props.get("tags") or props.get("labels") or {}).values())
+        return {a: "running" if a in tagged else "absent" for a in attempt_ids}
 
     def unlock(self, target: StackTarget) -> None:
         """Clear a lock left by a killed run (``pulumi cancel``)."""

@@ -115,8 +115,8 @@ class StackRunner(Protocol):
         self, target: StackTarget, *, on_progress: ProgressSink | None = None
     ) -> RunResult: ...
 
-    def lookup_vm(self, target: StackTarget, attempt_id: str) -> str:
-        """``running``, ``absent`` or ``uncertain``: is the attempt's VM still there?"""
+    def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
+        """Per attempt, ``running``, ``absent`` or ``uncertain``: is its VM still there?"""
         ...
 
     def unlock(self, target: StackTarget) -> None: ...

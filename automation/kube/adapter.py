@@ -201,6 +201,23 @@ class KubernetesCluster(ClusterPort):
     def _opts(self) -> dict[str, Any]:
         return {"_request_timeout": self.timeout, "_preload_content": False}
 
+    # -- identity ---------------------------------------------------------------------------
+
+    def identity(self) -> tuple[str, str]:
+        """(Kubernetes git version, kube-system namespace UID): what a cluster record pins."""
+        from kubernetes import client
+
+        version = self._json("get", "version", None, lambda: client.VersionApi(
+            self._client()).get_code(**self._opts())) or {}
+        namespace = self._json("get", "namespaces", "kube-system",
+                               self._reader(self._core().read_namespace, "kube-system")) or {}
+        git_version = version.get("gitVersion")
+        uid = (namespace.get("metadata") or {}).get("uid")
+        if not git_version or not uid:
+            raise ClusterUnavailable(
+                "the API server answered without a version or a kube-system namespace UID")
+        return str(git_version), str(uid)
+
     # -- nodes ------------------------------------------------------------------------------
 
     def nodes_claiming(self, pool_id: str, issued_names: set[str]) -> list[ObservedNode]:

@@ -48,36 +48,22 @@ class KubernetesProbe:
     def __init__(self, timeout_seconds: float = 5.0) -> None:
         self.timeout = timeout_seconds
 
-    def _client(self, kubeconfig: Path, context: str | None):  # type: ignore[no-untyped-def]
-        from kubernetes import config
-        from kubernetes.config.config_exception import ConfigException
-
-        try:
-            return config.new_client_from_config(config_file=str(kubeconfig), context=context)
-        except (ConfigException, OSError, ValueError, TypeError) as exc:
-            raise ValueError(f"cannot load kubeconfig {kubeconfig}: {exc}") from exc
-
     def target(self, kubeconfig: Path, context: str | None) -> KubeconfigTarget:
         t = read_context_target(kubeconfig, context)
         return KubeconfigTarget(t.server_url, sha256_hex(t.ca_pem) if t.ca_pem else None)
 
     def read(self, kubeconfig: Path, context: str | None) -> ClusterFacts:
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
+        # The cluster port's adapter does the talking: one client set-up, one error mapping.
+        from automation.kube.adapter import KubernetesCluster
+        from automation.kube.port import ClusterForbidden, ClusterUnavailable
 
-        api = self._client(kubeconfig, context)
-        api.configuration.retries = 0
+        cluster = KubernetesCluster(kubeconfig, context, timeout_seconds=self.timeout)
         try:
-            version = client.VersionApi(api).get_code(_request_timeout=self.timeout)
-            ns = client.CoreV1Api(api).read_namespace("kube-system", _request_timeout=self.timeout)
-        except ApiException as exc:
-            raise ClusterUnreachable(f"the API server answered {exc.status} {exc.reason}") from exc
-        except (HTTPError, OSError) as exc:
-            raise ClusterUnreachable(f"cannot reach {api.configuration.host}: {exc}") from exc
+            version, uid = cluster.identity()
+        except ClusterForbidden as exc:
+            raise ClusterUnreachable(f"the API server answered 403 Forbidden: {exc}") from exc
+        except ClusterUnavailable as exc:
+            raise ClusterUnreachable(str(exc)) from exc
         finally:
-            api.close()
-        uid = ns.metadata.uid if ns.metadata else None
-        if not uid or not version.git_version:
-            raise ClusterUnreachable("the API server answered without a version or namespace UID")
-        return ClusterFacts(kubernetes_version=version.git_version, kube_system_uid=uid)
+            cluster.close()
+        return ClusterFacts(kubernetes_version=version, kube_system_uid=uid)

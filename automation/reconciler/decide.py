@@ -350,8 +350,8 @@ def _fit_to_count(
     for x in planned[:surplus]:
         out.remove(x)
     surplus -= min(surplus, len(planned))
-    victims = sorted(kept, key=lambda a: (a.id in node_of, a.id), reverse=False)
-    victims = sorted(victims, key=lambda a: a.id in node_of)[:surplus]
+    newest_first = sorted(kept, key=lambda a: a.id, reverse=True)
+    victims = sorted(newest_first, key=lambda a: a.id in node_of)[:surplus]  # stable sort
     out += [Release(a.id, "more VMs than the pool's count") for a in victims]
     return out
 

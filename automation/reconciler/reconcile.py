@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
@@ -21,6 +21,7 @@ from automation import ids
 from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.runner import StackRunner
+from automation.kube.port import ClusterPort, ClusterUnavailable
 from automation.ledger import schema
 from automation.reconciler import decide as d
 from automation.reconciler.lease import Leases
@@ -33,23 +34,14 @@ ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")
 Lookup = Literal["running", "absent", "uncertain"]
 
 
-class ClusterPort(Protocol):  # the subset of automation.kube.port.ClusterPort used here
-    def nodes_claiming(self, pool_id: str, issued_names: set[str]) -> list[Any]: ...
-    def cordon_node(self, name: str) -> None: ...
-    def delete_node(self, name: str) -> None: ...
-    def label_node(self, name: str, key: str, value: str | None) -> None: ...
-    def namespace_owner(self, name: str, pool_id: str) -> str: ...
-    def delete_namespace(self, name: str) -> None: ...
-    def service_objects_removed(self, namespace: str) -> bool: ...
-
-
 @dataclass
 class Ports:
     """What a pass talks to: the engine, the cluster of a pool, the provider's VM lookup."""
 
     runner: StackRunner
     cluster_for: Callable[[RowMapping], ClusterPort]
-    vm_lookup: Callable[[str, str], Lookup]  # (pool id, attempt id)
+    # (pool id, attempt ids) → per attempt: one provider or engine query for the whole pool.
+    vm_lookup: Callable[[str, list[str]], dict[str, Lookup]]
     ensure_addons: Callable[[RowMapping, ClusterPort], str | None] | None = None
 
 
@@ -141,8 +133,6 @@ class Reconciler:
     def _reconcile(self, pool: RowMapping, snap: Snapshot) -> PoolOutcome:
         """Decide read-only; take the pool's lease and act only when there is something to
         do, so a converged pass writes nothing at all."""
-        from automation.kube.port import ClusterUnavailable
-
         now = self.app.clock.now()
         pool_id = pool["id"]
         outcome = PoolOutcome(pool_id, pool["state"])
@@ -354,8 +344,11 @@ class Reconciler:
             releasing = conn.execute(sa.select(attempts_t.c.id).where(
                 attempts_t.c.pool_id == pool["id"], attempts_t.c.state == "releasing")
             ).scalars().all()
+        if not releasing:
+            return
+        found = self.ports.vm_lookup(pool["id"], list(releasing))
         for attempt_id in releasing:
-            if self.ports.vm_lookup(pool["id"], attempt_id) != "absent":
+            if found.get(attempt_id) != "absent":
                 continue  # running or uncertain: keep the attempt open
             with self.app.ledger.write() as conn:
                 conn.execute(attempts_t.update().where(attempts_t.c.id == attempt_id)

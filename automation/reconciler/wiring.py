@@ -30,8 +30,8 @@ def real_ports(app: App, engine: str | None = None, report: Report | None = None
                                                     row["kube_context"])
         return clusters[row["id"]]
 
-    def vm_lookup(pool_id: str, attempt_id: str) -> Lookup:
-        found = runner.lookup_vm(pool_target(app, pool_id, planned=False), attempt_id)
+    def vm_lookup(pool_id: str, attempt_ids: list[str]) -> dict[str, Lookup]:
+        found = runner.lookup_vms(pool_target(app, pool_id, planned=False), attempt_ids)
         return found  # type: ignore[return-value]
 
     return Ports(runner=runner, cluster_for=cluster_for, vm_lookup=vm_lookup,
@@ -44,7 +44,7 @@ def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> 
 
     runner = MockEngineRunner(app.home, cloud=world.cloud)
     return Ports(runner=runner, cluster_for=lambda row: world.cluster,
-                 vm_lookup=lambda pool_id, attempt_id: world.cloud.lookup(attempt_id),
+                 vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
                  ensure_addons=_addon_ensurer(app, runner, world, report))
 
 

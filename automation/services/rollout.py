@@ -89,6 +89,3 @@ def check_all(app: App) -> list[PolicyReport]:
     return ([check_pool_policy(app, pool) for pool in live_pool_ids(app)]
             + [check_addons_policy(app, row) for row in gpu_cluster_rows(app)])
 
-
-def all_pools(app: App) -> list[str]:
-    return live_pool_ids(app)

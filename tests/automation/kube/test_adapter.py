@@ -6,7 +6,6 @@ the server's store afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,18 +41,6 @@ DS_ONLY: tuple[AddonKind, ...] = ("daemonset",)
 DS_PATH = "/apis/apps/v1/namespaces/kube-system/daemonsets/anycloud-nvidia-device-plugin"
 
 
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with serve() as server:
-        yield server
-
-
-@pytest.fixture
-def cluster(api: FakeKubeApi, tmp_path: Path) -> Iterator[KubernetesCluster]:
-    kc = KubernetesCluster(write_kubeconfig(tmp_path / "kc", api.url), "test",
-                           timeout_seconds=5)
-    yield kc
-    kc.close()
 
 
 def test_it_is_a_cluster_port(cluster: KubernetesCluster) -> None:

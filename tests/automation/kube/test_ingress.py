@@ -8,7 +8,6 @@ Events (tests/automation/test_ingress_status.py uses them too).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from automation.kube.port import (
 )
 from automation.models import HelmJob, IngressDaemonSet, IngressRelease
 from automation.simulators.cluster import Access, SimulatedCluster
-from tests.automation.kube_api_server import FakeKubeApi, node_json, serve, status, write_kubeconfig
+from tests.automation.kube_api_server import FakeKubeApi, node_json, status, write_kubeconfig
 
 POOL = "np-web1"
 RELEASE = "anycloud-ingress-np-web1"
@@ -406,18 +405,6 @@ def test_json_keys_are_camel_case() -> None:
 # -- the adapter against the local server ----------------------------------------------------
 
 
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with serve() as server:
-        yield server
-
-
-@pytest.fixture
-def cluster(api: FakeKubeApi, tmp_path: Path) -> Iterator[KubernetesCluster]:
-    kc = KubernetesCluster(write_kubeconfig(tmp_path / "kc", api.url), "test",
-                           timeout_seconds=5)
-    yield kc
-    kc.close()
 
 
 def test_adapter_reads_only_the_helm_chart_when_absent(api: FakeKubeApi,

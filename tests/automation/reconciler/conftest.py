@@ -51,7 +51,7 @@ def rig(tmp_path: Path, ledger_url: str) -> Iterator[Rig]:
     runner = MockEngineRunner(app.home, cloud=world.cloud)
     log: list[tuple[str, str]] = []
     ports = Ports(runner=runner, cluster_for=lambda row: world.cluster,
-                  vm_lookup=lambda pool, attempt: world.cloud.lookup(attempt))
+                  vm_lookup=lambda pool, ids: {a: world.cloud.lookup(a) for a in ids})
     reconciler = Reconciler(app, ports, report=lambda kind, msg, data: log.append((kind, msg)))
     yield Rig(app, world, reconciler, log)
     ledger.dispose()

@@ -352,7 +352,7 @@ def test_offline_registration_adopts_nothing(world: World) -> None:
 def test_plugs_into_ports(world: World) -> None:
     ensure: Callable[[RowMapping, Any], str | None] = world.ensurer
     ports = Ports(runner=world.runner, cluster_for=lambda row: world.sim,
-                  vm_lookup=lambda pool, attempt: "absent", ensure_addons=ensure)
+                  vm_lookup=lambda pool, ids: dict.fromkeys(ids, "absent"), ensure_addons=ensure)
     assert ports.ensure_addons is world.ensurer
 
 
@@ -392,7 +392,7 @@ def test_reconciler_checks_gpu_clusters_once_per_run_and_cpu_clusters_never(
     sims = {gpu_cluster: world.sim, cpu_cluster: cpu_sim}
     reconciler = Reconciler(world.app, Ports(
         runner=world.runner, cluster_for=lambda row: sims[row["id"]],
-        vm_lookup=lambda pool, attempt: "absent", ensure_addons=ensure))
+        vm_lookup=lambda pool, ids: dict.fromkeys(ids, "absent"), ensure_addons=ensure))
     for _ in range(2):
         world.ensurer.new_run()  # what run_once's caller does before each run
         reads = len(world.sim.reads)

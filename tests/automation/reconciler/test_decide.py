@@ -405,3 +405,11 @@ def test_a_replaced_entry_hands_over() -> None:
     d = decide(svc_pool(ingress_entry="at-1"), attempts, nodes, T0)
     assert Release("at-1", "its Node stayed NotReady for 15 minutes") in d.actions
     assert d.ingress_entry == "at-2"
+
+
+def test_a_surplus_releases_the_newest_vm_without_a_node_first() -> None:
+    attempts = [attempt(1), attempt(2), attempt(3)]
+    d = decide(pool(vm_count=1), attempts, [node(1)], T0)
+    assert [r.attempt_id for r in d.of(Release)] == ["at-3", "at-2"]
+    d = decide(pool(vm_count=2), attempts, [node(3)], T0)
+    assert [r.attempt_id for r in d.of(Release)] == ["at-2"]
