@@ -28,7 +28,7 @@ from benchmarks._table import median, ms, print_table
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 POSTGRES = os.environ.get("ANYCLOUD_TEST_POSTGRES_URL",
-                          "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+                          "postgresql+psycopg://anycloud:anycloud@127.0.0.1:5432/anycloud_test")
 
 
 def decision_bench(pools: int = 1000, vms: int = 10) -> list[tuple[str, str, str]]:

@@ -5,12 +5,31 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
 
+if TYPE_CHECKING:
+    from automation.devcluster.control_plane import ControlPlane
+
+# Under CI=true a missing tool, PostgreSQL or control plane fails the test; elsewhere it
+# skips, saying how to get what is missing.
+IN_CI = os.environ.get("CI") == "true"
+
+
+def missing(reason: str) -> None:
+    """A tool or service the test needs is not here: a failure in CI, a skip elsewhere."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: missing tools are failures)", pytrace=False)
+    pytest.skip(reason)
+
+
+# The role and database `.ci/postgres.sh` makes.
 POSTGRES_URL = os.environ.get(
-    "ANYCLOUD_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    "ANYCLOUD_TEST_POSTGRES_URL",
+    "postgresql+psycopg://anycloud:anycloud@127.0.0.1:5432/anycloud_test",
 )
 
 
@@ -37,7 +56,8 @@ def sqlite_url(tmp_path) -> str:  # type: ignore[no-untyped-def]
 def postgres_url() -> Iterator[str]:
     """A fresh schema per test, selected through the connection's search_path."""
     if not POSTGRES_AVAILABLE:
-        pytest.skip(f"PostgreSQL not reachable at {POSTGRES_URL}")
+        missing(f"PostgreSQL not reachable at {POSTGRES_URL}: start it (`.ci/run` shows how) "
+                "or point ANYCLOUD_TEST_POSTGRES_URL at one")
     schema = f"t_{secrets.token_hex(6)}"
     admin = sa.create_engine(POSTGRES_URL)
     with admin.begin() as conn:
@@ -53,3 +73,48 @@ def postgres_url() -> Iterator[str]:
 def ledger_url(request: pytest.FixtureRequest) -> str:
     name = "sqlite_url" if request.param == "sqlite" else "postgres_url"
     return str(request.getfixturevalue(name))
+
+
+# -- the real control plane ---------------------------------------------------------------
+
+
+def _point_at_built_tools() -> None:
+    """Put the tool sets built for the current pins (tools/build.py) on the search path."""
+    from tools.build import BuildError, locate
+
+    try:
+        built = locate()
+    except BuildError:
+        return
+    folders = [str(Path(str(b)).parent) for m in built.values()
+               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
+    given = os.environ.get("ANYCLOUD_TOOLS_BIN")
+    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(
+        [*([given] if given else []), *dict.fromkeys(folders)])
+
+
+_point_at_built_tools()
+
+
+def _report(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, controller-manager, scheduler and kwok on loopback, started
+    once per session. Tests share it: each works in names of its own."""
+    from automation.devcluster import control_plane as cp
+    from automation.devcluster.binaries import ToolMissing
+
+    try:
+        plane = cp.start(tmp_path_factory.mktemp("control-plane"))
+    except ToolMissing as exc:
+        missing(exc.message)
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in plane.timings.items())
+    _report(request.config, f"\ncontrol plane {plane.server} started: {timings}")
+    yield plane
+    plane.stop()

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Build the Go programs the test suite runs, from the pinned modules under ``tools/``.
+
+Each tool set is a small Go module here (``go.mod`` + ``go.sum`` pin every version). Its
+binaries go to a cache outside the clone, in a folder named after a hash of everything that
+decides their bytes (the Go version, the module files, the recipe below), so a second run,
+or another clone with the same pins, reuses them::
+
+    ${ANYCLOUD_TOOLS_CACHE:-~/.cache/anycloud/tools}/<set>-<hash>/bin/<binary>
+    ${ANYCLOUD_TOOLS_CACHE:-~/.cache/anycloud/tools}/<set>-<hash>/build.json
+
+Usage: ``python3 tools/build.py [--only SET ...] [--json] [--locate]``. Standard library
+only: ``.ci/run`` calls it before any virtualenv exists. Progress and the summary table go to
+stderr; ``--json`` prints the manifest of every set on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOOLS_DIR = Path(__file__).resolve().parent
+RECIPE_VERSION = "1"  # bump when the build steps below change the bytes they produce
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    name: str
+    # Binary name -> Go package path, built from inside the set's module.
+    binaries: dict[str, str]
+    ldflags: tuple[str, ...] = ()
+    # Versions worth recording (they name what was built, for humans and for tests).
+    versions: dict[str, str] = field(default_factory=dict)
+    # Pulumi plugins among the binaries: binary -> (kind, plugin name, version).
+    plugins: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # A package of a dependency module to copy into the set's module before building,
+    # because its main embeds files that a ``go run generate.go`` step writes.
+    generated_main: tuple[str, str] | None = None  # (module path, package dir in module)
+    generate_env: dict[str, str] = field(default_factory=dict)
+    # Data files the binaries need at run time, copied from a dependency module into
+    # ``share/`` (module path, file path in module).
+    share: tuple[tuple[str, str], ...] = ()
+
+
+K8S = "v1.36.3"
+K8S_VERSION_PKG = "k8s.io/component-base/version"
+PULUMI = "v3.274.1"
+# The only published build of the kubernetes provider: the commit PyPI's pulumi-kubernetes
+# 4.25.0a1768448096 was released from (tools/pulumi-kubernetes/go.mod).
+PULUMI_KUBERNETES = "4.25.0-alpha.1768448096"
+
+TOOL_SETS: tuple[ToolSet, ...] = (
+    ToolSet(
+        name="etcd",
+        binaries={"etcd": "."},
+        versions={"etcd": "v3.6.16"},
+    ),
+    ToolSet(
+        name="kubernetes",
+        binaries={
+            name: f"k8s.io/kubernetes/cmd/{name}"
+            for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+        },
+        ldflags=(
+            f"-X {K8S_VERSION_PKG}.gitVersion={K8S}",
+            f"-X {K8S_VERSION_PKG}.gitMajor=1",
+            f"-X {K8S_VERSION_PKG}.gitMinor=36",
+            f"-X {K8S_VERSION_PKG}.gitTreeState=clean",
+            f"-X k8s.io/client-go/pkg/version.gitVersion={K8S}",
+            "-X k8s.io/client-go/pkg/version.gitMajor=1",
+            "-X k8s.io/client-go/pkg/version.gitMinor=36",
+        ),
+        versions={"kubernetes": K8S},
+    ),
+    ToolSet(
+        name="kwok",
+        binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+        ldflags=("-X sigs.k8s.io/kwok/pkg/consts.Version=0.8.0",),
+        versions={"kwok": "v0.8.0"},
+        # kwok runs no stages of its own: these are its documented "fast" Node and Pod
+        # lifecycles and the heartbeat that keeps Nodes Ready (with a Lease).
+        share=tuple(("sigs.k8s.io/kwok", f"kustomize/stage/{path}") for path in (
+            "node/fast/node-initialize.yaml",
+            "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+            "pod/fast/pod-ready.yaml",
+            "pod/fast/pod-complete.yaml",
+            "pod/fast/pod-delete.yaml",
+        )),
+    ),
+    ToolSet(
+        name="pulumi",
+        binaries={"pulumi": "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"},
+        ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI}",),
+        versions={"pulumi": PULUMI},
+    ),
+    ToolSet(
+        name="pulumi-kubernetes",
+        binaries={"pulumi-resource-kubernetes": "./cmd/pulumi-resource-kubernetes"},
+        ldflags=(
+            "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version="
+            + PULUMI_KUBERNETES,
+        ),
+        versions={"pulumi-kubernetes": PULUMI_KUBERNETES},
+        plugins={"pulumi-resource-kubernetes": ("resource", "kubernetes", PULUMI_KUBERNETES)},
+        generated_main=("github.com/pulumi/pulumi-kubernetes/provider/v4",
+                        "cmd/pulumi-resource-kubernetes"),
+        generate_env={"VERSION": PULUMI_KUBERNETES},
+    ),
+)
+BY_NAME = {t.name: t for t in TOOL_SETS}
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("ANYCLOUD_TOOLS_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "anycloud" / "tools"
+
+
+def go_version() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError("`go` is not on PATH: install Go 1.26 (https://go.dev/dl/) to build "
+                         "the test tools, or point ANYCLOUD_TOOLS_BIN at prebuilt binaries")
+    return subprocess.run([go, "version"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def fingerprint(tool_set: ToolSet, go: str) -> str:
+    """A hash of everything that decides the binaries' bytes."""
+    h = hashlib.sha256()
+    recipe = {k: v for k, v in vars(tool_set).items()}
+    h.update(json.dumps([RECIPE_VERSION, go, recipe], sort_keys=True, default=str).encode())
+    for path in sorted((TOOLS_DIR / tool_set.name).iterdir()):
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def set_dir(tool_set: ToolSet, go: str) -> Path:
+    return cache_root() / f"{tool_set.name}-{fingerprint(tool_set, go)}"
+
+
+def manifest(tool_set: ToolSet, go: str) -> dict[str, object] | None:
+    """The set's build.json when it is built (every binary present), else None."""
+    path = set_dir(tool_set, go) / "build.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if all(Path(p).is_file() for p in data.get("binaries", {}).values()):
+        return dict(data)
+    return None
+
+
+def _go(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(["go", *args], cwd=cwd, env={**os.environ, **(env or {})},
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"`go {' '.join(args)}` in {cwd} failed:\n{proc.stderr[-4000:]}")
+
+
+def _module_dir(module: str, cwd: Path) -> Path:
+    proc = subprocess.run(["go", "list", "-m", "-json", module], cwd=cwd,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"`go list -m {module}` failed:\n{proc.stderr[-2000:]}")
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def _prepare_source(tool_set: ToolSet, work: Path) -> Path:
+    """The directory to build in: the set's module itself, or a writable copy of it with the
+    dependency's main package beside it and its embedded files generated."""
+    module = TOOLS_DIR / tool_set.name
+    if tool_set.generated_main is None:
+        return module
+    src = work / "src"
+    shutil.copytree(module, src)
+    dep_module, package = tool_set.generated_main
+    upstream = _module_dir(dep_module, src) / package
+    target = src / package
+    shutil.copytree(upstream, target)
+    for path in [target, *target.rglob("*")]:  # the module cache is read-only
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    _go(["run", "generate.go"], cwd=target, env=tool_set.generate_env)
+    return src
+
+
+def build(tool_set: ToolSet, go: str, *, force: bool = False) -> dict[str, object]:
+    """Build one set into the cache (reusing it when present) and return its manifest."""
+    existing = None if force else manifest(tool_set, go)
+    if existing is not None:
+        return {**existing, "reused": True}
+    final = set_dir(tool_set, go)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f".{tool_set.name}-", dir=final.parent) as tmp:
+        work = Path(tmp)
+        src = _prepare_source(tool_set, work)
+        bin_dir = work / "out" / "bin"
+        bin_dir.mkdir(parents=True)
+        ldflags = " ".join(("-s", "-w", *tool_set.ldflags))
+        for binary, package in tool_set.binaries.items():
+            _go(["build", "-trimpath", f"-ldflags={ldflags}", "-o", str(bin_dir / binary),
+                 package], cwd=src)
+        share = work / "out" / "share"
+        for module, path in tool_set.share:
+            share.mkdir(exist_ok=True)
+            shutil.copyfile(_module_dir(module, src) / path, share / Path(path).name)
+        seconds = round(time.monotonic() - started, 1)
+        data: dict[str, object] = {
+            "set": tool_set.name,
+            "go": go,
+            "versions": tool_set.versions,
+            "binaries": {b: str(final / "bin" / b) for b in tool_set.binaries},
+            "plugins": {
+                b: {"kind": k, "name": n, "version": v, "path": str(final / "bin" / b)}
+                for b, (k, n, v) in tool_set.plugins.items()
+            },
+            "share": sorted(str(final / "share" / Path(p).name) for _, p in tool_set.share),
+            "buildSeconds": seconds,
+            "sizeBytes": sum(p.stat().st_size for p in bin_dir.iterdir()),
+        }
+        (work / "out" / "build.json").write_text(json.dumps(data, indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(work / "out", final)
+    return {**data, "reused": False}
+
+
+def link_current(manifests: list[dict[str, object]]) -> None:
+    """Point ``<cache>/bin/<binary>`` at these builds: what anycloud itself looks up
+    (``automation.devcluster.binaries``) when no exact pins are asked for."""
+    links = cache_root() / "bin"
+    links.mkdir(parents=True, exist_ok=True)
+    for data in manifests:
+        for binary, path in dict(data.get("binaries") or {}).items():  # type: ignore[call-overload]
+            link = links / binary
+            tmp = links / f".{binary}.tmp"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(path)
+            os.replace(tmp, link)
+
+
+def locate(names: list[str] | None = None) -> dict[str, dict[str, object]]:
+    """Manifests of the sets already built for the current pins (no building)."""
+    go = go_version()
+    found = {}
+    for tool_set in TOOL_SETS:
+        if names and tool_set.name not in names:
+            continue
+        data = manifest(tool_set, go)
+        if data is not None:
+            found[tool_set.name] = data
+    return found
+
+
+def _summary(rows: list[dict[str, object]], total: float) -> str:
+    lines = [f"{'tool set':<20}{'versions':<44}{'build':>10}{'size':>10}"]
+    for r in rows:
+        versions = ", ".join(f"{v}" for v in dict(r.get("versions") or {}).values())
+        took = "cached" if r.get("reused") else f"{r['buildSeconds']} s"
+        if r.get("error"):
+            took = "FAILED"
+        size = f"{int(r.get('sizeBytes') or 0) / 2**20:.0f} MiB"
+        lines.append(f"{r['set']!s:<20}{versions:<44}{took:>10}{size:>10}")
+    lines.append(f"total {total:.1f} s; cache {cache_root()}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=sorted(BY_NAME),
+                        help="build only this set (repeatable)")
+    parser.add_argument("--force", action="store_true", help="rebuild even when cached")
+    parser.add_argument("--locate", action="store_true",
+                        help="build nothing; report the sets already built")
+    parser.add_argument("--json", action="store_true", help="print the manifests on stdout")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        go = go_version()
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    rows: list[dict[str, object]] = []
+    failed = False
+    for tool_set in TOOL_SETS:
+        if args.only and tool_set.name not in args.only:
+            continue
+        if args.locate:
+            data = manifest(tool_set, go)
+            rows.append(data or {"set": tool_set.name, "versions": tool_set.versions,
+                                 "error": "not built"})
+            continue
+        print(f"building {tool_set.name} …", file=sys.stderr, flush=True)
+        try:
+            rows.append(build(tool_set, go, force=args.force))
+        except BuildError as exc:
+            # Keep going: one tool that cannot be built must not cost the others.
+            failed = True
+            print(f"error: {exc}", file=sys.stderr)
+            rows.append({"set": tool_set.name, "versions": tool_set.versions,
+                         "error": str(exc)})
+    if not args.locate:
+        link_current([r for r in rows if not r.get("error")])
+    print(_summary(rows, time.monotonic() - started), file=sys.stderr)
+    if args.json:
+        print(json.dumps({str(r["set"]): r for r in rows}, indent=2))
+    return 1 if failed or any(r.get("error") for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
