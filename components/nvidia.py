@@ -17,6 +17,12 @@ DAEMONSET_NAME = "anycloud-nvidia-device-plugin"
 NAMESPACE = "kube-system"
 
 
+# The add-on objects are ours: an edit made by any other field manager (`kubectl edit`,
+# `kubectl set env`) is overwritten on the next apply instead of failing it with a
+# server-side apply conflict.
+FORCE_APPLY = {"pulumi.com/patchForce": "true"}
+
+
 def addon_labels(cluster_id: str) -> dict[str, str]:
     return {naming.MANAGED_BY: naming.MANAGER, naming.CLUSTER: cluster_id}
 
@@ -56,7 +62,8 @@ class NvidiaAddons(pulumi.ComponentResource):
 
         self.runtime_class = k8s.node.v1.RuntimeClass(
             f"{name}-runtimeclass",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=RUNTIME_CLASS, labels=labels),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=RUNTIME_CLASS, labels=labels,
+                                                annotations=FORCE_APPLY),
             handler="nvidia",
             opts=keep,
         )
@@ -64,7 +71,7 @@ class NvidiaAddons(pulumi.ComponentResource):
         self.daemonset = k8s.apps.v1.DaemonSet(
             f"{name}-device-plugin",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=DAEMONSET_NAME, namespace=NAMESPACE, labels=labels
+                name=DAEMONSET_NAME, namespace=NAMESPACE, labels=labels, annotations=FORCE_APPLY
             ),
             spec=k8s.apps.v1.DaemonSetSpecArgs(
                 selector=k8s.meta.v1.LabelSelectorArgs(

@@ -118,3 +118,49 @@ def control_plane(request: pytest.FixtureRequest,
     _report(request.config, f"\ncontrol plane {plane.server} started: {timings}")
     yield plane
     plane.stop()
+
+
+# -- the real engine ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pulumi_engine(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The real Pulumi engine: the CLI built from source with a PULUMI_HOME of its own, the
+    kubernetes provider plugin built from source installed there under its own version, and
+    ``ANYCLOUD_PULUMI_PLUGINS`` naming that version. Returns the environment to run with
+    (the ``engine_env`` fixture applies it)."""
+    import subprocess
+
+    from automation.devcluster import binaries
+
+    try:
+        pulumi = binaries.find("pulumi")
+        provider = binaries.find("pulumi-resource-kubernetes")
+        version = binaries.plugin_version(provider)
+    except binaries.ToolMissing as exc:
+        missing(exc.message)
+    home = tmp_path_factory.mktemp("pulumi-home")
+    env = {
+        "PULUMI_HOME": str(home),
+        "PATH": os.pathsep.join([str(pulumi.parent), os.environ.get("PATH", "")]),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        # Nothing may be downloaded: a plugin the tests did not build is a failure.
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "ANYCLOUD_PULUMI_PLUGINS": f"kubernetes={version}",
+    }
+    subprocess.run([str(pulumi), "plugin", "install", "resource", "kubernetes", version,
+                    "--file", str(provider)], env={**os.environ, **env}, check=True,
+                   capture_output=True)
+    _report(request.config, f"\npulumi engine {pulumi} with kubernetes plugin {version}")
+    return env
+
+
+@pytest.fixture
+def engine_env(pulumi_engine: dict[str, str],
+               monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This test's process runs with the real engine on PATH (the Automation API finds the
+    CLI there) and its PULUMI_HOME."""
+    for key, value in pulumi_engine.items():
+        monkeypatch.setenv(key, value)
+    return dict(os.environ)

@@ -143,7 +143,8 @@ def go_version() -> str:
 def fingerprint(tool_set: ToolSet, go: str) -> str:
     """A hash of everything that decides the binaries' bytes."""
     h = hashlib.sha256()
-    recipe = {k: v for k, v in vars(tool_set).items()}
+    # Empty fields are left out, so adding a field to ToolSet changes no existing hash.
+    recipe = {k: v for k, v in vars(tool_set).items() if v}
     h.update(json.dumps([RECIPE_VERSION, go, recipe], sort_keys=True, default=str).encode())
     for path in sorted((TOOLS_DIR / tool_set.name).iterdir()):
         if path.is_file():

@@ -11,7 +11,15 @@ from automation.cli.demo import demo
 from automation.cli.deployment import deployment
 from automation.cli.node_pool import node_pool
 from automation.cli.reconcile import reconcile, serve
-from automation.cli.rollout import plan, policy, preview, preview_all, unlock
+from automation.cli.rollout import (
+    plan,
+    policy,
+    preview,
+    preview_addons,
+    preview_all,
+    unlock,
+    unlock_addons,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,3 +39,5 @@ for command in (cluster, credentials, node_pool, deployment, policy, preview_all
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)
+for command in (preview_addons, unlock_addons):
+    cluster.add_command(command)

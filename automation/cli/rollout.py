@@ -82,20 +82,22 @@ def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool)
 
 
 def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, detailed: bool,
-             engine: str | None) -> None:
+             engine: str | None, *, addons: bool = False) -> None:
+    """Preview each ref's stack: node pools, or with ``addons`` clusters' add-on stacks."""
     from automation.engine.events import json_lines_sink, progress_sink
     from automation.engine.select import make_runner
-    from automation.services.rollout import preview_pool
+    from automation.services.rollout import preview_addons, preview_pool
 
     app = app_from(ctx)
     runner = make_runner(app.home, engine)
+    run = preview_addons if addons else preview_pool
     results = []
     for ref in refs:
         # --json: stdout carries the results document; progress goes to stderr as JSON lines.
         sink, done = ((json_lines_sink(sys.stderr), None) if as_json
                       else progress_sink(False, f"preview {ref}"))
         try:
-            results.append(preview_pool(app, runner, ref, diff=diff, on_progress=sink))
+            results.append(run(app, runner, ref, diff=diff, on_progress=sink))
         finally:
             if done:
                 done()
@@ -138,6 +140,33 @@ def preview_all(ctx: click.Context, all_: bool, diff: bool, detailed: bool, engi
     _preview(ctx, live_pool_ids(app_from(ctx)), diff, as_json, detailed, engine)
 
 
+@click.command("preview")
+@click.argument("ref")
+@click.option("--diff", is_flag=True, help="Show the detailed diff.")
+@_detailed
+@_engine
+@json_option
+@handle_errors
+@click.pass_context
+def preview_addons(ctx: click.Context, ref: str, diff: bool, detailed: bool,
+                   engine: str | None, as_json: bool) -> None:
+    """Preview the cluster's NVIDIA add-on stack as the reconciler would apply it."""
+    _preview(ctx, [ref], diff, as_json, detailed, engine, addons=True)
+
+
+def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
+            as_json: bool) -> None:
+    from automation.engine.select import make_runner
+
+    app = app_from(ctx)
+    target = target_of(app, ref)
+    make_runner(app.home, engine).unlock(target)
+    if as_json:
+        print_json({"stack": target.stack_name, "unlocked": True})
+    else:
+        info(f"stack {target.stack_name} unlocked")
+
+
 @click.command()
 @click.argument("ref")
 @_engine
@@ -146,16 +175,23 @@ def preview_all(ctx: click.Context, all_: bool, diff: bool, detailed: bool, engi
 @click.pass_context
 def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
     """Clear a lock left on the pool's stack by a killed run (pulumi cancel)."""
-    from automation.engine.select import make_runner
     from automation.services.stacks import pool_target
 
-    app = app_from(ctx)
-    target = pool_target(app, ref)
-    make_runner(app.home, engine).unlock(target)
-    if as_json:
-        print_json({"stack": target.stack_name, "unlocked": True})
-    else:
-        info(f"stack {target.stack_name} unlocked")
+    _unlock(ctx, pool_target, ref, engine, as_json)
+
+
+@click.command("unlock")
+@click.argument("ref")
+@_engine
+@json_option
+@handle_errors
+@click.pass_context
+def unlock_addons(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
+    """Clear a lock left on the cluster's add-on stack by a killed run (pulumi cancel)."""
+    from automation.services.clusters import cluster_row
+    from automation.services.stacks import addons_target
+
+    _unlock(ctx, lambda app, r: addons_target(cluster_row(app, r)), ref, engine, as_json)
 
 
 def _print_policy(reports: list[PolicyReport]) -> None:

@@ -55,3 +55,16 @@ def find(name: str) -> Path:
 def share_dir(binary: Path) -> Path:
     """Data files built beside a binary (``<set>/share`` for ``<set>/bin/<binary>``)."""
     return binary.resolve().parent.parent / "share"
+
+
+def plugin_version(binary: Path) -> str:
+    """The version a provider plugin built by tools/build.py was built as (its build.json);
+    install it under that version, never the SDK's."""
+    import json
+
+    manifest = binary.resolve().parent.parent / "build.json"
+    try:
+        plugins = json.loads(manifest.read_text()).get("plugins") or {}
+        return str(plugins[binary.name]["version"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise ToolMissing(binary.name) from exc

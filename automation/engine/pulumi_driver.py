@@ -12,12 +12,12 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
 
 from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
 from automation.engine.events import run_with_events
+from automation.engine.plugins import overrides, pin_provider_versions, plugin_version
 from automation.engine.runner import (
     ChangeSummary,
     Operation,
@@ -31,14 +31,6 @@ from automation.engine.runner import (
 from automation.engine.secrets import StateSettings, state_settings
 
 PROJECT = "anycloud"
-# Pulumi plugin name → the Python SDK distribution whose version pins it.
-PLUGIN_SDKS = {
-    "aws": "pulumi_aws",
-    "gcp": "pulumi_gcp",
-    "azure-native": "pulumi_azure_native",
-    "kubernetes": "pulumi_kubernetes",
-    "random": "pulumi_random",
-}
 CLOUD_PLUGIN = {"aws": "aws", "gcp": "gcp", "azure": "azure-native"}
 VM_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
             "azure-native:compute:VirtualMachine")
@@ -50,18 +42,20 @@ def policy_pack_dir() -> Path:
     return Path(policies.__file__).resolve().parent
 
 
-def plugins_for(target: StackTarget) -> dict[str, str]:
-    """The provider plugins a stack needs, at the versions of the installed SDKs."""
+def policy_pack() -> str:
+    """What the engine gets as ``--policy-pack``: the pack's launcher, an executable the
+    engine starts as an analyzer plugin itself (it reads PulumiPolicy.yaml beside it), so
+    no Python language host is needed."""
+    return str(policy_pack_dir() / "anycloud-policy-pack")
+
+
+def plugins_for(target: StackTarget, environ: dict[str, str]) -> dict[str, str]:
+    """The provider plugins a stack needs, at the versions of the installed SDKs or those
+    ``ANYCLOUD_PULUMI_PLUGINS`` names (``automation.engine.plugins``)."""
     names = ["kubernetes"]
     if target.kind is StackKind.NODE_POOL:
         names += [CLOUD_PLUGIN[target.config.provider], "random"]
-    pins = {}
-    for name in names:
-        try:
-            pins[name] = "v" + version(PLUGIN_SDKS[name])
-        except PackageNotFoundError as exc:
-            raise EngineFailed(f"the {PLUGIN_SDKS[name]} SDK is not installed") from exc
-    return pins
+    return {name: "v" + plugin_version(name, environ) for name in names}
 
 
 def workspace_options(target: StackTarget, home: Path, state: StateSettings) -> Any:
@@ -130,11 +124,13 @@ class AutomationRunner:
         from pulumi import automation as auto
 
         state = state_settings(self.home, self.environ)
+        plugins = plugins_for(target, self.environ)
+        program = pin_provider_versions(target.program(), overrides(self.environ))
         stack = auto.create_or_select_stack(
-            stack_name=target.stack_name, project_name=PROJECT, program=target.program(),
+            stack_name=target.stack_name, project_name=PROJECT, program=program,
             opts=workspace_options(target, self.home, state),
         )
-        for name, pinned in plugins_for(target).items():
+        for name, pinned in plugins.items():
             stack.workspace.install_plugin(name, pinned)
         return stack
 
@@ -153,7 +149,7 @@ class AutomationRunner:
         with self._errors(target):
             stack = self._stack(target)
             if op in ("up", "destroy"):
-                self._refuse_pending_creates(target, stack)
+                self._settle_pending_creates(target, stack)
             try:
                 result = run_with_events(
                     lambda on_event: getattr(stack, op)(
@@ -170,20 +166,27 @@ class AutomationRunner:
         return self._result(op, target, result, findings)
 
     @staticmethod
-    def _refuse_pending_creates(target: StackTarget, stack: Any) -> None:
-        """A run killed mid-create may have bought VMs the state does not record. The engine
-        would forget those on the next update, and the reconciler would buy them again, so
-        stop here and say which resources to look up and import (or confirm absent)."""
+    def _settle_pending_creates(target: StackTarget, stack: Any) -> None:
+        """A run killed mid-create leaves creates in flight that the state does not record.
+        Kubernetes objects (the add-on stack) have fixed names and the provider applies them
+        server-side, so the next update takes an object the killed run made over by name:
+        dropping the record loses nothing. A VM is different: the engine would forget one
+        the cloud did create and the reconciler would buy it again, so stop and say which
+        resources to look up and import (or confirm absent)."""
         pending = pending_creates(stack.export_stack().deployment or {})
-        if pending:
-            raise EngineFailed(
-                f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
-                f"interrupted run: {', '.join(pending)}. Look each VM up by its anycloud.sh/"
-                "attempt tag: import it if it exists (`pulumi import`), then clear the record "
-                "with `pulumi refresh --clear-pending-creates` in "
-                f"$ANYCLOUD_HOME/stacks/{target.stack_name}",
-                code="PENDING_CREATES",
-            )
+        if not pending:
+            return
+        if target.kind is StackKind.CLUSTER_ADDONS:
+            stack.refresh(clear_pending_creates=True, color="never")
+            return
+        raise EngineFailed(
+            f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
+            f"interrupted run: {', '.join(pending)}. Look each VM up by its anycloud.sh/"
+            "attempt tag: import it if it exists (`pulumi import`), then clear the record "
+            "with `pulumi refresh --clear-pending-creates` in "
+            f"$ANYCLOUD_HOME/stacks/{target.stack_name}",
+            code="PENDING_CREATES",
+        )
 
     def _result(self, op: Operation, target: StackTarget, result: Any,
                 findings: list[PolicyFinding]) -> RunResult:
@@ -200,10 +203,10 @@ class AutomationRunner:
     def preview(self, target: StackTarget, *, diff: bool = False,
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("preview", target, on_progress, diff=diff,
-                         policy_packs=[str(policy_pack_dir())])
+                         policy_packs=[policy_pack()])
 
     def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
-        return self._run("up", target, on_progress, policy_packs=[str(policy_pack_dir())])
+        return self._run("up", target, on_progress, policy_packs=[policy_pack()])
 
     def destroy(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:

@@ -196,6 +196,21 @@ def event_time(event: dict[str, Any]) -> datetime:
     return _created(event)
 
 
+def _recency(event: dict[str, Any]) -> tuple[datetime, int]:
+    """Which Event is newer: by time to the whole second, then in the order the API server
+    wrote them.
+
+    client-go's legacy recorder (the kubelet's and most controllers' Events) stores whole
+    seconds while events.k8s.io Events (the scheduler's) carry microseconds, so within one
+    second the finer time would put a later kubelet Event before an earlier scheduler one.
+    The server lists Events by name, not in the order they were written; their
+    resourceVersion (the etcd or kine revision of the last write) gives that order.
+    """
+    version = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    return (event_time(event).replace(microsecond=0),
+            int(version) if version.isdigit() else -1)
+
+
 def _last_event(objects: IngressObjects, daemon_set_exists: bool) -> str | None:
     if daemon_set_exists:
         candidates = list(objects.events)
@@ -205,8 +220,7 @@ def _last_event(objects: IngressObjects, daemon_set_exists: bool) -> str | None:
         candidates = [e for e in objects.events if _about_install(e, name, pod_names)]
     if not candidates:
         return None
-    # Ties: the later in the server's list (it lists in creation order).
-    _, newest = max(enumerate(candidates), key=lambda ie: (event_time(ie[1]), ie[0]))
+    _, newest = max(enumerate(candidates), key=lambda ie: (*_recency(ie[1]), ie[0]))
     reason = str(newest.get("reason") or "").strip()
     message = " ".join(str(newest.get("message") or newest.get("note") or "").split())
     return ": ".join(filter(None, (reason, message))) or None

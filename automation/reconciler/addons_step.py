@@ -266,6 +266,23 @@ class AddonEnsurer:
         adoptable = tuple(self.adoptable(cluster_row))
         return self._plan(cluster_row, observed, desired, adoptable), desired, adoptable
 
+    def preview_target(self, cluster_row: ClusterRow, port: object) -> StackTarget:
+        """Read-only: the add-on stack as this step would apply it now (which cluster records
+        it adopts from, whether it manages the RuntimeClass). A plan that writes nothing
+        (a foreign object in the way) raises with its diagnostic."""
+        desired = self.desired(cluster_row)
+        observed = _addon_port(port).addon_objects(str(cluster_row["id"]))
+        plan = self._plan(cluster_row, observed, desired, tuple(self.adoptable(cluster_row)))
+        if plan.diagnostic is not None:
+            raise EngineFailed(plan.diagnostic, code="ADDONS_BLOCKED")
+        return self._target(cluster_row, observed, plan)
+
+    @staticmethod
+    def _target(cluster_row: ClusterRow, observed: AddonObservation,
+                plan: AddonPlan) -> StackTarget:
+        return addons_target(cluster_row, adopt_from=_previous_owners(observed, plan),
+                             manage_runtime_class=plan.manage_runtime_class)
+
     def desired(self, cluster_row: ClusterRow) -> DesiredAddons:
         desired = DesiredAddons.from_run(self.evaluate(addons_target(cluster_row)))
         missing = [addon_display(k) for k in ADDON_KINDS if desired.get(k) is None]
@@ -317,9 +334,7 @@ class AddonEnsurer:
             for kind in plan.recreate:
                 port.delete_addon_object(kind)
                 actions.append(f"delete {kind}")
-            target = addons_target(cluster_row, adopt_from=_previous_owners(observed, plan),
-                                   manage_runtime_class=plan.manage_runtime_class)
-            self.apply(target, plan)
+            self.apply(self._target(cluster_row, observed, plan), plan)
             actions += [f"apply {k}" for k in planned_writes(plan)]
         except ClusterForbidden as exc:
             return AddonResult(cluster_id, _denied(exc), summary, tuple(actions))

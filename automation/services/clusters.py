@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
+from sqlalchemy.engine import RowMapping
 
 from automation import ids
 from automation.errors import Conflict, InvalidInput
@@ -181,11 +182,14 @@ def list_clusters(app: App) -> list[Cluster]:
         return [Cluster.model_validate(r) for r in rows]
 
 
-def get_cluster(app: App, ref: str) -> Cluster:
+def cluster_row(app: App, ref: str) -> RowMapping:
+    """The live cluster record whose id or name is ``ref``, as a ledger row."""
     with app.ledger.read() as conn:
-        return Cluster.model_validate(
-            find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
-        )
+        return find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
+
+
+def get_cluster(app: App, ref: str) -> Cluster:
+    return Cluster.model_validate(cluster_row(app, ref))
 
 
 def delete_cluster(app: App, ref: str) -> Cluster:

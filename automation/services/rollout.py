@@ -65,6 +65,25 @@ def preview_pool(app: App, runner: StackRunner, ref: str, *, diff: bool = False,
     return runner.preview(pool_target(app, ref), diff=diff, on_progress=on_progress)
 
 
+def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = False,
+                   on_progress: ProgressSink | None = None) -> RunResult:
+    """Preview the cluster's NVIDIA add-on stack as the reconciler would apply it: the
+    cluster's add-on objects are read first (K3s's own RuntimeClass, objects to adopt)."""
+    from pathlib import Path
+
+    from automation.kube.adapter import KubernetesCluster
+    from automation.reconciler.addons_step import AddonEnsurer
+    from automation.services.clusters import cluster_row
+
+    row = cluster_row(app, ref)
+    port = KubernetesCluster(Path(row["kubeconfig_path"]), row["kube_context"])
+    try:
+        target = AddonEnsurer(app, runner).preview_target(row, port)
+    finally:
+        port.close()
+    return runner.preview(target, diff=diff, on_progress=on_progress)
+
+
 def _check(app: App, target: StackTarget) -> list[PolicyFinding]:
     runner = MockEngineRunner(app.home)
     # Secrets are readable here so the rules can check user data; no value reaches a message.

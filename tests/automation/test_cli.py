@@ -1,4 +1,8 @@
-"""The CLI through click's runner, and through real subprocesses of the installed command."""
+"""The CLI through click's runner, and through real subprocesses of the installed command.
+
+The full flow registers the real control plane (``control_plane``); the other cases register
+a cluster offline, at an address nobody dials.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner, Result
 
 from automation.cli import cli
+from automation.devcluster.control_plane import ControlPlane, kubeconfig_document
 from tests.automation.conftest import DEMO_CA
-from tests.automation.kube_api_server import serve, write_kubeconfig
 
 ANYCLOUD = Path(sys.executable).with_name("anycloud")
 
@@ -34,19 +39,28 @@ def _json(result: Result) -> object:
     return json.loads(result.stdout)
 
 
+def _offline_kubeconfig(path: Path, *, ca: bool = True) -> Path:
+    """A kubeconfig of a cluster at 203.0.113.10 (TEST-NET-3), with or without its CA."""
+    doc = kubeconfig_document("https://203.0.113.10:6443", DEMO_CA)
+    if not ca:
+        del doc["clusters"][0]["cluster"]["certificate-authority-data"]
+    path.write_text(json.dumps(doc))
+    return path
+
+
 def _register_offline(run, tmp_path: Path) -> dict:  # type: ignore[no-untyped-def]
-    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443", DEMO_CA.read_bytes())
+    kc = _offline_kubeconfig(tmp_path / "kc")
     return _json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
                      "--kubernetes-version", "v1.36.2+k3s1", "--json"))  # type: ignore[return-value]
 
 
-def test_full_flow_json(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    with serve() as api:
-        kc = write_kubeconfig(tmp_path / "kc", api.url, DEMO_CA.read_bytes())
-        cluster = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
-                            "--server-url", "https://203.0.113.10:6443", "--json"))
+@pytest.mark.kube
+def test_full_flow_json(run, control_plane: ControlPlane) -> None:  # type: ignore[no-untyped-def]
+    cluster = _json(run("cluster", "register", "prod", "--kubeconfig",
+                        str(control_plane.kubeconfig), "--server-url",
+                        "https://203.0.113.10:6443", "--json"))
     assert cluster["state"] == "ready" and cluster["facts_source"] == "cluster"
-    assert cluster["kubernetes_version"] == "v1.36.2+k3s1"
+    assert cluster["kubernetes_version"] == "v1.36.3"  # what the real API server says
     assert _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
                      "--json"))["reference"] == {"profile": "team"}
     pool = _json(run("node-pool", "create", "gpu", "--credentials", "team", "--region",
@@ -59,7 +73,8 @@ def test_full_flow_json(run, tmp_path: Path) -> None:  # type: ignore[no-untyped
     assert status["counts"] == {"ready": 0, "starting": 0, "draining": 0}
     # status exposes no credentials, endpoints, Pods or Node objects
     text = json.dumps(status)
-    for leak in ("203.0.113.10", "kubeconfig", "token", "profile", "nodes", "pods"):
+    api_address = urlsplit(control_plane.server).netloc
+    for leak in ("203.0.113.10", api_address, "kubeconfig", "token", "profile", "nodes", "pods"):
         assert leak not in text
 
     _json(run("deployment", "create", "train", "--node-pool", "gpu", "--json"))
@@ -85,7 +100,7 @@ def test_bad_input_exit_2_names_field_value_rule(run, tmp_path: Path) -> None:  
 
 
 def test_pending_cluster_gives_node_pools_unavailable(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443")
+    kc = _offline_kubeconfig(tmp_path / "kc", ca=False)
     c = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline", "--json"))
     assert c["state"] == "pending"
     _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))

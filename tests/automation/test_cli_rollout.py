@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from automation.cli import cli
+from automation.devcluster.control_plane import kubeconfig_document
 from tests.automation.conftest import DEMO_CA
-from tests.automation.kube_api_server import write_kubeconfig
 
 
 @pytest.fixture
@@ -23,7 +23,9 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
     def invoke(*args: str) -> Result:
         return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
-    kc = write_kubeconfig(tmp_path / "kc", "https://203.0.113.10:6443", DEMO_CA.read_bytes())
+    # Registered offline: no server is dialled, none is needed.
+    kc = tmp_path / "kc"
+    kc.write_text(json.dumps(kubeconfig_document("https://203.0.113.10:6443", DEMO_CA)))
     invoke("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
            "--kubernetes-version", "v1.36.2+k3s1")
     invoke("credentials", "new", "aws", "--provider", "aws", "--profile", "team")

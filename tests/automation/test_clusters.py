@@ -1,3 +1,7 @@
+"""Cluster records through the service, with a scripted probe whose answers each test sets
+(unsupported versions, an unreachable cluster turning reachable). The same commands against
+the real control plane, with the real probe, are in test_clusters_real.py."""
+
 from pathlib import Path
 
 import pytest

@@ -1,21 +1,25 @@
 """``node-pool status``'s ingress view: with_ingress over the cluster port, and the CLI's
-JSON and human lines end to end against the local server answering real Kubernetes JSON."""
+JSON and human lines end to end against the real control plane (``control_plane``)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from automation.cli import cli
 from automation.cli.node_pool import _show
 from automation.clock import ManualClock
-from automation.kube.port import ClusterUnavailable, IngressObjects
+from automation.devcluster.control_plane import ControlPlane, free_port
+from automation.kube.adapter import KubernetesCluster
+from automation.kube.port import ClusterUnavailable, IngressObjects, ingress_release_name
 from automation.models import (
     HelmJob,
     IngressDaemonSet,
@@ -28,21 +32,19 @@ from automation.models import (
 from automation.services.ingress_status import IngressReader, with_ingress
 from automation.simulators.cluster import SimulatedCluster
 from tests.automation.conftest import DEMO_CA
+from tests.automation.kube import objects
+from tests.automation.kube.conftest import Recorder, Sent, record_requests
+from tests.automation.kube.ingress_objects import plain_node, pool_release
+from tests.automation.kube.objects import wait_for
 from tests.automation.kube.test_ingress import (
     CRASH_LOOP,
-    JOB,
-    PODS_PATH,
-    RELEASE,
-    SYSTEM_EVENTS,
     TERMINATED_OK,
     daemon_set_json,
-    event_json,
     helm_chart_json,
     job_json,
-    lst,
     pod_json,
 )
-from tests.automation.kube_api_server import node_json, serve, write_kubeconfig
+from tests.automation.kube_api_server import write_kubeconfig
 from tests.automation.test_cli import _PROBE, ANYCLOUD, GUARDED, _subprocess
 
 STAMP = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
@@ -225,41 +227,77 @@ def _flat(result: Result) -> list[str]:
     return [" ".join(line.split()) for line in result.stdout.splitlines()]
 
 
-def test_cli_status_reads_the_release(run: Any, tmp_path: Path) -> None:
-    with serve() as api:
-        kc = write_kubeconfig(tmp_path / "kc", api.url, DEMO_CA.read_bytes())
-        _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
-                  "--server-url", "https://203.0.113.10:6443", "--json"))
-        _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
-                  "--json"))
-        for name in ("web", "jobs"):
-            _json(run("node-pool", "create", name, "--credentials", "team", "--region",
-                      "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms",
-                      "1", "--json"))
-        web = _json(run("node-pool", "status", "web", "--json"))
-        assert web["ingress"] == {"entryIp": None, "release": None}  # no Service yet
-        _json(run("deployment", "create", "site", "--node-pool", "web", "--service", "--json"))
+@pytest.fixture
+def cluster_requests(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[Sent]]:
+    """Every request a KubernetesCluster of this process sends (the CLI builds its own for
+    each command): recorded around each adapter's ApiClient when it is made."""
+    recorders: list[Recorder] = []
+    build = KubernetesCluster._client
 
-        before = len(api.calls)
-        jobs = _json(run("node-pool", "status", "jobs", "--json"))
-        assert jobs["ingress"] == {"entryIp": None, "release": None}
-        assert len(api.calls) == before  # never asked the cluster
+    def client(self: KubernetesCluster) -> Any:
+        fresh = self._api is None
+        api = build(self)
+        if fresh:
+            recorders.append(record_requests(self))  # calls client() again: not fresh then
+        return api
 
-        pool_id = _json(run("node-pool", "status", "web", "--json"))["id"]
-        paths = _paths_for(pool_id)
-        absent = _json(run("node-pool", "status", "web", "--json"))
-        assert absent["ingress"] == {"entryIp": None, "release": {
-            "state": "absent", "helmJob": None, "daemonSet": None, "lastEvent": None}}
-        assert api.calls[-1].path == paths["chart"]
+    monkeypatch.setattr(KubernetesCluster, "_client", client)
+    return lambda: [c for r in recorders for c in r.calls]
 
-        job = paths["job_name"]
-        pod = _renamed(pod_json("x1a2b", CRASH_LOOP), job)
-        api.routes[paths["chart"]] = (200, _renamed(helm_chart_json(job), job, paths["release"]))
-        api.routes[paths["job"]] = (200, job_json(active=1, name=job))
-        api.routes[PODS_PATH] = (200, lst("Pod", "v1", [pod]))
-        api.routes[SYSTEM_EVENTS] = (200, lst("Event", "v1", [event_json(
-            "kube-system", "Pod", pod["metadata"]["name"], "BackOff",
-            "Back-off restarting failed container helm", "2026-07-01T11:59:20Z")]))
+
+@pytest.mark.kube
+def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: ControlPlane,
+                                      cluster_requests: Callable[[], list[Sent]]) -> None:
+    """The CLI against the real control plane, registered with its admin kubeconfig (under
+    a public --server-url, as agents would join it). The test plays the helm-controller,
+    Helm and the kubelet of two Nodes no kubelet runs; the Job, DaemonSet and scheduler
+    controllers act for real."""
+    kc = tmp_path / "kc"
+    kc.write_bytes(control_plane.kubeconfig.read_bytes())
+    registered = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
+                           "--server-url", "https://203.0.113.10:6443", "--json"))
+    kube_system = objects.get(control_plane, "namespace", "kube-system") or {}
+    assert (registered["state"], registered["kube_system_uid"]) == (
+        "ready", kube_system["metadata"]["uid"])
+    # Agents join the public address; reads go where the registered kubeconfig points.
+    assert registered["server_url"] == "https://203.0.113.10:6443"
+    assert registered["kubeconfig_path"] == str(kc.resolve())
+    _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
+              "--json"))
+    for name in ("web", "jobs"):
+        _json(run("node-pool", "create", name, "--credentials", "team", "--region",
+                  "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms",
+                  "1", "--json"))
+    web = _json(run("node-pool", "status", "web", "--json"))
+    assert web["ingress"] == {"entryIp": None, "release": None}  # no Service yet
+    _json(run("deployment", "create", "site", "--node-pool", "web", "--service", "--json"))
+
+    before = len(cluster_requests())
+    jobs = _json(run("node-pool", "status", "jobs", "--json"))
+    assert jobs["ingress"] == {"entryIp": None, "release": None}
+    assert len(cluster_requests()) == before  # never asked the cluster
+
+    pool_id = web["id"]
+    chart = ("/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/"
+             + ingress_release_name(pool_id))
+    before = len(cluster_requests())
+    absent = _json(run("node-pool", "status", "web", "--json"))
+    assert absent["ingress"] == {"entryIp": None, "release": {
+        "state": "absent", "helmJob": None, "daemonSet": None, "lastEvent": None}}
+    assert [(c.method, c.path) for c in cluster_requests()[before:]] == [("GET", chart)]
+
+    server, entry = f"{pool_id}-server", f"{pool_id}-a1"
+    with pool_release(control_plane, pool_id, server, entry) as rel:
+        plain_node(control_plane, server)
+        rel.helm_chart()
+        rel.install_job(server)
+        pod = rel.bound_pod()["metadata"]["name"]
+        wait_for("the scheduler's Scheduled event", lambda: rel.has_event("Scheduled", pod))
+        rel.kubelet_status(pod, CRASH_LOOP)
+        wait_for("the Job to count the Pod active",
+                 lambda: (rel.job_object().get("status") or {}).get("active") == 1)
+        rel.event("Pod", pod, "BackOff", "Back-off restarting failed container helm",
+                  type_="Warning", host=server)
         failing = _json(run("node-pool", "status", "web", "--json"))
         assert failing["ingress"] == {"entryIp": None, "release": {
             "state": "failed", "helmJob": {"phase": "retrying", "message": "exit code 1"},
@@ -272,49 +310,41 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path) -> None:
         assert ("Ingress Traefik DaemonSet not created yet — last event: BackOff: Back-off "
                 "restarting failed container helm") in lines
 
-        api.routes[paths["job"]] = (200, job_json(complete=True, name=job))
-        api.routes[PODS_PATH] = (200, lst("Pod", "v1", [_renamed(
-            pod_json("x1a2b", TERMINATED_OK), job)]))
-        ds = daemon_set_json(desired=1, ready=0, name=paths["release"])
-        ds["metadata"]["namespace"] = paths["release"]
-        ds["metadata"]["labels"]["anycloud.sh/node-pool"] = pool_id
-        api.put(ds)
-        api.put(node_json("anycloud-a-1", {"anycloud.sh/ingress-entry": pool_id}, ready=False))
-        api.routes[paths["events"]] = (200, lst("Event", "v1", [event_json(
-            paths["release"], "Pod", f"{paths['release']}-4kq9z", "FailedScheduling",
-            "0/2 nodes are available", "2026-07-01T11:58:32Z")]))
+        # The next try exits 0: the Job controller completes the Job. Helm has created the
+        # DaemonSet; its Pod is bound to the entry Node, whose kubelet never reported.
+        rel.kubelet_status(pod, {**TERMINATED_OK, "restartCount": 3}, phase="Succeeded")
+        plain_node(control_plane, entry, {"anycloud.sh/node-pool": pool_id,
+                                          "anycloud.sh/ingress-entry": pool_id})
+        rel.traefik(tolerate_not_ready=True)
+        wait_for("the install Job to complete", lambda: rel.job_condition("Complete"))
+        traefik = wait_for("the scheduler to bind the Traefik Pod", lambda: [
+            e["involvedObject"]["name"] for e in rel.events(rel.release)
+            if e["reason"] == "Scheduled"])[0]
+        wait_for("the DaemonSet controller to count it",
+                 lambda: rel.daemon_set_status().get("desiredNumberScheduled") == 1)
+        rel.event("Pod", traefik, "Pulling", 'Pulling image "docker.io/traefik:v3.5"',
+                  namespace=rel.release, host=entry)
+        installed = _json(run("node-pool", "status", "web", "--json"))
+        assert installed["ingress"]["release"] == {
+            "state": "installed", "helmJob": {"phase": "succeeded", "message": None},
+            "daemonSet": {"desired": 1, "ready": 0, "entryNodeReady": False},
+            "lastEvent": 'Pulling: Pulling image "docker.io/traefik:v3.5"'}
         lines = _flat(run("node-pool", "status", "web"))
         assert "Ingress entry not elected yet — release installed (helm job succeeded)" in lines
         assert ("Ingress Traefik 0/1 ready, entry Node not Ready — last event: "
-                "FailedScheduling: 0/2 nodes are available") in lines
+                'Pulling: Pulling image "docker.io/traefik:v3.5"') in lines
 
-    # the server is gone: status still answers, with the note
+    # The API server is no longer where the kubeconfig points: status still answers, with
+    # the note.
+    moved = yaml.safe_load(kc.read_text())
+    moved["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    kc.write_text(yaml.safe_dump(moved))
     gone = _json(run("node-pool", "status", "web", "--json"))
     release = gone["ingress"]["release"]
     assert release["state"] is None and release["helmJob"] is None
     assert release["lastEvent"].startswith("cluster unavailable: cannot reach ")
     human = run("node-pool", "status", "web")
     assert human.exit_code == 0 and "cluster unavailable: cannot reach" in human.stdout
-
-
-def _paths_for(pool_id: str) -> dict[str, str]:
-    from automation.kube.port import ingress_release_name
-
-    release = ingress_release_name(pool_id)
-    job = f"helm-install-{release}"
-    return {"release": release, "job_name": job,
-            "chart": f"/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/{release}",
-            "job": f"/apis/batch/v1/namespaces/kube-system/jobs/{job}",
-            "events": f"/api/v1/namespaces/{release}/events"}
-
-
-def _renamed(obj: dict[str, Any], job: str, release: str | None = None) -> dict[str, Any]:
-    """The builders' objects for another pool id: swap the fixed names."""
-    text = json.dumps(obj).replace(JOB, job)
-    if release is not None:
-        text = text.replace(RELEASE, release)
-    out: dict[str, Any] = json.loads(text)
-    return out
 
 
 def test_status_json_without_a_service_imports_no_kubernetes(tmp_path: Path) -> None:

@@ -13,11 +13,13 @@ from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, S
 from automation.engine.pulumi_driver import (
     AutomationRunner,
     plugins_for,
+    policy_pack,
     policy_pack_dir,
     workspace_options,
 )
 from automation.engine.runner import StackKind, StackTarget
 from automation.engine.secrets import state_settings
+from automation.errors import InvalidInput
 from stacks.config import (
     AttemptSpec,
     CloudCredentialRef,
@@ -64,16 +66,38 @@ def test_workspace_options_persistent_dir_backend_and_secrets(tmp_path: Path) ->
 def test_plugins_pinned_to_the_installed_sdks(provider: str, cloud_plugin: str) -> None:
     from importlib.metadata import version
 
-    pins = plugins_for(pool_target(provider))
+    pins = plugins_for(pool_target(provider), {})
     assert set(pins) == {cloud_plugin, "kubernetes", "random"}
     assert pins["kubernetes"] == "v" + version("pulumi_kubernetes")
     addons = StackTarget(kind=StackKind.CLUSTER_ADDONS, key="cl-1",
                          config=ClusterAddonsStackConfig(cluster=CLUSTER))
-    assert set(plugins_for(addons)) == {"kubernetes"}
+    assert set(plugins_for(addons, {})) == {"kubernetes"}
 
 
-def test_policy_pack_dir_is_a_pack() -> None:
+def test_plugin_versions_named_in_the_environment_win() -> None:
+    env = {"ANYCLOUD_PULUMI_PLUGINS": "kubernetes=4.25.0-alpha.1768448096, random=v4.16.0"}
+    pins = plugins_for(pool_target("aws"), env)
+    assert pins["kubernetes"] == "v4.25.0-alpha.1768448096"
+    assert pins["random"] == "v4.16.0"
+    assert pins["aws"].startswith("v7.")  # not named: the SDK's own
+
+
+@pytest.mark.parametrize("raw", ["kubernetes", "kubernetes=latest", "k8s=4.1.0",
+                                 "kubernetes=4.1.0;aws=7.0.0"])
+def test_a_bad_plugin_list_names_the_variable_and_the_rule(raw: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        plugins_for(pool_target("aws"), {"ANYCLOUD_PULUMI_PLUGINS": raw})
+    assert caught.value.field == "ANYCLOUD_PULUMI_PLUGINS"
+    assert "name=version pairs" in str(caught.value)
+
+
+def test_policy_pack_dir_is_a_pack_with_an_executable_launcher() -> None:
+    import os
+
     assert (policy_pack_dir() / "PulumiPolicy.yaml").is_file()
+    launcher = Path(policy_pack())
+    assert launcher.parent == policy_pack_dir()
+    assert os.access(launcher, os.X_OK)
 
 
 @pytest.mark.parametrize(("raised", "expected", "text"), [
@@ -104,14 +128,6 @@ def test_without_the_cli_one_clear_error(tmp_path: Path) -> None:
     assert err.value.exit_code == 1
 
 
-@pytest.mark.skipif(shutil.which("pulumi") is None, reason="needs the pulumi CLI on PATH")
-def test_real_preview_against_the_file_backend(tmp_path: Path) -> None:
-    # For users and CI machines that have the engine and provider plugins.
-    runner = AutomationRunner(tmp_path, environ={"PULUMI_CONFIG_PASSPHRASE": "test"})
-    result = runner.preview(pool_target(), diff=True)
-    assert result.engine == "pulumi" and result.summary.create > 0
-
-
 def test_pending_creates_are_found_in_an_exported_deployment() -> None:
     from automation.engine.pulumi_driver import pending_creates
 
@@ -127,7 +143,7 @@ def test_pending_creates_are_found_in_an_exported_deployment() -> None:
     assert pending_creates({"resources": []}) == []
 
 
-def test_up_refuses_to_run_over_pending_creates(tmp_path: Path) -> None:
+def test_up_refuses_to_run_over_pending_creates_of_vms(tmp_path: Path) -> None:
     class Exported:
         deployment = {"pending_operations": [
             {"resource": {"urn": "urn:pulumi:s::anycloud::aws:ec2/instance:Instance::vm"},
@@ -138,5 +154,5 @@ def test_up_refuses_to_run_over_pending_creates(tmp_path: Path) -> None:
             return Exported()
 
     with pytest.raises(EngineFailed) as err:
-        AutomationRunner._refuse_pending_creates(pool_target(), Stack())
+        AutomationRunner._settle_pending_creates(pool_target(), Stack())
     assert err.value.code == "PENDING_CREATES" and "anycloud.sh/attempt" in err.value.message

@@ -1,9 +1,12 @@
 """The ingress release view: raw objects -> IngressRelease (pure), the adapter against the
-local server answering real Kubernetes JSON, and the simulator's staging.
+real control plane (``control_plane``: the objects are really created and the Job, DaemonSet
+and scheduler controllers and kwok act on them), and the simulator's staging.
 
-The builders below are real-shaped Kubernetes JSON for a pool's ingress release: the K3s
-HelmChart, the helm-controller's install Job and its Pods, the Traefik DaemonSet and core/v1
-Events (tests/automation/test_ingress_status.py uses them too).
+The builders below are real-shaped Kubernetes JSON for a pool's ingress release, for the pure
+view and the simulator: the K3s HelmChart, the helm-controller's install Job and its Pods, the
+Traefik DaemonSet and core/v1 Events (tests/automation/test_ingress_status.py uses them too).
+The local JSON server stays only for a fault a real API server will not produce on demand:
+a 500 from etcd.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from automation.clock import ManualClock
+from automation.devcluster.control_plane import ControlPlane
 from automation.kube.adapter import KubernetesCluster
 from automation.kube.ingress import event_time, ingress_release, unavailable
 from automation.kube.port import (
@@ -27,7 +31,11 @@ from automation.kube.port import (
 )
 from automation.models import HelmJob, IngressDaemonSet, IngressRelease
 from automation.simulators.cluster import Access, SimulatedCluster
-from tests.automation.kube_api_server import FakeKubeApi, node_json, status, write_kubeconfig
+from tests.automation.kube import objects as kube_objects
+from tests.automation.kube.conftest import Recorder
+from tests.automation.kube.ingress_objects import plain_node, pool_release
+from tests.automation.kube.objects import wait_for
+from tests.automation.kube_api_server import FakeKubeApi, status, write_kubeconfig
 
 POOL = "np-web1"
 RELEASE = "anycloud-ingress-np-web1"
@@ -171,19 +179,10 @@ def event_json(namespace: str, kind: str, name: str, reason: str, message: str, 
     }
 
 
-def lst(kind: str, api_version: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    """A list answer (items carry no kind/apiVersion on the wire)."""
-    stripped = [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")} for i in items]
-    return {"kind": f"{kind}List", "apiVersion": api_version,
-            "metadata": {"resourceVersion": "90300"}, "items": stripped}
-
-
 CHART_PATH = f"/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/{RELEASE}"
 JOB_PATH = f"/apis/batch/v1/namespaces/kube-system/jobs/{JOB}"
 PODS_PATH = "/api/v1/namespaces/kube-system/pods"
-DS_LIST_PATH = f"/apis/apps/v1/namespaces/{RELEASE}/daemonsets"
 SYSTEM_EVENTS = "/api/v1/namespaces/kube-system/events"
-RELEASE_EVENTS = f"/api/v1/namespaces/{RELEASE}/events"
 
 
 def entry_node(ready: bool) -> ObservedNode:
@@ -402,87 +401,210 @@ def test_json_keys_are_camel_case() -> None:
     }
 
 
-# -- the adapter against the local server ----------------------------------------------------
+# -- the adapter against the real control plane ----------------------------------------------
+# Each test works on a pool id of its own; the objects are really created on the API server,
+# and the Job, DaemonSet and scheduler controllers and kwok act on them (see ingress_objects).
 
 
+def api_paths(pool_id: str) -> dict[str, str]:
+    """The paths the adapter reads for a pool's release."""
+    release = ingress_release_name(pool_id)
+    return {"chart": f"/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/{release}",
+            "job": f"/apis/batch/v1/namespaces/kube-system/jobs/helm-install-{release}",
+            "pods": PODS_PATH, "daemonsets": f"/apis/apps/v1/namespaces/{release}/daemonsets",
+            "nodes": "/api/v1/nodes", "system events": SYSTEM_EVENTS,
+            "release events": f"/api/v1/namespaces/{release}/events"}
 
 
-def test_adapter_reads_only_the_helm_chart_when_absent(api: FakeKubeApi,
-                                                       cluster: KubernetesCluster) -> None:
-    found = cluster.ingress_objects(POOL)
-    assert found == IngressObjects(pool_id=POOL, release=RELEASE)
-    assert [(c.method, c.path) for c in api.calls] == [("GET", CHART_PATH)]
+def requested(sent: Recorder, pool_id: str) -> list[str]:
+    """The requests sent, as the names of ``api_paths`` (all GETs)."""
+    names = {path: name for name, path in api_paths(pool_id).items()}
+    assert {c.method for c in sent.calls} == {"GET"}
+    return [names.get(c.path, c.path) for c in sent.calls]
+
+
+@pytest.mark.kube
+def test_adapter_reads_only_the_helm_chart_when_absent(kube: KubernetesCluster, sent: Recorder,
+                                                       suffix: str) -> None:
+    pool = f"np-{suffix}"
+    found = kube.ingress_objects(pool)
+    assert found == IngressObjects(pool_id=pool, release=ingress_release_name(pool))
+    assert requested(sent, pool) == ["chart"]
     assert ingress_release(found).state == "absent"
 
 
-def test_adapter_before_the_daemon_set(api: FakeKubeApi, cluster: KubernetesCluster) -> None:
-    pod = pod_json("x1a2b", CRASH_LOOP)
-    event = event_json("kube-system", "Pod", f"{JOB}-x1a2b", "BackOff",
-                       "Back-off restarting failed container helm", "2026-07-01T11:59:20Z")
-    api.routes[CHART_PATH] = (200, helm_chart_json())
-    api.routes[JOB_PATH] = (200, job_json(active=1))
-    api.routes[PODS_PATH] = (200, lst("Pod", "v1", [pod]))
-    api.routes[SYSTEM_EVENTS] = (200, lst("Event", "v1", [event]))
-    found = cluster.ingress_objects(POOL)
-    assert [(c.method, c.path) for c in api.calls] == [
-        ("GET", CHART_PATH), ("GET", JOB_PATH), ("GET", PODS_PATH), ("GET", DS_LIST_PATH),
-        ("GET", SYSTEM_EVENTS)]
-    pods_call = api.calls[2]
-    assert pods_call.query["labelSelector"] == [f"batch.kubernetes.io/job-name={JOB}"]
+@pytest.mark.kube
+def test_adapter_before_the_daemon_set(control_plane: ControlPlane, kube: KubernetesCluster,
+                                       sent: Recorder, suffix: str) -> None:
+    """The install Pod runs on a Node the test plays the kubelet of: its helm container
+    exits 1 and waits in CrashLoopBackOff; the Job controller keeps the Job active."""
+    pool, server = f"np-{suffix}", f"server-{suffix}"
+    with pool_release(control_plane, pool, server) as rel:
+        plain_node(control_plane, server)
+        rel.helm_chart()
+        rel.install_job(server)
+        pod = rel.bound_pod()["metadata"]["name"]
+        wait_for("the Job controller's SuccessfulCreate event",
+                 lambda: rel.has_event("SuccessfulCreate", rel.job))
+        wait_for("the scheduler's Scheduled event", lambda: rel.has_event("Scheduled", pod))
+        rel.kubelet_status(pod, CRASH_LOOP)
+        wait_for("the Job to count the Pod active",
+                 lambda: (rel.job_object().get("status") or {}).get("active") == 1)
+        rel.event("Pod", pod, "BackOff", "Back-off restarting failed container helm in pod",
+                  type_="Warning", host=server)
+        sent.clear()
+        found = kube.ingress_objects(pool)
+
+    assert requested(sent, pool) == ["chart", "job", "pods", "daemonsets", "system events"]
+    assert sent.calls[2].query["labelSelector"] == [f"batch.kubernetes.io/job-name={rel.job}"]
     assert found.helm_chart is not None and found.helm_chart["kind"] == "HelmChart"
-    assert found.job is not None and found.pods[0]["metadata"]["name"] == f"{JOB}-x1a2b"
+    assert found.helm_chart["status"]["jobName"] == rel.job
+    assert found.job is not None and found.job["metadata"]["name"] == rel.job
+    assert [p["metadata"]["name"] for p in found.pods] == [pod]
     assert found.daemon_sets == () and found.entry_nodes == ()
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in found.events}
+    assert {(rel.job, "SuccessfulCreate"), (pod, "Scheduled"), (pod, "BackOff")} <= reasons
     release = ingress_release(found)
     assert release.state == "failed"
     assert release.helm_job == HelmJob(phase="retrying", message="exit code 1")
-    assert release.last_event == "BackOff: Back-off restarting failed container helm"
+    # The kubelet's Event is the newest, even in the second the scheduler's (timed to the
+    # microsecond) was written in.
+    assert release.last_event == "BackOff: Back-off restarting failed container helm in pod"
 
 
-def test_adapter_once_the_daemon_set_exists(api: FakeKubeApi,
-                                            cluster: KubernetesCluster) -> None:
-    api.routes[CHART_PATH] = (200, helm_chart_json())
-    api.routes[JOB_PATH] = (200, job_json(complete=True))
-    api.routes[PODS_PATH] = (200, lst("Pod", "v1", [pod_json("x1a2b", TERMINATED_OK)]))
-    api.put(daemon_set_json(desired=1, ready=1))
-    api.put(node_json("anycloud-a-1", {"anycloud.sh/node-pool": POOL,
-                                       "anycloud.sh/ingress-entry": POOL}))
-    api.put(node_json("anycloud-a-2", {"anycloud.sh/node-pool": POOL}, ready=False))
-    api.routes[RELEASE_EVENTS] = (200, lst("Event", "v1", [event_json(
-        RELEASE, "Pod", f"{RELEASE}-4kq9z", "Started", "Started container traefik",
-        "2026-07-01T11:58:45Z")]))
-    found = cluster.ingress_objects(POOL)
-    assert [(c.method, c.path) for c in api.calls] == [
-        ("GET", CHART_PATH), ("GET", JOB_PATH), ("GET", PODS_PATH), ("GET", DS_LIST_PATH),
-        ("GET", "/api/v1/nodes"), ("GET", RELEASE_EVENTS)]
-    assert api.calls[4].query["labelSelector"] == [f"anycloud.sh/ingress-entry={POOL}"]
-    assert [n.name for n in found.entry_nodes] == ["anycloud-a-1"]
+@pytest.mark.kube
+def test_adapter_job_failed_past_its_backoff_limit(control_plane: ControlPlane,
+                                                   kube: KubernetesCluster,
+                                                   suffix: str) -> None:
+    """Once the install container restarted backoffLimit times the Job controller fails the
+    Job and deletes its Pod. No kubelet confirms that deletion, so the Job carries
+    FailureTarget (not yet Failed) and the terminating Pod still tells the exit."""
+    pool, server = f"np-{suffix}", f"server-{suffix}"
+    with pool_release(control_plane, pool, server) as rel:
+        plain_node(control_plane, server)
+        rel.helm_chart()
+        rel.install_job(server, backoff_limit=3)
+        pod = rel.bound_pod()["metadata"]["name"]
+        rel.kubelet_status(pod, CRASH_LOOP)  # restartCount 3
+        wait_for("the Job controller to fail the Job",
+                 lambda: rel.job_condition("FailureTarget"))
+        wait_for("the Job controller's SuccessfulDelete event",
+                 lambda: rel.has_event("SuccessfulDelete", rel.job))
+        found = kube.ingress_objects(pool)
+
+    assert found.job is not None
+    conditions = {c["type"]: c for c in found.job["status"]["conditions"]}
+    assert conditions["FailureTarget"]["reason"] == "BackoffLimitExceeded"
+    assert "Failed" not in conditions
+    (terminating,) = found.pods
+    assert terminating["metadata"]["deletionTimestamp"]
+    release = ingress_release(found)
+    assert release.state == "failed"
+    assert release.helm_job == HelmJob(phase="failed", message="exit code 1")
+    assert release.last_event == f"SuccessfulDelete: Deleted pod: {pod}"
+
+
+@pytest.mark.kube
+def test_adapter_once_the_daemon_set_exists(control_plane: ControlPlane,
+                                            kube: KubernetesCluster, sent: Recorder,
+                                            suffix: str) -> None:
+    """kwok plays every kubelet: the install Pod runs and succeeds, the Job completes, and
+    the DaemonSet's Pod on the entry Node goes Ready."""
+    pool, server = f"np-{suffix}", f"server-{suffix}"
+    entry, other = f"anycloud-{suffix}-a1", f"anycloud-{suffix}-a2"
+    with pool_release(control_plane, pool, server, entry, other) as rel:
+        kube_objects.node(control_plane, server)
+        kube_objects.node(control_plane, entry, {"anycloud.sh/node-pool": pool,
+                                                 "anycloud.sh/ingress-entry": pool})
+        plain_node(control_plane, other, {"anycloud.sh/node-pool": pool})
+        rel.helm_chart()
+        rel.install_job(server)
+        rel.traefik()  # what Helm creates while the install Pod runs
+        wait_for("the install Job to complete", lambda: rel.job_condition("Complete"))
+        wait_for("the Traefik Pod to be Ready",
+                 lambda: rel.daemon_set_status().get("numberReady") == 1)
+        traefik = wait_for("the scheduler's Scheduled event for the Traefik Pod", lambda: [
+            e["involvedObject"]["name"] for e in rel.events(rel.release)
+            if e["reason"] == "Scheduled"])[0]
+        rel.event("Pod", traefik, "Started", "Started container traefik",
+                  namespace=rel.release, host=entry)
+        sent.clear()
+        found = kube.ingress_objects(pool)
+
+    assert requested(sent, pool) == ["chart", "job", "pods", "daemonsets", "nodes",
+                                     "release events"]
+    assert sent.calls[4].query["labelSelector"] == [f"anycloud.sh/ingress-entry={pool}"]
+    assert [n.name for n in found.entry_nodes] == [entry]
+    assert [p["status"]["phase"] for p in found.pods] == ["Succeeded"]
+    assert [d["metadata"]["name"] for d in found.daemon_sets] == [rel.release]
+    assert {e["metadata"]["namespace"] for e in found.events} == {rel.release}
     assert ingress_release(found) == IngressRelease(
         state="installed", helm_job=HelmJob(phase="succeeded"),
         daemon_set=IngressDaemonSet(desired=1, ready=1, entry_node_ready=True),
         last_event="Started: Started container traefik")
 
 
-def test_adapter_job_not_created_yet(api: FakeKubeApi, cluster: KubernetesCluster) -> None:
-    api.routes[CHART_PATH] = (200, helm_chart_json(job_name=None))
-    found = cluster.ingress_objects(POOL)  # the Job, pods and events 404/empty: no error
-    assert found.job is None and found.pods == () and found.events == ()
-    assert ingress_release(found).helm_job == HelmJob(phase="pending")
+@pytest.mark.kube
+def test_adapter_job_not_created_yet(control_plane: ControlPlane, kube: KubernetesCluster,
+                                     sent: Recorder, suffix: str) -> None:
+    pool = f"np-{suffix}"
+    with pool_release(control_plane, pool) as rel:
+        rel.helm_chart(job_created=False)
+        found = kube.ingress_objects(pool)  # the Job 404s, the lists are empty: no error
+    assert requested(sent, pool) == ["chart", "job", "pods", "daemonsets", "system events"]
+    assert found.helm_chart is not None and "status" not in found.helm_chart
+    assert found.job is None and found.pods == ()
+    release = ingress_release(found)  # kube-system's other Events are not about this Job
+    assert release == IngressRelease(state="installing", helm_job=HelmJob(phase="pending"))
 
 
-def test_adapter_maps_forbidden_and_failures(api: FakeKubeApi,
+@pytest.mark.kube
+def test_adapter_rbac_denial_names_the_request(control_plane: ControlPlane, tmp_path: Path,
+                                               suffix: str) -> None:
+    """As a ServiceAccount that may get one pool's HelmChart and nothing else."""
+    granted, other = f"np-{suffix}", f"np-{suffix}-other"
+    namespace, role = f"ingress-rbac-{suffix}", f"anycloud-test-ingress-{suffix}"
+    account = f"system:serviceaccount:{namespace}:reader"
+    path = control_plane.token_kubeconfig(tmp_path / "kubeconfig", "reader", namespace)
+    restricted = KubernetesCluster(path, timeout_seconds=10)
+    try:
+        control_plane.kubectl("create", "role", role, "-n", HELM_NAMESPACE, "--verb=get",
+                              "--resource=helmcharts.helm.cattle.io",
+                              f"--resource-name={ingress_release_name(granted)}")
+        control_plane.kubectl("create", "rolebinding", role, "-n", HELM_NAMESPACE,
+                              f"--role={role}", f"--serviceaccount={namespace}:reader")
+        wait_for("the authorizer to see the grant", lambda: control_plane.kubectl(
+            "auth", "can-i", "get",
+            f"helmcharts.helm.cattle.io/{ingress_release_name(granted)}", "-n",
+            HELM_NAMESPACE, f"--as={account}", check=False).stdout.strip() == "yes")
+        with pool_release(control_plane, granted) as rel:
+            rel.helm_chart()
+            with pytest.raises(ClusterForbidden) as chart_denied:
+                restricted.ingress_objects(other)
+            with pytest.raises(ClusterForbidden) as job_denied:
+                restricted.ingress_objects(granted)
+    finally:
+        restricted.close()
+        control_plane.kubectl("delete", "rolebinding,role", role, "-n", HELM_NAMESPACE,
+                              "--ignore-not-found")
+        kube_objects.delete(control_plane, "namespace", namespace)
+    denied = chart_denied.value
+    assert (denied.verb, denied.resource, denied.namespace) == ("get", "helmcharts",
+                                                                HELM_NAMESPACE)
+    assert account in str(denied)
+    denied = job_denied.value
+    assert (denied.verb, denied.resource, denied.namespace) == ("get", "jobs", HELM_NAMESPACE)
+    assert f'"{rel.job}"' in str(denied)
+
+
+def test_adapter_server_error_is_unavailable(api: FakeKubeApi,
                                              cluster: KubernetesCluster) -> None:
-    api.fail[("GET", CHART_PATH)] = (403, status(
-        403, "Forbidden", f'helmcharts.helm.cattle.io "{RELEASE}" is forbidden: User '
-        '"anycloud" cannot get resource "helmcharts" in API group "helm.cattle.io" in the '
-        'namespace "kube-system"', RELEASE, "helmcharts"))
-    with pytest.raises(ClusterForbidden) as denied:
-        cluster.ingress_objects(POOL)
-    assert (denied.value.verb, denied.value.resource) == ("get", "helmcharts")
-    assert denied.value.namespace == "kube-system"
-    api.fail[("GET", CHART_PATH)] = (200, helm_chart_json())
+    """(The local JSON server: a real API server gives no 500 on demand.)"""
+    api.routes[CHART_PATH] = (200, helm_chart_json())
     api.fail[("GET", JOB_PATH)] = (500, status(500, "InternalError", "etcdserver: timeout"))
     with pytest.raises(ClusterUnavailable, match="500 Internal Server Error to get jobs/"):
         cluster.ingress_objects(POOL)
+    assert [(c.method, c.path) for c in api.calls] == [("GET", CHART_PATH), ("GET", JOB_PATH)]
 
 
 def test_adapter_unreachable(tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""The local control plane: how long it takes to start, and the Kubernetes adapter's
+operations against it versus against the JSON test server it replaces, in one run.
+
+Needs the tools built by ``python3 tools/build.py``. BENCH_RUNS starts (median) and
+BENCH_OPS operations per measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._table import median, print_table
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+OPS = int(os.environ.get("BENCH_OPS", "200"))
+
+
+def point_at_tools() -> None:
+    from tools.build import locate
+
+    folders = [str(Path(str(b)).parent) for m in locate().values()
+               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
+    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(dict.fromkeys(folders))
+
+
+def start_times() -> list[dict[str, float]]:
+    from automation.devcluster import control_plane
+
+    out = []
+    for _ in range(RUNS):
+        with tempfile.TemporaryDirectory() as tmp:
+            plane = control_plane.start(Path(tmp) / "cp")
+            out.append(dict(plane.timings))
+            plane.stop()
+    return out
+
+
+def ops_per_second(fn: Callable[[], object]) -> float:
+    fn()  # warm-up: connection pool, imports
+    began = time.perf_counter()
+    for _ in range(OPS):
+        fn()
+    return OPS / (time.perf_counter() - began)
+
+
+def adapter_rates(kubeconfig: Path, node: str, put_node: Callable[[], None]) -> list[float]:
+    from automation.kube.adapter import KubernetesCluster
+
+    kube = KubernetesCluster(kubeconfig, timeout_seconds=10)
+    put_node()
+    flip = iter(range(10**9))
+    rates = [
+        ops_per_second(lambda: kube.nodes_claiming("np-bench", {node})),
+        ops_per_second(lambda: kube.label_node(node, "bench", str(next(flip) % 2))),
+        ops_per_second(lambda: kube.namespace_owner("kube-system", "np-bench")),
+    ]
+    kube.close()
+    return rates
+
+
+def main() -> None:
+    point_at_tools()
+    from automation.devcluster import control_plane
+    from tests.automation.kube import objects
+    from tests.automation.kube_api_server import node_json, serve, write_kubeconfig
+
+    starts = start_times()
+    components = list(starts[0])
+    print_table(f"Control plane start, seconds from launch until each answered "
+                f"(median of {RUNS})", ["component", "ready at (s)"],
+                [(c, f"{median([s[c] for s in starts]):.2f}") for c in components])
+    print()
+
+    names = ["nodes_claiming (list by label + GET)", "label_node (merge patch)",
+             "namespace_owner (GET)"]
+    with tempfile.TemporaryDirectory() as tmp, serve() as fake:
+        plane = control_plane.start(Path(tmp) / "cp")
+        try:
+            real = adapter_rates(plane.kubeconfig, "bench-node", lambda: objects.node(
+                plane, "bench-node", {"anycloud.sh/node-pool": "np-bench"}, kwok=False))
+        finally:
+            plane.stop()
+        fake_kc = write_kubeconfig(Path(tmp) / "fake-kubeconfig", fake.url)
+        fake_rates = adapter_rates(fake_kc, "bench-node", lambda: fake.put(
+            node_json("bench-node", {"anycloud.sh/node-pool": "np-bench"})))
+    print_table(f"Kubernetes adapter, operations per second ({OPS} each)",
+                ["operation", "real API server", "JSON test server", "real / test server"],
+                [(n, f"{r:.0f}", f"{f:.0f}", f"{r / f:.2f}x")
+                 for n, r, f in zip(names, real, fake_rates, strict=True)])
+
+
+if __name__ == "__main__":
+    main()

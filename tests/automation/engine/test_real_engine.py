@@ -1,0 +1,209 @@
+"""The real engine: the Pulumi CLI and the kubernetes provider plugin, both built from
+pinned Go modules, driven by AutomationRunner through the Automation API, running the
+cluster add-on stack against the real control plane. State on the file:// backend,
+secrets with the passphrase provider.
+
+The aws, gcp and azure-native plugins cannot be built here: node-pool stacks run on the
+SDK's mock engine, and on the real engine they fail with a clear message (tested below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from automation.devcluster.control_plane import ControlPlane
+from automation.engine.errors import EngineFailed, StackLocked
+from automation.engine.pulumi_driver import AutomationRunner, pending_creates
+from automation.engine.runner import ProgressEvent, StackKind, StackTarget
+from automation.kube.probe import sha256_hex
+from stacks.config import ClusterAddonsStackConfig, ClusterRef
+from tests.automation.kube import objects
+
+pytestmark = [pytest.mark.kube, pytest.mark.engine, pytest.mark.slow]
+
+DS = "anycloud-nvidia-device-plugin"
+
+
+def addons_target(plane: ControlPlane, cluster_id: str) -> StackTarget:
+    cluster = ClusterRef(id=cluster_id, server_url=plane.server,
+                         ca_sha256=sha256_hex(plane.ca_pem),
+                         kubeconfig_path=str(plane.kubeconfig))
+    return StackTarget(kind=StackKind.CLUSTER_ADDONS, key=cluster_id,
+                       config=ClusterAddonsStackConfig(cluster=cluster))
+
+
+def remove_addons(plane: ControlPlane) -> None:
+    """The add-on objects are retained on destroy (retain_on_delete): remove them here."""
+    objects.delete(plane, "runtimeclass", "nvidia")
+    objects.delete(plane, "daemonset", DS, namespace="kube-system", wait=True)
+
+
+@pytest.fixture
+def addons(control_plane: ControlPlane, engine_env: dict[str, str], tmp_path: Path,
+           request: pytest.FixtureRequest) -> Iterator[tuple[AutomationRunner, StackTarget]]:
+    remove_addons(control_plane)
+    cluster_id = "cl-" + request.node.name[-20:].replace("_", "-").strip("-")
+    yield AutomationRunner(tmp_path / "home"), addons_target(control_plane, cluster_id)
+    remove_addons(control_plane)
+
+
+def deployment_resources(runner: AutomationRunner, target: StackTarget) -> list[dict[str, Any]]:
+    deployment = runner._stack(target).export_stack().deployment or {}
+    return list(deployment.get("resources") or [])
+
+
+def test_up_preview_refresh_and_destroy_against_the_api_server(
+    control_plane: ControlPlane, addons: tuple[AutomationRunner, StackTarget]
+) -> None:
+    runner, target = addons
+    events: list[ProgressEvent] = []
+
+    first = runner.preview(target, on_progress=events.append)
+    assert first.engine == "pulumi"
+    assert first.summary.create >= 3  # component, RuntimeClass, DaemonSet (and the provider)
+    assert objects.get(control_plane, "runtimeclass", "nvidia") is None  # preview writes nothing
+    assert any(e.kind == "resource" and e.type == "kubernetes:apps/v1:DaemonSet" for e in events)
+
+    up = runner.up(target)
+    assert up.summary.create >= 3 and not up.mandatory_violations
+    assert up.outputs["runtimeClass"] == "nvidia"
+    rc = objects.get(control_plane, "runtimeclass", "nvidia")
+    ds = objects.get(control_plane, "daemonset", DS, "kube-system")
+    assert rc is not None and rc["handler"] == "nvidia"
+    assert ds is not None
+    assert ds["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "anycloud",
+                                        "anycloud.sh/cluster": target.key}
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    assert "@sha256:" in container["image"]
+    types = {r["type"] for r in deployment_resources(runner, target)}
+    assert {"kubernetes:node.k8s.io/v1:RuntimeClass", "kubernetes:apps/v1:DaemonSet",
+            "pulumi:providers:kubernetes"} <= types
+
+    unchanged = runner.preview(target, diff=True)
+    assert unchanged.summary.changes == 0
+
+    # Someone edits the DaemonSet by hand: refresh sees it, preview shows the way back.
+    control_plane.kubectl("set", "env", f"daemonset/{DS}", "-n", "kube-system",
+                          "FAIL_ON_INIT_ERROR=true")
+    refreshed = runner.refresh(target)
+    assert refreshed.summary.update >= 1
+    drift = runner.preview(target, diff=True)
+    assert drift.summary.update == 1
+    assert "kubernetes:apps/v1:DaemonSet: (update)" in drift.diff
+    assert 'value: "true" => "false"' in drift.diff
+    assert "anycloud-node-pool" in drift.diff  # the policy pack ran inside the engine
+    runner.up(target)
+    ds = objects.get(control_plane, "daemonset", DS, "kube-system")
+    assert ds is not None
+    env = ds["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "FAIL_ON_INIT_ERROR", "value": "false"} in env
+
+    gone = runner.destroy(target)
+    assert gone.summary.delete >= 3
+    assert deployment_resources(runner, target) == []
+    # retain_on_delete: the engine forgets the objects, the cluster keeps them.
+    assert objects.get(control_plane, "runtimeclass", "nvidia") is not None
+    assert objects.get(control_plane, "daemonset", DS, "kube-system") is not None
+
+
+def test_secrets_config_stays_encrypted_in_the_file_backend(
+    addons: tuple[AutomationRunner, StackTarget]
+) -> None:
+    runner, target = addons
+    runner.up(target)
+    state = runner.home / "state" / ".pulumi" / "stacks" / "anycloud" / f"{target.stack_name}.json"
+    document = json.loads(state.read_text())
+    assert document["checkpoint"]["latest"]["secrets_providers"]["type"] == "passphrase"
+    passphrase = (runner.home / "passphrase").read_text()
+    assert passphrase not in state.read_text()
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+from automation.engine.pulumi_driver import AutomationRunner
+from automation.engine.runner import StackTarget
+target = StackTarget.model_validate_json(Path(sys.argv[2]).read_text())
+AutomationRunner(Path(sys.argv[1])).up(target)
+"""
+
+
+def _state_file(home: Path, target: StackTarget) -> Path:
+    return home / "state" / ".pulumi" / "stacks" / "anycloud" / f"{target.stack_name}.json"
+
+
+def _pending(path: Path) -> list[str]:
+    try:
+        latest = json.loads(path.read_text())["checkpoint"].get("latest") or {}
+    except (OSError, ValueError, KeyError):
+        return []
+    return pending_creates(latest)
+
+
+def test_an_up_killed_mid_run_is_recovered(
+    control_plane: ControlPlane, addons: tuple[AutomationRunner, StackTarget],
+    tmp_path: Path, engine_env: dict[str, str]
+) -> None:
+    """SIGKILL of the driving process and the engine under it (a crashed machine) while a
+    create is in flight: the next run finds the stack locked, and once unlocked settles the
+    in-flight create (the Kubernetes object is taken over by name) and converges."""
+    runner, target = addons
+    spec = tmp_path / "target.json"
+    spec.write_text(target.model_dump_json())
+    state = _state_file(runner.home, target)
+    killed_with: list[str] = []
+    for _ in range(5):  # the window is short: try again on a fresh stack if it was missed
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(runner.home), str(spec)],
+                                env=engine_env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            pending = _pending(state)
+            if pending:
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed_with = pending
+                break
+            time.sleep(0.005)
+        proc.wait(timeout=30)
+        if killed_with:
+            break
+        assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
+        runner.destroy(target)
+        remove_addons(control_plane)
+    assert killed_with, "never caught the engine with a create in flight"
+    assert all(urn.startswith("urn:pulumi:") for urn in killed_with)
+
+    with pytest.raises(StackLocked) as locked:
+        runner.up(target)
+    assert f"anycloud cluster unlock {target.key}" in locked.value.message
+
+    runner.unlock(target)
+    assert _pending(state) == killed_with  # unlock clears the lock, not the record
+    result = runner.up(target)
+    assert not result.mandatory_violations
+    assert _pending(state) == []
+    assert objects.get(control_plane, "runtimeclass", "nvidia") is not None
+    assert objects.get(control_plane, "daemonset", DS, "kube-system") is not None
+    assert runner.preview(target).summary.changes == 0
+
+
+def test_a_node_pool_stack_on_the_real_engine_names_the_missing_plugin(
+    engine_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The cloud provider plugins cannot be built here and are never downloaded in tests:
+    the engine must fail clearly, not pretend."""
+    from tests.automation.engine.test_pulumi_driver import pool_target
+
+    with pytest.raises(EngineFailed) as failed:
+        AutomationRunner(tmp_path).preview(pool_target("aws"))
+    assert "aws" in failed.value.message
