@@ -91,6 +91,18 @@ def _diagnostic(err: Exception) -> str:
     return "\n".join(lines[-12:])
 
 
+# The engine's closing lines, which name no cause.
+_GENERIC_ERRORS = ("update failed", "preview failed", "refresh failed", "destroy failed",
+                   "Resource monitor has terminated, shutting down")
+
+
+def _engine_errors(messages: list[str]) -> list[str]:
+    """The engine's error diagnostics worth showing: the causes, without its closing lines
+    (those alone when there is nothing else), at most the last twelve."""
+    causes = [m for m in messages if m.strip() not in _GENERIC_ERRORS]
+    return (causes or messages)[-12:]
+
+
 class AutomationRunner:
     """StackRunner over the Pulumi Automation API."""
 
@@ -136,9 +148,14 @@ class AutomationRunner:
 
     def _run(self, op: Operation, target: StackTarget, sink: ProgressSink | None,
              **kwargs: Any) -> RunResult:
+        from pulumi import automation as auto
+
         findings: list[PolicyFinding] = []
+        errors: list[str] = []  # the engine reports step failures as events, not on stderr
 
         def collect(event: ProgressEvent) -> None:
+            if event.kind == "diagnostic" and event.severity == "error" and event.message:
+                errors.append(event.message)
             if event.kind == "policy":
                 findings.append(PolicyFinding(policy=event.name or "", urn=event.urn,
                                               enforcement=event.severity or "advisory",
@@ -162,6 +179,10 @@ class AutomationRunner:
                 if any(f.enforcement == "mandatory" for f in findings):
                     return RunResult(engine="pulumi", operation=op, stack=target.stack_name,
                                      policy=findings, diff=getattr(exc, "stdout", "") or "")
+                if errors and type(exc) is auto.CommandError:
+                    raise EngineFailed(
+                        f"pulumi failed on stack {target.stack_name}:\n"
+                        + "\n".join(_engine_errors(errors)), code="ENGINE_FAILED") from exc
                 raise
         return self._result(op, target, result, findings)
 

@@ -1,10 +1,11 @@
 """Record a real engine event stream into ``recorded_events.json`` (test data).
 
 Runs the cluster add-on stack on the real engine against a local control plane: a
-successful ``up``, then an ``up`` whose DaemonSet image lost its digest (a regression the
-policy pack stops), so the stream has resource steps, outputs, a mandatory policy finding,
-the engine's error diagnostic and the summary. Each event is kept as the engine's JSON,
-exactly as ``EngineEvent.from_json`` received it.
+successful ``up``; an ``up`` whose DaemonSet image lost its digest (a regression the policy
+pack stops); an ``up`` of a second stack whose kubeconfig is a ServiceAccount RBAC refuses
+(a create that fails). So the stream has resource steps, outputs, a mandatory policy
+finding, a failed step, the engine's error diagnostics and the summaries. Each event is
+kept as the engine's JSON, exactly as ``EngineEvent.from_json`` received it.
 
     .venv/bin/python tests/automation/engine/record_events.py
 
@@ -41,8 +42,10 @@ def main() -> None:
 
     import stacks.cluster_addons
     from automation.devcluster import control_plane
+    from automation.engine.errors import EngineFailed
     from automation.engine.pulumi_driver import AutomationRunner
     from benchmarks.bench_engine import engine_env
+    from stacks.pins import load_pins
     from tests.automation.engine.test_real_engine import addons_target, remove_addons
 
     recorded: list[dict[str, Any]] = []
@@ -65,6 +68,15 @@ def main() -> None:
             stacks.cluster_addons.load_pins = unpinned_pins  # type: ignore[assignment]
             result = runner.up(target)
             assert result.mandatory_violations, "the unpinned image was not refused"
+            stacks.cluster_addons.load_pins = load_pins  # type: ignore[assignment]
+            denied = addons_target(plane, "cl-denied", plane.token_kubeconfig(
+                tmp / "denied.kubeconfig", "recorder", "anycloud-recorder"))
+            try:
+                runner.up(denied)
+            except EngineFailed as exc:
+                assert "forbidden" in str(exc.__cause__), str(exc.__cause__)
+            else:
+                raise AssertionError("the ServiceAccount was allowed to install the add-ons")
         finally:
             setattr(EngineEvent, "from_json", original)  # noqa: B010
             remove_addons(plane)

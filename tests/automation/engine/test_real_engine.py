@@ -34,10 +34,11 @@ pytestmark = [pytest.mark.kube, pytest.mark.engine, pytest.mark.slow]
 DS = "anycloud-nvidia-device-plugin"
 
 
-def addons_target(plane: ControlPlane, cluster_id: str) -> StackTarget:
+def addons_target(plane: ControlPlane, cluster_id: str,
+                  kubeconfig: Path | None = None) -> StackTarget:
     cluster = ClusterRef(id=cluster_id, server_url=plane.server,
                          ca_sha256=sha256_hex(plane.ca_pem),
-                         kubeconfig_path=str(plane.kubeconfig))
+                         kubeconfig_path=str(kubeconfig or plane.kubeconfig))
     return StackTarget(kind=StackKind.CLUSTER_ADDONS, key=cluster_id,
                        config=ClusterAddonsStackConfig(cluster=cluster))
 
@@ -207,3 +208,83 @@ def test_a_node_pool_stack_on_the_real_engine_names_the_missing_plugin(
     with pytest.raises(EngineFailed) as failed:
         AutomationRunner(tmp_path).preview(pool_target("aws"))
     assert "aws" in failed.value.message
+
+
+# -- through the CLI --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_cluster(control_plane: ControlPlane, engine_env: dict[str, str], tmp_path: Path,
+                monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`anycloud` in a fresh home with the control plane registered (offline facts, the
+    real kubeconfig): returns an invoker."""
+    from click.testing import CliRunner, Result
+
+    from automation.cli import cli
+
+    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ANYCLOUD_DATABASE_URL", raising=False)
+    remove_addons(control_plane)
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    done = invoke("cluster", "register", "local", "--kubeconfig", str(control_plane.kubeconfig),
+                  "--server-url", "https://203.0.113.10:6443")
+    assert done.exit_code == 0, done.output
+    yield invoke
+    remove_addons(control_plane)
+
+
+def unpinned_pins() -> Any:
+    from tests.automation.engine.record_events import unpinned_pins as pins
+
+    return pins()
+
+
+def test_cluster_preview_runs_the_engine_and_reports_changes(cli_cluster) -> None:  # type: ignore[no-untyped-def]
+    result = cli_cluster("cluster", "preview", "local", "--engine", "pulumi",
+                         "--detailed-exitcode", "--json")
+    assert result.exit_code == 2, result.output  # changes: the add-ons are not installed
+    (report,) = json.loads(result.stdout)
+    assert report["engine"] == "pulumi" and report["operation"] == "preview"
+    assert report["summary"]["create"] >= 3 and report["policy"] == []
+
+
+def test_a_policy_violation_fails_the_real_preview_with_exit_3(
+    cli_cluster, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    """A regression drops the device-plugin image's digest past the pin validator: the
+    policy pack, running inside the real engine's preview, stops it."""
+    import stacks.cluster_addons
+
+    monkeypatch.setattr(stacks.cluster_addons, "load_pins", unpinned_pins)
+    result = cli_cluster("cluster", "preview", "local", "--engine", "pulumi")
+    assert result.exit_code == 3, result.output
+    assert "policy mandatory: daemonset-image-digest" in result.stdout
+    assert "is not pinned by digest" in result.stdout
+    as_json = cli_cluster("cluster", "preview", "local", "--engine", "pulumi", "--json")
+    assert as_json.exit_code == 3
+    (report,) = json.loads(as_json.stdout)
+    assert [f["policy"] for f in report["policy"]] == ["daemonset-image-digest"]
+    assert report["policy"][0]["enforcement"] == "mandatory"
+
+
+def test_a_step_the_api_server_refuses_names_the_denial(
+    control_plane: ControlPlane, engine_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The engine reports a failed step as events, not on stderr: the error still names
+    what RBAC refused, so the add-on step can say which permission to grant."""
+    from automation.kube.port import parse_forbidden
+
+    kubeconfig = control_plane.token_kubeconfig(tmp_path / "kc", "no-rights", "anycloud-engine")
+    target = addons_target(control_plane, "cl-denied", kubeconfig)
+    with pytest.raises(EngineFailed) as failed:
+        AutomationRunner(tmp_path / "home").up(target)
+    message = failed.value.message
+    assert "system:serviceaccount:anycloud-engine:no-rights" in message
+    assert "update failed" not in message  # the cause, not the engine's closing line
+    denial = parse_forbidden(message)
+    # The provider creates by server-side apply: RBAC refuses a `patch`.
+    assert denial is not None and denial.verb == "patch"
+    assert denial.resource in ("runtimeclasses", "daemonsets")
