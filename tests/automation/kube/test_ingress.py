@@ -383,6 +383,27 @@ def test_event_time_takes_whichever_field_is_set() -> None:
     assert release.last_event == "BackOff: y"
 
 
+def test_last_event_within_one_second_is_the_last_written() -> None:
+    """The scheduler's Event carries microseconds, the kubelet's (legacy) whole seconds: in
+    the same second the one the API server wrote last (resourceVersion) is the newer, not
+    the one its list (ordered by name) gives last."""
+    pod = f"{JOB}-x1a2b"
+    scheduled = event_json("kube-system", "Pod", pod, "Scheduled", "assigned", "", seq=7)
+    scheduled.update(lastTimestamp=None, firstTimestamp=None,
+                     eventTime="2026-07-01T11:58:01.734211Z")
+    backoff = event_json("kube-system", "Pod", pod, "BackOff", "restarting",
+                         "2026-07-01T11:58:01Z", type_="Warning", seq=9)
+    created = event_json("kube-system", "Job", JOB, "SuccessfulCreate", "Created pod",
+                         "2026-07-01T11:58:01Z", seq=3)
+    for listed in ([backoff, scheduled, created], [created, scheduled, backoff]):
+        release = ingress_release(objects(job=job_json(active=1), events=listed))
+        assert release.last_event == "BackOff: restarting"
+    later = event_json("kube-system", "Job", JOB, "Completed", "done", "2026-07-01T11:58:02Z",
+                       seq=1)  # a later second wins whatever its resourceVersion
+    assert ingress_release(objects(job=job_json(active=1), events=[later, backoff])
+                           ).last_event == "Completed: done"
+
+
 def test_unavailable_note() -> None:
     release = unavailable("cannot reach https://203.0.113.10:6443 (get helmcharts/x): refused")
     assert release.state is None and release.helm_job is None and release.daemon_set is None
