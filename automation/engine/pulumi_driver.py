@@ -58,7 +58,25 @@ def plugins_for(target: StackTarget, environ: dict[str, str]) -> dict[str, str]:
     return {name: "v" + plugin_version(name, environ) for name in names}
 
 
-def workspace_options(target: StackTarget, home: Path, state: StateSettings) -> Any:
+@contextmanager
+def private_tmp(home: Path) -> Iterator[Path]:
+    """A temporary directory only this run uses, removed afterwards. The engine and its
+    plugins get it as TMPDIR: the kubernetes provider writes the cluster's kubeconfig (with
+    its credentials) to a temporary file it does not always remove."""
+    import shutil
+    import tempfile
+
+    root = home / "tmp"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="run-", dir=root))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def workspace_options(target: StackTarget, home: Path, state: StateSettings,
+                      tmp: Path | None = None) -> Any:
     from pulumi import automation as auto
 
     work_dir = home / "stacks" / target.stack_name
@@ -66,6 +84,8 @@ def workspace_options(target: StackTarget, home: Path, state: StateSettings) -> 
     # The policy pack runs as its own python program: give it this interpreter, which has
     # pulumi-policy and the rules installed.
     env = {**state.env, "PULUMI_PYTHON_CMD": sys.executable}
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     return auto.LocalWorkspaceOptions(
         work_dir=str(work_dir),
         project_settings=auto.ProjectSettings(
@@ -132,7 +152,7 @@ class AutomationRunner:
             raise EngineFailed(f"pulumi failed on stack {target.stack_name}:\n{_diagnostic(exc)}",
                                code="ENGINE_FAILED") from exc
 
-    def _stack(self, target: StackTarget) -> Any:
+    def _stack(self, target: StackTarget, tmp: Path | None = None) -> Any:
         from pulumi import automation as auto
 
         state = state_settings(self.home, self.environ)
@@ -140,7 +160,7 @@ class AutomationRunner:
         program = pin_provider_versions(target.program(), overrides(self.environ))
         stack = auto.create_or_select_stack(
             stack_name=target.stack_name, project_name=PROJECT, program=program,
-            opts=workspace_options(target, self.home, state),
+            opts=workspace_options(target, self.home, state, tmp),
         )
         for name, pinned in plugins.items():
             stack.workspace.install_plugin(name, pinned)
@@ -163,8 +183,8 @@ class AutomationRunner:
             if sink is not None:
                 sink(event)
 
-        with self._errors(target):
-            stack = self._stack(target)
+        with self._errors(target), private_tmp(self.home) as tmp:
+            stack = self._stack(target, tmp)
             if op in ("up", "destroy"):
                 self._settle_pending_creates(target, stack)
             try:

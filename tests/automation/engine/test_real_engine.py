@@ -288,3 +288,20 @@ def test_a_step_the_api_server_refuses_names_the_denial(
     # The provider creates by server-side apply: RBAC refuses a `patch`.
     assert denial is not None and denial.verb == "patch"
     assert denial.resource in ("runtimeclasses", "daemonsets")
+
+
+def test_no_cluster_credentials_are_left_in_temporary_files(
+    addons: tuple[AutomationRunner, StackTarget]
+) -> None:
+    """The kubernetes provider writes the kubeconfig it was given (client key included) to
+    a temporary file and does not always remove it: each run gets a private TMPDIR under
+    $ANYCLOUD_HOME that is removed afterwards."""
+    import tempfile
+
+    system_tmp = Path(tempfile.gettempdir())
+    before = set(system_tmp.glob("kubeconfig*"))
+    runner, target = addons
+    runner.up(target)
+    runner.preview(target)
+    assert set(system_tmp.glob("kubeconfig*")) == before
+    assert list((runner.home / "tmp").iterdir()) == []
