@@ -1,53 +1,119 @@
-"""The quick-start run: the whole node-pool lifecycle on the simulators, in a temporary home.
+"""The quick-start run: the whole node-pool lifecycle in a temporary home.
 
-Real services, ledger, stack programs (under the mock engine) and reconciler; a simulated
-cloud and cluster on an accelerated clock. Nothing leaves the machine.
+One narrative (``run_demo``), two cluster sides:
+
+* ``SimulatedSide`` (the default): real services, ledger, stack programs (under the mock
+  engine) and reconciler; a simulated cloud and cluster on an accelerated clock. Nothing
+  leaves the machine and nothing but Python is needed.
+* ``LocalSide`` (``anycloud demo --cluster local``): the cluster is a real local control
+  plane (``automation.devcluster``: etcd, kube-apiserver, controller-manager, scheduler,
+  kwok playing the kubelets), registered through the real probe and reached through the
+  real ``KubernetesCluster`` adapter; the cluster add-on stack runs on the real Pulumi
+  engine; the simulated VMs' kubelets register their Nodes there
+  (``automation.devcluster.kubelets``). The cloud side stays simulated: node-pool stacks on
+  the mock engine over the simulated cloud.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from automation.catalog import data_dir
 from automation.errors import AnycloudError
-from automation.models import WorkloadKind
-from automation.reconciler.reconcile import Reconciler
-from automation.reconciler.wiring import simulated_ports
+from automation.models import Cluster, WorkloadKind
+from automation.reconciler.reconcile import Ports, Reconciler
+from automation.reconciler.wiring import local_ports, simulated_ports
 from automation.services import credentials, node_pools, pool_status, workloads
 from automation.services.context import App
-from automation.simulators.world import SimWorld, register_simulated_cluster
+from automation.simulators.world import SIM_SERVER, SimWorld, register_simulated_cluster
+
+if TYPE_CHECKING:
+    from automation.devcluster.control_plane import ControlPlane
+    from automation.devcluster.kubelets import Kubelets
+    from automation.engine.runner import ProgressSink, RunResult, StackRunner, StackTarget
 
 Step = Callable[[str, str, dict[str, Any]], None]
 STEP = timedelta(seconds=30)
 
-def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[str, Any]]:
+
+class Say(Protocol):
+    """A step reporter whose data may be left out; the message gets the elapsed time."""
+
+    def __call__(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None: ...
+
+
+class ClusterSide(Protocol):
+    """What differs between the demo's cluster sides; ``run_demo`` tells the rest."""
+
+    description: str  # one line: what is real, what is simulated
+    traefik_note: str  # where the Service's Traefik release goes
+
+    def prepare(self, world: SimWorld) -> None:
+        """Before the narrative starts (and its clock is read)."""
+
+    def open(self, app: App, world: SimWorld, workdir: Path, say: Say) -> Cluster:
+        """Start what the side needs; the registered cluster record."""
+
+    def ports(self, app: App, world: SimWorld, say: Say) -> Ports: ...
+
+    def advance(self, world: SimWorld, delta: timedelta) -> None:
+        """Move the simulated clock on between two reconciler passes."""
+
+    def finish(self, say: Say) -> None:
+        """After the narrative: report what the cluster really holds."""
+
+    def close(self, say: Say) -> None:
+        """Always called (also on an error or Ctrl-C): stop what ``open`` started."""
+
+
+def run_demo(app: App, world: SimWorld, workdir: Path, step: Step,
+             side: ClusterSide | None = None) -> list[dict[str, Any]]:
     """Runs the demo; every step is reported through ``step(kind, message, data)``."""
+    side = side or SimulatedSide()
+    side.prepare(world)
     start = world.clock.now()
 
     def say(kind: str, message: str, data: dict[str, Any] | None = None) -> None:
         elapsed = int((world.clock.now() - start).total_seconds())
         step(kind, f"[+{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", data or {})
 
-    reconciler = Reconciler(app, simulated_ports(app, world, say), report=say)
+    try:
+        cluster = side.open(app, world, workdir, say)
+        pools = _narrative(app, world, cluster, side, say)
+        side.finish(say)
+        return pools
+    finally:
+        side.close(say)
+
+
+def _narrative(app: App, world: SimWorld, cluster: Cluster, side: ClusterSide,
+               say: Say) -> list[dict[str, Any]]:
+    reconciler = Reconciler(app, side.ports(app, world, say), report=say)
 
     def run_until(done: Callable[[], bool], limit: int = 80) -> None:
         for _ in range(limit):
             reconciler.run_once()
             if done():
                 return
-            world.advance(STEP)
+            side.advance(world, STEP)
         raise AnycloudError("the demo did not converge")
 
     def state(name: str) -> str:
         return str(pool_status.node_pool_status(app.ledger, name).state)
 
     ca = data_dir() / "demo" / "ca.pem"
-    cluster = register_simulated_cluster(app, workdir, "demo")
+    uid = f", kube-system UID {cluster.kube_system_uid}" if cluster.kube_system_uid else ""
     say("cluster", f"cluster {cluster.name} registered: {cluster.state} "
-        f"(Kubernetes {cluster.kubernetes_version}, CA sha256 {(cluster.ca_sha256 or '')[:12]}…)")
+        f"(Kubernetes {cluster.kubernetes_version}, CA sha256 {(cluster.ca_sha256 or '')[:12]}…"
+        f"{uid})")
     for name, provider, options in (
         ("team-aws", "aws", {"profile": "default"}),
         ("team-gcp", "gcp", {"project": "demo-project", "key_file": str(ca)}),
@@ -80,7 +146,7 @@ def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[
 
     site = workloads.create_workload(app, "site", "gpu-pool", WorkloadKind.SERVICE)
     say("service", f"service {site.name} placed on gpu-pool: the pool's network now admits "
-        "TCP 80 from Cloudflare only, and gets its own Traefik release")
+        f"TCP 80 from Cloudflare only, {side.traefik_note}")
     run_until(lambda: pool_status.node_pool_status(app.ledger, gpu.id).ingress_entry_ip
               is not None)
     say("ingress", "gpu-pool ingress entry: "
@@ -99,3 +165,288 @@ def run_demo(app: App, world: SimWorld, workdir: Path, step: Step) -> list[dict[
     say("deleted", f"cpu-pool deleted: Nodes removed, VMs released and confirmed, network gone; "
         f"gpu-pool still {state(gpu.id)}")
     return [p.model_dump(mode="json") for p in pool_status.list_node_pools(app.ledger)]
+
+
+# -- the simulated cluster (the default) ----------------------------------------------------
+
+
+class SimulatedSide:
+    description = "simulated cloud and cluster, mock Pulumi engine, accelerated clock"
+    traefik_note = "and gets its own Traefik release"
+
+    def prepare(self, world: SimWorld) -> None:
+        pass
+
+    def open(self, app: App, world: SimWorld, workdir: Path, say: Say) -> Cluster:
+        return register_simulated_cluster(app, workdir, "demo")
+
+    def ports(self, app: App, world: SimWorld, say: Say) -> Ports:
+        return simulated_ports(app, world, say)
+
+    def advance(self, world: SimWorld, delta: timedelta) -> None:
+        world.advance(delta)
+
+    def finish(self, say: Say) -> None:
+        pass
+
+    def close(self, say: Say) -> None:
+        pass
+
+
+# -- a real local control plane -------------------------------------------------------------
+
+# The public address agents would join (RFC 5737 documentation range): the local API server
+# listens on loopback, which a cluster record refuses as a join address.
+PUBLIC_SERVER = SIM_SERVER
+# The caller's engine settings must not reach the demo's throw-away stacks (a backend URL
+# would put their state there; a passphrase would meet the demo's generated one).
+ENGINE_ENV_DROPPED = ("PULUMI_BACKEND_URL", "ANYCLOUD_SECRETS_PROVIDER",
+                      "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
+                      "ANYCLOUD_ENGINE")
+DAEMONSET_WAIT = 20.0  # seconds, real time: the DaemonSet controller's status at the end
+
+
+@dataclass(frozen=True)
+class LocalTools:
+    pulumi: Path
+    kubernetes_plugin: Path
+    plugin_version: str
+
+
+def local_tools() -> LocalTools:
+    """Every program ``--cluster local`` runs, found before anything starts; ``ToolMissing``
+    names the first one missing and how to build it (``python3 tools/build.py``)."""
+    from automation.devcluster import binaries, control_plane
+
+    for name in (*control_plane.COMPONENTS, "kubectl"):
+        binaries.find(name)
+    pulumi = binaries.find("pulumi")
+    plugin = binaries.find("pulumi-resource-kubernetes")
+    return LocalTools(pulumi, plugin, binaries.plugin_version(plugin))
+
+
+def engine_environment(tools: LocalTools, pulumi_home: Path,
+                       scratch: Path) -> dict[str, str | None]:
+    """Install the kubernetes provider plugin into a PULUMI_HOME of its own (nothing is
+    downloaded) and return the environment changes the engine runs with (None: unset).
+
+    ``scratch`` is the engine's TMPDIR: the kubernetes provider writes the kubeconfig it is
+    given (admin credentials) to a temporary file it does not remove; in the demo's home,
+    it goes with it."""
+    changes: dict[str, str | None] = dict.fromkeys(ENGINE_ENV_DROPPED)
+    scratch.mkdir(parents=True, exist_ok=True)
+    changes.update({
+        "PULUMI_HOME": str(pulumi_home),
+        "TMPDIR": str(scratch),
+        # The Automation API finds the CLI on PATH.
+        "PATH": os.pathsep.join([str(tools.pulumi.parent), os.environ.get("PATH", "")]),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "ANYCLOUD_PULUMI_PLUGINS": f"kubernetes={tools.plugin_version}",
+    })
+    env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
+    pulumi_home.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(tools.pulumi), "plugin", "install", "resource", "kubernetes",
+         tools.plugin_version, "--file", str(tools.kubernetes_plugin)],
+        env=env, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise AnycloudError(
+            f"installing the kubernetes provider plugin {tools.plugin_version} from "
+            f"{tools.kubernetes_plugin} into {pulumi_home} failed: {done.stderr.strip()}",
+            code="ENGINE_SETUP_FAILED")
+    return changes
+
+
+@contextmanager
+def environment(changes: dict[str, str | None]) -> Iterator[None]:
+    """``os.environ`` with ``changes`` applied, restored afterwards."""
+    saved = {k: os.environ.get(k) for k in changes}
+
+    def apply(values: dict[str, str | None]) -> None:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    apply(changes)
+    try:
+        yield
+    finally:
+        apply(saved)
+
+
+class ReportingRunner:
+    """The add-on stack's runner, saying what the real engine did (engine, stack, changes,
+    seconds); everything else is the wrapped runner's."""
+
+    def __init__(self, runner: StackRunner, say: Say) -> None:
+        self.runner = runner
+        self.say = say
+        self.home = getattr(runner, "home", None)
+
+    @property
+    def engine(self) -> Literal["pulumi", "mock"]:
+        return self.runner.engine
+
+    def _told(self, result: RunResult, began: float) -> RunResult:
+        seconds = time.monotonic() - began
+        counts = result.summary.model_dump()
+        changes = ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "no changes"
+        self.say("engine", f"{result.engine} engine: {result.operation} of stack "
+                 f"{result.stack}: {changes} ({seconds:.1f} s)",
+                 {"engine": result.engine, "operation": result.operation,
+                  "stack": result.stack, "summary": counts, "seconds": round(seconds, 2)})
+        return result
+
+    def preview(self, target: StackTarget, *, diff: bool = False,
+                on_progress: ProgressSink | None = None) -> RunResult:
+        return self.runner.preview(target, diff=diff, on_progress=on_progress)
+
+    def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
+        began = time.monotonic()
+        return self._told(self.runner.up(target, on_progress=on_progress), began)
+
+    def refresh(self, target: StackTarget, *,
+                on_progress: ProgressSink | None = None) -> RunResult:
+        began = time.monotonic()
+        return self._told(self.runner.refresh(target, on_progress=on_progress), began)
+
+    def destroy(self, target: StackTarget, *,
+                on_progress: ProgressSink | None = None) -> RunResult:
+        began = time.monotonic()
+        return self._told(self.runner.destroy(target, on_progress=on_progress), began)
+
+    def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
+        return self.runner.lookup_vms(target, attempt_ids)
+
+    def unlock(self, target: StackTarget) -> None:
+        self.runner.unlock(target)
+
+
+class LocalSide:
+    description = (
+        "a real local control plane (etcd, kube-apiserver, controller-manager, scheduler; "
+        "kwok plays the kubelets) and the real Pulumi engine for the cluster add-ons; a "
+        "simulated cloud with node-pool stacks on the mock Pulumi engine (their bootstrap-"
+        "token Secrets and Traefik HelmCharts are not written to the API server); "
+        "accelerated clock")
+    traefik_note = ("and its node-pool stack (mock engine) gets its own Traefik release, "
+                    "which is not written to the API server")
+
+    def __init__(self, tools: LocalTools | None = None) -> None:
+        self.tools = tools
+        self.plane: ControlPlane | None = None
+        self.kubelets: Kubelets | None = None
+        self._env: Any = None  # the engine environment, entered until close
+
+    def prepare(self, world: SimWorld) -> None:
+        """The simulated clock starts at the wall clock's time, so that what the ledger and
+        the API server stamp agree when the demo starts; it then runs ahead (30 s a pass)."""
+        from automation.clock import SystemClock
+
+        now = SystemClock().now().replace(microsecond=0)
+        if now > world.clock.now():
+            world.clock.advance(now - world.clock.now())
+
+    def open(self, app: App, world: SimWorld, workdir: Path, say: Say) -> Cluster:
+        from automation.devcluster import control_plane
+        from automation.devcluster.kubelets import Kubelets
+        from automation.models import ClusterState
+        from automation.services.clusters import RegisterCluster, register_cluster
+
+        tools = self.tools or local_tools()
+        pulumi_home = workdir / "pulumi-home"
+        changes = engine_environment(tools, pulumi_home, workdir / "tmp")
+        self._env = environment(changes)
+        self._env.__enter__()
+        say("engine", f"real Pulumi engine for the cluster add-on stack: {tools.pulumi}, "
+            f"kubernetes provider plugin {tools.plugin_version} installed in {pulumi_home}",
+            {"pulumi": str(tools.pulumi), "plugins": {"kubernetes": tools.plugin_version},
+             "pulumiHome": str(pulumi_home)})
+
+        began = time.monotonic()
+        self.plane = plane = control_plane.start(workdir / "control-plane")
+        seconds = time.monotonic() - began
+        timings = ", ".join(f"{k} {v:.1f} s" for k, v in plane.timings.items())
+        say("controlPlane", f"local control plane started in {seconds:.1f} s at {plane.server} "
+            f"({timings})",
+            {"server": plane.server, "root": str(plane.root), "startSeconds": round(seconds, 2),
+             "timings": {k: round(v, 2) for k, v in plane.timings.items()},
+             "pids": {name: proc.pid for name, proc in plane.processes.items()}})
+
+        # The real probe reads the version and the kube-system UID; the CA hash comes from
+        # the kubeconfig.
+        cluster = register_cluster(app, RegisterCluster(
+            name="demo", kubeconfig=plane.kubeconfig, server_url=PUBLIC_SERVER))
+        if cluster.state is not ClusterState.READY:
+            raise AnycloudError(f"the local cluster was registered {cluster.state}: "
+                                f"{cluster.last_error}", code="CONTROL_PLANE_FAILED")
+        world.detach_cluster()
+        self.kubelets = Kubelets(plane.kubeconfig, world.clock, server_url=cluster.server_url,
+                                 ca_sha256=cluster.ca_sha256 or "", report=say,
+                                 catalog=app.catalog)
+        self.kubelets.attach(world.cloud)
+        return cluster
+
+    def ports(self, app: App, world: SimWorld, say: Say) -> Ports:
+        from automation.engine.pulumi_driver import AutomationRunner
+
+        # Built inside the engine environment: the runner keeps a copy of it.
+        runner = ReportingRunner(AutomationRunner(app.home), say)
+        return local_ports(app, world, say, addons_runner=runner)
+
+    def advance(self, world: SimWorld, delta: timedelta) -> None:
+        assert self.kubelets is not None
+        self.kubelets.settle()  # what the cluster does on its own has happened
+        world.advance(delta)
+        self.kubelets.sync()  # VMs booted by now join
+
+    def finish(self, say: Say) -> None:
+        assert self.kubelets is not None and self.plane is not None
+        self.kubelets.settle()
+        deadline = time.monotonic() + DAEMONSET_WAIT
+        while True:
+            snap = self.kubelets.snapshot()
+            ds = snap["daemonSet"]
+            if ds is None or ds["ready"] >= ds["desired"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        say("apiServer", _api_server_message(snap), snap)
+
+    def close(self, say: Say) -> None:
+        try:
+            if self.kubelets is not None:
+                self.kubelets.close()
+            if self.plane is not None:
+                pids = {name: proc.pid for name, proc in self.plane.processes.items()}
+                self.plane.stop()
+                self.plane = None
+                say("controlPlane", f"local control plane stopped ({len(pids)} processes)",
+                    {"pids": pids, "stopped": True})
+        finally:
+            if self._env is not None:
+                self._env.__exit__(None, None, None)
+                self._env = None
+
+
+def _api_server_message(snap: dict[str, Any]) -> str:
+    nodes = snap["nodes"]
+    parts = [f"the API server ({snap['server']}) lists {len(nodes)} Node(s)"
+             + (": " if nodes else "")
+             + "; ".join(
+                 f"{n['name']} (pool {n['labels'].get('anycloud.sh/node-pool', '?')}, "
+                 f"{'Ready' if n['ready'] else 'NotReady'}, {n['gpus']} nvidia.com/gpu"
+                 + (", ingress entry" if "anycloud.sh/ingress-entry" in n["labels"] else "")
+                 + ")" for n in nodes)]
+    if snap["deletedNodes"]:
+        parts.append(f"{len(snap['deletedNodes'])} Node(s) registered during the demo are gone "
+                     f"(GET answers 404): {', '.join(snap['deletedNodes'])}")
+    ds = snap["daemonSet"]
+    if ds is not None:
+        parts.append(f"DaemonSet {ds['namespace']}/{ds['name']}: {ds['ready']}/{ds['desired']} "
+                     f"ready, written by {', '.join(ds['managers'])}")
+    if snap["runtimeClass"] is not None:
+        parts.append(f"RuntimeClass {snap['runtimeClass']['name']}")
+    return "; ".join(parts)

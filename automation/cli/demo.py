@@ -1,4 +1,8 @@
-"""``anycloud demo``: the whole lifecycle on the simulators, in a temporary home."""
+"""``anycloud demo``: the whole lifecycle on the simulators, in a temporary home.
+
+``--cluster local`` puts the cluster side on a real local control plane (tools built by
+``python3 tools/build.py``); the cloud side stays simulated.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +18,35 @@ from automation.cli.output import handle_errors, info, json_option, print_json, 
 
 
 @click.command()
+@click.option("--cluster", "cluster_side", type=click.Choice(["sim", "local"]), default="sim",
+              show_default=True,
+              help="sim: a simulated cluster. local: a real local control plane (kube-apiserver, "
+                   "kwok playing the kubelets) and the real Pulumi engine for the cluster "
+                   "add-ons, from the tools `python3 tools/build.py` builds; the cloud stays "
+                   "simulated.")
 @click.option("--keep", is_flag=True, help="Keep the temporary home and print its path.")
 @json_option
 @handle_errors
-def demo(keep: bool, as_json: bool) -> None:
+def demo(cluster_side: str, keep: bool, as_json: bool) -> None:
     """Create, join, replace, refuse and delete node pools on simulators (no cloud needed)."""
-    from automation.demo import run_demo
+    from automation.demo import ClusterSide, LocalSide, SimulatedSide, run_demo
     from automation.ledger import open_ledger
     from automation.services.context import App
     from automation.simulators.world import SimWorld
 
+    side: ClusterSide
+    if cluster_side == "local":
+        from automation.demo import local_tools
+
+        side = LocalSide(local_tools())  # every tool found before anything starts
+    else:
+        side = SimulatedSide()
     workdir = Path(tempfile.mkdtemp(prefix="anycloud-demo-"))
+    api_server: dict[str, Any] = {}
 
     def step(kind: str, message: str, data: dict[str, Any]) -> None:
+        if kind == "apiServer":
+            api_server.update(data)
         if as_json:
             click.echo(json.dumps({"step": kind, "message": message, "data": data}))
         else:
@@ -35,9 +55,9 @@ def demo(keep: bool, as_json: bool) -> None:
     world = SimWorld(workdir / "sim")
     app = App(ledger=open_ledger(f"sqlite:///{workdir / 'anycloud.db'}"), clock=world.clock,
               home=workdir)
-    info("anycloud demo: simulated cloud and cluster, mock Pulumi engine, accelerated clock")
+    info(f"anycloud demo: {side.description}")
     try:
-        pools = run_demo(app, world, workdir, step)
+        pools = run_demo(app, world, workdir, step, side)
     finally:
         app.ledger.dispose()
         if not keep:
@@ -50,5 +70,12 @@ def demo(keep: bool, as_json: bool) -> None:
                       f"{p['counts']['ready']}/{p['vms']}") for p in pools])
     else:
         print_json(pools)
+    if api_server and not as_json:
+        print_table(f"Nodes on the API server ({api_server['server']}) at the end",
+                    ["NAME", "READY", "GPUS", "EXTERNAL IP", "ANYCLOUD LABELS", "TAINTS"],
+                    [(n["name"], "yes" if n["ready"] else "no", n["gpus"], n["externalIp"],
+                      " ".join(f"{k.removeprefix('anycloud.sh/')}={v}"
+                               for k, v in sorted(n["labels"].items())),
+                      " ".join(n["taints"])) for n in api_server["nodes"]])
     if keep:
         info(f"home kept at {workdir} (ANYCLOUD_HOME={workdir} anycloud node-pool list)")

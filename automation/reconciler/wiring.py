@@ -1,4 +1,5 @@
-"""Builds the reconciler's ports: the real ones, or the simulated world's."""
+"""Builds the reconciler's ports: the real ones, the simulated world's, or the local demo's
+(a real cluster, a simulated cloud)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from automation.engine.runner import StackRunner
 from automation.engine.select import make_runner
 from automation.reconciler.reconcile import Lookup, Ports
 from automation.services.context import App
@@ -19,22 +21,13 @@ Report = Callable[[str, str, dict[str, Any]], None]
 
 def real_ports(app: App, engine: str | None = None, report: Report | None = None) -> Ports:
     """The engine (Pulumi when installed), each cluster through its registered kubeconfig."""
-    from automation.kube.adapter import KubernetesCluster
-
     runner = make_runner(app.home, engine)
-    clusters: dict[str, Any] = {}
-
-    def cluster_for(row: RowMapping) -> Any:
-        if row["id"] not in clusters:
-            clusters[row["id"]] = KubernetesCluster(Path(row["kubeconfig_path"]),
-                                                    row["kube_context"])
-        return clusters[row["id"]]
 
     def vm_lookup(pool_id: str, attempt_ids: list[str]) -> dict[str, Lookup]:
         found = runner.lookup_vms(pool_target(app, pool_id, planned=False), attempt_ids)
         return found  # type: ignore[return-value]
 
-    return Ports(runner=runner, cluster_for=cluster_for, vm_lookup=vm_lookup,
+    return Ports(runner=runner, cluster_for=_kubernetes_clusters(), vm_lookup=vm_lookup,
                  ensure_addons=_addon_ensurer(app, runner, None, report))
 
 
@@ -46,6 +39,43 @@ def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> 
     return Ports(runner=runner, cluster_for=lambda row: world.cluster,
                  vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
                  ensure_addons=_addon_ensurer(app, runner, world, report))
+
+
+def local_ports(app: App, world: SimWorld, report: Report | None = None, *,
+                addons_runner: StackRunner | None = None) -> Ports:
+    """``anycloud demo --cluster local``: the cluster side is real, the cloud side simulated.
+
+    Each cluster through its registered kubeconfig (the real ``KubernetesCluster`` adapter:
+    Nodes, labels, cordon, delete, namespaces); the cluster add-on stack on the real engine
+    (``addons_runner``, by default an ``AutomationRunner`` over ``app.home``: it needs the
+    ``pulumi`` CLI and the kubernetes provider plugin); node-pool stacks on the mock engine
+    over the simulated cloud, whose VMs are looked up there.
+    """
+    from automation.engine.mock_runner import MockEngineRunner
+
+    if addons_runner is None:
+        from automation.engine.pulumi_driver import AutomationRunner
+
+        addons_runner = AutomationRunner(app.home)
+    runner = MockEngineRunner(app.home, cloud=world.cloud)
+    return Ports(runner=runner, cluster_for=_kubernetes_clusters(),
+                 vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
+                 ensure_addons=_addon_ensurer(app, addons_runner, None, report))
+
+
+def _kubernetes_clusters() -> Callable[[RowMapping], Any]:
+    """A cluster row → its ``KubernetesCluster`` (one client per cluster record)."""
+    from automation.kube.adapter import KubernetesCluster
+
+    clusters: dict[str, Any] = {}
+
+    def cluster_for(row: RowMapping) -> Any:
+        if row["id"] not in clusters:
+            clusters[row["id"]] = KubernetesCluster(Path(row["kubeconfig_path"]),
+                                                    row["kube_context"])
+        return clusters[row["id"]]
+
+    return cluster_for
 
 
 def _addon_ensurer(app: App, runner: Any, world: SimWorld | None,

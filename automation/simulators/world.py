@@ -92,7 +92,17 @@ class SimWorld:
         if node_behaviour is not None:
             self.cluster.default_behaviour = node_behaviour
         self.cloud.on_vm_created.append(self._boot)
-        self.cloud.on_vm_deleted.append(lambda vm: self.cluster.release_vm(vm.attempt_id))
+        self.cloud.on_vm_deleted.append(self._release)
+
+    def detach_cluster(self) -> None:
+        """The simulated cluster stops hearing of the cloud's VMs: another cluster side
+        joins them instead (``anycloud demo --cluster local``: kubelets on a real API
+        server, ``automation.devcluster.kubelets``)."""
+        self.cloud.on_vm_created.remove(self._boot)
+        self.cloud.on_vm_deleted.remove(self._release)
+
+    def _release(self, vm: SimVm) -> None:
+        self.cluster.release_vm(vm.attempt_id)
 
     def _boot(self, vm: SimVm) -> None:
         from components.naming import node_name
