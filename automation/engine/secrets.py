@@ -33,7 +33,11 @@ def backend_url(home: Path, environ: Mapping[str, str]) -> str:
         return environ["PULUMI_BACKEND_URL"]
     state = home / "state"
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return f"file://{state}"
+    # metadata=skip: the file backend's blob library writes a checkpoint atomically (a temp
+    # file renamed over it) but its metadata sidecar (<checkpoint>.attrs) in place, so a run
+    # killed at that moment left an empty .attrs and the stack could not be read again
+    # ("failed to load checkpoint: EOF"). Pulumi reads nothing from that sidecar.
+    return f"file://{state}?metadata=skip"
 
 
 def _generated_passphrase(home: Path) -> Path:

@@ -11,7 +11,8 @@ decide; then it acts:
 * adoptable (installed by a destroyed record of the same control plane, i.e. a ``deleted``
   cluster row with the same ``kube_system_uid``): relabel for this record, then apply;
 * ours with an immutable field changed: delete the object, then apply (the stack recreates);
-* absent, or ours but edited: apply;
+* absent, or ours but edited: apply; an edit the apply did not take back (what another
+  field manager added survives a server-side apply) is then deleted and applied again;
 * ours and unchanged: nothing is written and the stack is not run;
 * K3s's own RuntimeClass (nvidia handler, no overrides): used as is, never written (the
   stack runs with ``manage_runtime_class=False`` and only reads it).
@@ -316,6 +317,7 @@ class AddonEnsurer:
             return AddonResult(cluster_id, "cannot build the NVIDIA add-on objects: " + message,
                                f"unknown ({message})")
         actions: list[str] = []
+        stuck: tuple[AddonKind, ...] = ()
         summary = "unknown"
         try:
             observed = port.addon_objects(cluster_id)
@@ -334,8 +336,16 @@ class AddonEnsurer:
             for kind in plan.recreate:
                 port.delete_addon_object(kind)
                 actions.append(f"delete {kind}")
-            self.apply(self._target(cluster_row, observed, plan), plan)
+            target = self._target(cluster_row, observed, plan)
+            self.apply(target, plan)
             actions += [f"apply {k}" for k in planned_writes(plan)]
+            stuck = self._rewrites_not_taken(cluster_row, port, desired, adoptable, plan)
+            for kind in stuck:
+                port.delete_addon_object(kind)
+                actions.append(f"delete {kind}")
+            if stuck:
+                self.apply(target, plan)
+                actions += [f"apply {k}" for k in stuck]
         except ClusterForbidden as exc:
             return AddonResult(cluster_id, _denied(exc), summary, tuple(actions))
         except ClusterUnavailable as exc:
@@ -348,7 +358,23 @@ class AddonEnsurer:
             diagnostic = (_denied(forbidden) if forbidden is not None else
                           f"installing the NVIDIA add-ons failed: {message}")
             return AddonResult(cluster_id, diagnostic, summary, tuple(actions))
-        return AddonResult(cluster_id, None, _after(plan), tuple(actions))
+        return AddonResult(cluster_id, None, _after(plan, stuck), tuple(actions))
+
+    def _rewrites_not_taken(self, cluster_row: ClusterRow, port: AddonPort,
+                            desired: DesiredAddons, adoptable: Collection[str],
+                            plan: AddonPlan) -> tuple[AddonKind, ...]:
+        """The edited objects the apply did not bring back, read again after it.
+
+        The engine applies server-side: it takes back the fields it sets, but what another
+        field manager added (an env var, a toleration, a nodeSelector key, a RuntimeClass
+        overhead) stays, and the provider does not even see it as a difference. Such an object
+        is recreated (deleted, then applied again), as for an immutable field."""
+        edited = [k for k in planned_writes(plan) if plan.verdict(k).drift == "edited"]
+        if not edited:
+            return ()
+        observed = port.addon_objects(str(cluster_row["id"]))
+        after = self._plan(cluster_row, observed, desired, adoptable)
+        return tuple(k for k in edited if after.verdict(k).classification == "ours-edited")
 
 
 def check_run(result: RunResult) -> None:
@@ -400,14 +426,16 @@ _DONE = {"absent": "installed", "adoptable": "adopted", "edited": "rewritten",
          "immutable": "recreated"}
 
 
-def _after(plan: AddonPlan) -> str:
+def _after(plan: AddonPlan, recreated: Collection[AddonKind] = ()) -> str:
     """The plan's summary with what this step did to each object."""
     writes = planned_writes(plan)
     parts = []
     for kind in ADDON_KINDS:
         v = plan.verdict(kind)
         text = f"{addon_display(kind)}: {v.classification}"
-        if kind in writes:
+        if kind in recreated:
+            text += f", {_DONE['immutable']}"
+        elif kind in writes:
             done = _DONE.get(v.classification) or _DONE.get(v.drift, "applied")
             text += f", {done}"
         parts.append(text)

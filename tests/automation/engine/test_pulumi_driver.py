@@ -53,7 +53,7 @@ def test_workspace_options_persistent_dir_backend_and_secrets(tmp_path: Path) ->
     assert Path(opts.work_dir).is_dir()
     assert opts.project_settings.name == "anycloud"
     assert opts.project_settings.runtime == "python"
-    assert opts.project_settings.backend.url == f"file://{tmp_path / 'state'}"
+    assert opts.project_settings.backend.url == f"file://{tmp_path / 'state'}?metadata=skip"
     assert opts.secrets_provider == "passphrase"
     assert set(opts.env_vars) == {"PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_PYTHON_CMD"}
     assert opts.env_vars["PULUMI_PYTHON_CMD"] == sys.executable

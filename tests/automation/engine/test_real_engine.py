@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def remove_addons(plane: ControlPlane) -> None:
 def addons(control_plane: ControlPlane, engine_env: dict[str, str], tmp_path: Path,
            request: pytest.FixtureRequest) -> Iterator[tuple[AutomationRunner, StackTarget]]:
     remove_addons(control_plane)
-    cluster_id = "cl-" + request.node.name[-20:].replace("_", "-").strip("-")
+    cluster_id = "cl-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[-24:].strip("-")
     yield AutomationRunner(tmp_path / "home"), addons_target(control_plane, cluster_id)
     remove_addons(control_plane)
 
@@ -133,8 +134,10 @@ DRIVER = """
 import sys
 from pathlib import Path
 from automation.engine.pulumi_driver import AutomationRunner
-from automation.engine.runner import StackTarget
-target = StackTarget.model_validate_json(Path(sys.argv[2]).read_text())
+from automation.engine.runner import StackKind, StackTarget
+from stacks.config import ClusterAddonsStackConfig
+config = ClusterAddonsStackConfig.model_validate_json(Path(sys.argv[2]).read_text())
+target = StackTarget(kind=StackKind.CLUSTER_ADDONS, key=config.cluster.id, config=config)
 AutomationRunner(Path(sys.argv[1])).up(target)
 """
 
@@ -151,45 +154,47 @@ def _pending(path: Path) -> list[str]:
     return pending_creates(latest)
 
 
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2], ids=["at-create", "+50ms", "+200ms"])
 def test_an_up_killed_mid_run_is_recovered(
     control_plane: ControlPlane, addons: tuple[AutomationRunner, StackTarget],
-    tmp_path: Path, engine_env: dict[str, str]
+    tmp_path: Path, engine_env: dict[str, str], delay: float
 ) -> None:
-    """SIGKILL of the driving process and the engine under it (a crashed machine) while a
-    create is in flight: the next run finds the stack locked, and once unlocked settles the
-    in-flight create (the Kubernetes object is taken over by name) and converges."""
+    """SIGKILL of the driving process and the engine under it (a crashed machine) while the
+    update runs, ``delay`` after the engine recorded its first create in flight: the next
+    run finds the stack locked, and once unlocked settles any create still in flight (the
+    Kubernetes object is taken over by name) and converges."""
     runner, target = addons
-    spec = tmp_path / "target.json"
-    spec.write_text(target.model_dump_json())
+    spec = tmp_path / "config.json"
+    spec.write_text(target.config.model_dump_json())
     state = _state_file(runner.home, target)
-    killed_with: list[str] = []
-    for _ in range(5):  # the window is short: try again on a fresh stack if it was missed
+    killed = False
+    for _ in range(5):  # the update may finish first: then try again on a fresh stack
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(runner.home), str(spec)],
                                 env=engine_env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            pending = _pending(state)
-            if pending:
-                os.killpg(proc.pid, signal.SIGKILL)
-                killed_with = pending
-                break
+        while proc.poll() is None and time.monotonic() < deadline and not _pending(state):
             time.sleep(0.005)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            killed = True
         proc.wait(timeout=30)
-        if killed_with:
+        if killed:
             break
         assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
         runner.destroy(target)
         remove_addons(control_plane)
-    assert killed_with, "never caught the engine with a create in flight"
-    assert all(urn.startswith("urn:pulumi:") for urn in killed_with)
+    assert killed, "the update always finished before the kill"
+    in_flight = _pending(state)
+    assert all(urn.startswith("urn:pulumi:") for urn in in_flight)
 
     with pytest.raises(StackLocked) as locked:
         runner.up(target)
     assert f"anycloud cluster unlock {target.key}" in locked.value.message
 
     runner.unlock(target)
-    assert _pending(state) == killed_with  # unlock clears the lock, not the record
+    assert _pending(state) == in_flight  # unlock clears the lock, not the record
     result = runner.up(target)
     assert not result.mandatory_violations
     assert _pending(state) == []
