@@ -9,7 +9,8 @@ from automation.engine.secrets import state_settings
 
 def test_defaults_file_backend_and_generated_passphrase(tmp_path: Path) -> None:
     s = state_settings(tmp_path, {})
-    assert s.backend_url == f"file://{tmp_path / 'state'}?metadata=skip" and (tmp_path / "state").is_dir()
+    assert s.backend_url == f"file://{tmp_path / 'state'}?metadata=skip"
+    assert (tmp_path / "state").is_dir()
     assert s.secrets_provider == "passphrase"
     path = Path(s.env["PULUMI_CONFIG_PASSPHRASE_FILE"])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
