@@ -163,9 +163,14 @@ def test_cordon_sends_a_merge_patch_of_spec_unschedulable(control_plane: Control
     assert call.query["fieldManager"] == ["anycloud"]
     stored = objects.get(control_plane, "node", name)
     assert stored is not None and stored["spec"]["unschedulable"] is True
-    # The API server's own reaction: the unschedulable taint.
-    assert {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"} in [
-        {k: t[k] for k in ("key", "effect")} for t in stored["spec"].get("taints", [])]
+
+    # The controller-manager's reaction (node lifecycle controller): the unschedulable taint.
+    def tainted() -> bool:
+        node = objects.get(control_plane, "node", name) or {}
+        return {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"} in [
+            {k: t.get(k) for k in ("key", "effect")} for t in node["spec"].get("taints", [])]
+
+    wait_for("the unschedulable taint", tainted, timeout=30)
     assert kube.nodes_claiming(pool, set())[0].unschedulable is True
 
 
