@@ -321,8 +321,8 @@ class ReportingRunner:
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         return self.runner.lookup_vms(target, attempt_ids)
 
-    def unlock(self, target: StackTarget) -> None:
-        self.runner.unlock(target)
+    def unlock(self, target: StackTarget) -> bool:
+        return self.runner.unlock(target)
 
 
 class LocalSide:

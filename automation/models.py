@@ -163,6 +163,8 @@ class NodePoolStatus(BaseModel):
     vms: int
     state: PoolState
     last_error: str | None
+    # A stable code for scripts (ENGINE_MISMATCH, CLUSTER_UNAVAILABLE, ENGINE_FAILED, …).
+    last_error_code: str | None = None
     counts: VmCounts
     hosts_service: bool
     # Pools hosting a Service: the public IP of the elected ingress entry (None until elected).

@@ -79,7 +79,8 @@ def _show(p: NodePoolStatus) -> None:
         ("VMs", p.vms), ("State", p.state),
         ("VMs ready / starting / draining",
          f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
-        ("Last error", p.last_error),
+        ("Last error", f"[{p.last_error_code}] {p.last_error}" if p.last_error_code
+         else p.last_error),
         *(_ingress_lines(p) if p.hosts_service else []),
     ])
 

@@ -22,6 +22,13 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(fn)
 
 
+def engine_option(fn: F) -> F:
+    return click.option(
+        "--engine", type=click.Choice(["pulumi", "mock"]),
+        help="pulumi (the default; ANYCLOUD_ENGINE sets it) or mock (the SDK's mock engine, "
+             "labelled mock in all its output).")(fn)
+
+
 def to_jsonable(data: Any) -> Any:
     if hasattr(data, "model_dump"):  # a pydantic model (not imported here: --help stays fast)
         return data.model_dump(mode="json")

@@ -10,10 +10,9 @@ from typing import Any
 import click
 
 from automation.cli.context import app_from
-from automation.cli.output import handle_errors, info, json_option
+from automation.cli.output import engine_option, handle_errors, info, json_option
 
-_engine = click.option("--engine", type=click.Choice(["pulumi", "mock"]),
-                       help="Default: pulumi when installed, else mock.")
+_engine = engine_option
 _simulate = click.option(
     "--simulate", is_flag=True,
     help="Run against the simulated cloud and cluster kept in $ANYCLOUD_HOME/sim "
@@ -38,7 +37,8 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
         if as_json:
             click.echo(json.dumps({"event": kind, "message": message, "data": data}))
         else:
-            info(f"[{kind}] {message}")
+            label = " [mock engine]" if data.get("engine") == "mock" else ""
+            info(f"[{kind}]{label} {message}")
 
     app = app_from(ctx)
     world = None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from automation.cli.context import app_from
-from automation.cli.output import handle_errors, info, json_option, print_json
+from automation.cli.output import engine_option, handle_errors, info, json_option, print_json
 
 if TYPE_CHECKING:
     from automation.engine.runner import RunResult
@@ -104,8 +104,7 @@ def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, det
     _report(results, as_json, diff, detailed)
 
 
-_engine = click.option("--engine", type=click.Choice(["pulumi", "mock"]),
-                       help="Default: pulumi when installed, else mock.")
+_engine = engine_option
 _detailed = click.option("--detailed-exitcode", "detailed", is_flag=True,
                          help="Exit 2 when there are changes (0 none, 1 error, 3 policy).")
 
@@ -160,11 +159,15 @@ def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
 
     app = app_from(ctx)
     target = target_of(app, ref)
-    make_runner(app.home, engine).unlock(target)
+    runner = make_runner(app.home, engine)
+    unlocked = runner.unlock(target)
     if as_json:
-        print_json({"stack": target.stack_name, "unlocked": True})
-    else:
+        print_json({"stack": target.stack_name, "engine": runner.engine, "unlocked": unlocked})
+    elif unlocked:
         info(f"stack {target.stack_name} unlocked")
+    else:
+        info(f"stack {target.stack_name}: the {runner.engine} engine keeps no lock; "
+             "nothing to unlock")
 
 
 @click.command()

@@ -240,5 +240,6 @@ class MockEngineRunner:
         urns = self.load_state(target)["resources"]
         return {a: "running" if any(a in urn for urn in urns) else "absent" for a in attempt_ids}
 
-    def unlock(self, target: StackTarget) -> None:
-        """The mock engine takes no lock: nothing to clear."""
+    def unlock(self, target: StackTarget) -> bool:
+        """The mock engine takes no lock: nothing to clear (False: nothing was unlocked)."""
+        return False

@@ -270,7 +270,8 @@ class AutomationRunner:
                 tagged.update((props.get("tags") or props.get("labels") or {}).values())
         return {a: "running" if a in tagged else "absent" for a in attempt_ids}
 
-    def unlock(self, target: StackTarget) -> None:
+    def unlock(self, target: StackTarget) -> bool:
         """Clear a lock left by a killed run (``pulumi cancel``)."""
         with self._errors(target):
             self._stack(target).cancel()
+        return True

@@ -1,4 +1,10 @@
-"""Which StackRunner a command gets: the real engine when installed, else the mock engine."""
+"""Which StackRunner a command gets: always the one it asked for.
+
+The Pulumi engine by default (``--engine`` or ``ANYCLOUD_ENGINE`` choose); the SDK's mock
+engine only when named (``--engine mock``, ``--simulate``, ``demo``). A missing engine is an
+error that says how to install it, raised before anything is read or written: a control
+loop that quietly fell back to the mock engine would record invented VMs as running.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from automation.engine.errors import EngineMissing
 from automation.engine.runner import StackRunner
 from automation.errors import InvalidInput
 
@@ -14,16 +21,17 @@ ENGINES = ("pulumi", "mock")
 
 
 def engine_name(requested: str | None) -> str:
-    name = requested or os.environ.get("ANYCLOUD_ENGINE") or (
-        "pulumi" if shutil.which("pulumi") else "mock"
-    )
+    name = requested or os.environ.get("ANYCLOUD_ENGINE") or "pulumi"
     if name not in ENGINES:
-        raise InvalidInput("--engine", name, "must be pulumi or mock")
+        field = "--engine" if requested else "ANYCLOUD_ENGINE"
+        raise InvalidInput(field, name, "must be pulumi or mock")
     return name
 
 
 def make_runner(home: Path, requested: str | None = None, *, cloud: Any = None) -> StackRunner:
     if engine_name(requested) == "pulumi":
+        if shutil.which("pulumi") is None:
+            raise EngineMissing()
         from automation.engine.pulumi_driver import AutomationRunner
 
         return AutomationRunner(home)

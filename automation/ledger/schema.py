@@ -96,6 +96,8 @@ node_pools = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("hosts_service", sa.Boolean, nullable=False, default=False),
     sa.Column("last_error", sa.Text),
+    # A stable code for the last error (ENGINE_MISMATCH, STACK_LOCKED, CLUSTER_UNAVAILABLE…).
+    sa.Column("last_error_code", sa.String(64)),
     sa.Column("consecutive_failures", sa.Integer, nullable=False, default=0),
     _ts("backoff_until"),
     # Replacements since the last replacement VM became Ready (parks the pool at 3+1).
@@ -145,6 +147,8 @@ vm_attempts = sa.Table(
     _ts("not_ready_since"),
     sa.Column("gpu_ready_seen", sa.Boolean, nullable=False, default=False),
     _ts("gpu_missing_since"),
+    # The engine that bought the VM: pulumi, or mock (nothing bought). NULL: before 0004.
+    sa.Column("engine", sa.String(16)),
 )
 sa.Index("ix_vm_attempts_pool", vm_attempts.c.pool_id, vm_attempts.c.state)
 

@@ -31,6 +31,8 @@ from automation.services.stacks import pool_target
 
 pools, attempts_t, workloads = schema.node_pools, schema.vm_attempts, schema.workloads
 ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")
+# Attempts whose VM may exist: acting on them needs the engine that bought them.
+LIVE_ATTEMPT_STATES = ("pending", "creating", "running", "releasing")
 Lookup = Literal["running", "absent", "uncertain"]
 
 
@@ -80,7 +82,19 @@ class Reconciler:
                  report: Reporter | None = None) -> None:
         self.app, self.ports = app, ports
         self.leases = leases or Leases(app.ledger, app.clock)
-        self.report = report or (lambda kind, message, data: None)
+        self.engine = ports.runner.engine
+        given = report or (lambda kind, message, data: None)
+
+        # Everything a pass reports and records names the engine that ran it.
+        def labelled(kind: str, message: str, data: dict[str, Any]) -> None:
+            given(kind, message, {**data, "engine": self.engine})
+
+        self.report: Reporter = labelled
+
+    def _event(self, conn: Any, at: datetime, pool_id: str, kind: str, message: str,
+               data: dict[str, Any] | None = None) -> None:
+        record_event(conn, at, "node_pool", pool_id, kind, message,
+                     {**(data or {}), "engine": self.engine})
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -138,13 +152,19 @@ class Reconciler:
         outcome = PoolOutcome(pool_id, pool["state"])
         cluster = snap.clusters[pool["cluster_id"]]
         rows = snap.attempts.get(pool_id, [])
+        mismatch = self._engine_mismatch(rows)
+        if mismatch is not None:
+            self._store_error(pool, mismatch, now, outcome, "ENGINE_MISMATCH")
+            outcome.skipped = "bought by another engine"
+            return outcome
         port = self.ports.cluster_for(cluster)
         try:
             referenced = self._confirm_services(pool, snap.refs.get(pool_id, []), port, now)
             nodes = port.nodes_claiming(pool_id, {r["node_name"] for r in rows if r["node_name"]})
             decision = self._decide(pool, cluster, rows, nodes, referenced, port, now)
         except ClusterUnavailable as exc:
-            self._store_error(pool, f"cluster unavailable: {exc}", now, outcome)
+            self._store_error(pool, f"cluster unavailable: {exc}", now, outcome,
+                              "CLUSTER_UNAVAILABLE")
             outcome.skipped = "cluster unavailable"
             return outcome
         if not decision.actions and not decision.attempts and not self._pool_changes(
@@ -199,7 +219,7 @@ class Reconciler:
                 with self.app.ledger.write() as conn:
                     conn.execute(workloads.update().where(workloads.c.id == w["id"])
                                  .values(state="removed", removed_at=now))
-                    record_event(conn, now, "node_pool", pool["id"], "service_removed",
+                    self._event(conn, now, pool["id"], "service_removed",
                                  f"service {w['name']}: objects confirmed removed")
             else:
                 still = True
@@ -220,14 +240,14 @@ class Reconciler:
                 for r in releases:
                     conn.execute(attempts_t.update().where(attempts_t.c.id == r.attempt_id)
                                  .values(state="releasing", updated_at=now, last_error=r.reason))
-                    record_event(conn, now, "node_pool", pool_id, "attempt_releasing",
+                    self._event(conn, now, pool_id, "attempt_releasing",
                                  f"VM attempt {r.attempt_id}: {r.reason}")
                     self.report("vm", f"{pool['name']}: releasing {r.attempt_id} ({r.reason})",
                                 {"pool": pool_id, "attempt": r.attempt_id})
                 for t in drops:
                     conn.execute(attempts_t.update().where(attempts_t.c.id == t.attempt_id)
                                  .values(token_removed_at=now, updated_at=now))
-                    record_event(conn, now, "node_pool", pool_id, "token_removed",
+                    self._event(conn, now, pool_id, "token_removed",
                                  f"bootstrap token of {t.attempt_id} removed: its Node exists")
                     self.report("token", f"{pool['name']}: Node of {t.attempt_id} exists; "
                                 "bootstrap token removed", {"attempt": t.attempt_id})
@@ -241,8 +261,8 @@ class Reconciler:
                         id=attempt_id, pool_id=pool_id, state="pending",
                         replaces_attempt_id=n.replaces, token_generation=0,
                         node_name=_node_name(attempt_id), token_issued_at=now,
-                        created_at=now, updated_at=now))
-                    record_event(conn, now, "node_pool", pool_id, "attempt_created",
+                        engine=self.engine, created_at=now, updated_at=now))
+                    self._event(conn, now, pool_id, "attempt_created",
                                  f"VM attempt {attempt_id}"
                                  + (f" replaces {n.replaces}" if n.replaces else ""))
                     self.report("vm", f"{pool['name']}: VM attempt {attempt_id} "
@@ -266,7 +286,9 @@ class Reconciler:
         if decision.of(d.DeleteNamespace):
             namespace_note = self._delete_namespace(pool, port)
 
-        failures, backoff_until, error = pool["consecutive_failures"], pool["backoff_until"], None
+        failures, backoff_until = pool["consecutive_failures"], pool["backoff_until"]
+        error: str | None = None
+        code: str | None = None
         if decision.of(d.ApplyStack):
             try:
                 result = self.ports.runner.up(pool_target(self.app, pool_id, planned=False))
@@ -274,6 +296,7 @@ class Reconciler:
                 failures += 1
                 backoff_until = now + d.backoff_after(failures)
                 error = f"provider failure {failures} in a row: {exc.message}"
+                code = exc.code
                 self.report("provider", f"{pool['name']}: {error}; backing off until "
                             f"{backoff_until:%H:%M:%S}", {"pool": pool_id})
             else:
@@ -281,6 +304,7 @@ class Reconciler:
                 if result.mandatory_violations:
                     error = "policy: " + "; ".join(
                         f"{v.policy}: {v.message}" for v in result.mandatory_violations)
+                    code = "POLICY_VIOLATION"
                 else:
                     failures, backoff_until = 0, None
                     self._sync_attempts(pool_id, result.outputs, now)
@@ -294,12 +318,13 @@ class Reconciler:
             with self.app.ledger.write() as conn:
                 conn.execute(pools.update().where(pools.c.id == pool_id)
                              .values(network_removed=True, updated_at=now))
-                record_event(conn, now, "node_pool", pool_id, "network_removed",
+                self._event(conn, now, pool_id, "network_removed",
                              "isolated network removed")
             self.report("pool", f"{pool['name']}: network removed", {"pool": pool_id})
 
-        self._store(pool, rows, decision, failures, backoff_until,
-                    error or namespace_note, now, outcome)
+        if error is None and namespace_note is not None:
+            error, code = namespace_note, "NAMESPACE_NOT_OWNED"
+        self._store(pool, rows, decision, failures, backoff_until, error, code, now, outcome)
 
     def _delete_namespace(self, pool: RowMapping, port: ClusterPort) -> str | None:
         name = pool_namespace(pool["id"])
@@ -325,7 +350,7 @@ class Reconciler:
                     state="running", vm_id=str(facts.get("vmId") or ""),
                     public_ip=facts.get("publicIp"), vm_created_at=r["vm_created_at"] or now,
                     updated_at=now))
-                record_event(conn, now, "node_pool", pool_id, "vm_running",
+                self._event(conn, now, pool_id, "vm_running",
                              f"VM of {r['id']} is running ({facts.get('publicIp')})")
                 self.report("vm", f"VM {r['id']} running at {facts.get('publicIp')}",
                             {"attempt": r["id"]})
@@ -353,34 +378,49 @@ class Reconciler:
             with self.app.ledger.write() as conn:
                 conn.execute(attempts_t.update().where(attempts_t.c.id == attempt_id)
                              .values(state="released", released_at=now, updated_at=now))
-                record_event(conn, now, "node_pool", pool["id"], "attempt_released",
+                self._event(conn, now, pool["id"], "attempt_released",
                              f"VM of {attempt_id} confirmed released")
             self.report("vm", f"{pool['name']}: VM of {attempt_id} confirmed released",
                         {"attempt": attempt_id})
 
     # -- recording --------------------------------------------------------------------
 
+    def _engine_mismatch(self, rows: list[RowMapping]) -> str | None:
+        """Why this pass must not act on the pool: its live VMs were bought by another
+        engine (the mock engine bought nothing; the real one must not forget real VMs)."""
+        bought_by = sorted({r["engine"] for r in rows if r["state"] in LIVE_ATTEMPT_STATES
+                            and r["engine"] and r["engine"] != self.engine})
+        if not bought_by:
+            return None
+        return (f"the pool's VMs were bought by the {' and '.join(bought_by)} engine, and this "
+                f"pass runs the {self.engine} engine: run it with --engine "
+                f"{bought_by[0]}, or delete the pool with that engine")
+
     def _store_error(self, pool: RowMapping, error: str, now: datetime,
-                     outcome: PoolOutcome) -> None:
-        if pool["last_error"] == error:
+                     outcome: PoolOutcome, code: str) -> None:
+        if pool["last_error"] == error and pool["last_error_code"] == code:
             return
         with self.app.ledger.write() as conn:
             conn.execute(pools.update().where(pools.c.id == pool["id"])
-                         .values(last_error=error, updated_at=now))
+                         .values(last_error=error, last_error_code=code, updated_at=now))
         outcome.wrote = True
 
     @staticmethod
     def _pool_changes(pool: RowMapping, decision: d.Decision, failures: int,
                       backoff_until: datetime | None, note: str | None,
-                      now: datetime) -> dict[str, Any]:
+                      now: datetime, note_code: str | None = None) -> dict[str, Any]:
         """The pool columns this pass would change (empty when nothing changes)."""
         state, error = decision.state, decision.last_error or note
+        code = "POOL_FAILED" if decision.last_error else note_code
         if failures >= d.MAX_PROVIDER_FAILURES and state not in ("deleting", "deleted"):
             state = "failed"
             error = f"parked after {failures} consecutive provider failures; last: {note or ''}"
+            code = "PARKED"
         if state == "failed" and error is None:
-            error = pool["last_error"]  # a parked pool keeps the diagnostic that parked it
+            # A parked pool keeps the diagnostic that parked it.
+            error, code = pool["last_error"], pool["last_error_code"]
         wanted = {"state": state, "last_error": error,
+                  "last_error_code": code if error else None,
                   "replacements_in_row": decision.replacements_in_row,
                   "consecutive_failures": failures, "backoff_until": backoff_until,
                   "ingress_entry_attempt_id": decision.ingress_entry}
@@ -391,8 +431,9 @@ class Reconciler:
 
     def _store(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
                failures: int, backoff_until: datetime | None, note: str | None,
-               now: datetime, outcome: PoolOutcome) -> None:
-        changes = self._pool_changes(pool, decision, failures, backoff_until, note, now)
+               note_code: str | None, now: datetime, outcome: PoolOutcome) -> None:
+        changes = self._pool_changes(pool, decision, failures, backoff_until, note, now,
+                                     note_code)
         state = changes.get("state", pool["state"])
         error = changes.get("last_error", pool["last_error"])
         attempt_patches = dict(decision.attempts)
@@ -404,7 +445,7 @@ class Reconciler:
                 conn.execute(pools.update().where(pools.c.id == pool["id"])
                              .values(updated_at=now, **changes))
             if "state" in changes:
-                record_event(conn, now, "node_pool", pool["id"], f"pool_{state}",
+                self._event(conn, now, pool["id"], f"pool_{state}",
                              f"node pool {pool['name']} {state}"
                              + (f": {error}" if error and state == "failed" else ""))
                 self.report("pool", f"{pool['name']}: {pool['state']} → {state}"

@@ -18,7 +18,7 @@ from automation.models import NodePoolStatus, VmCounts
 # Draining: being released. Released attempts are history and not read at all.
 _STATUS_SQL = """
 SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state,
-       p.last_error, p.hosts_service, p.created_at, p.updated_at,
+       p.last_error, p.last_error_code, p.hosts_service, p.created_at, p.updated_at,
        c.name AS cluster, cr.name AS credentials,
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
        COALESCE(a.draining, 0) AS draining, e.public_ip AS ingress_entry_ip
@@ -53,6 +53,7 @@ def _to_status(r: dict[str, Any]) -> NodePoolStatus:
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
         vms=r["max_vms"], state=r["state"], last_error=r["last_error"],
+        last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),

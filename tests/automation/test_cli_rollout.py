@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -59,17 +58,18 @@ def test_plan_human_tree(run) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_preview_summary_and_exit_codes(run) -> None:  # type: ignore[no-untyped-def]
-    result = run("node-pool", "preview", "cpu", "--json")
+    result = run("node-pool", "preview", "cpu", "--engine", "mock", "--json")
     assert result.exit_code == 0, result.stderr
     (preview,) = json.loads(result.stdout)
     assert preview["engine"] == "mock" and preview["summary"]["create"] > 0
     events = [json.loads(line)["event"] for line in result.stderr.splitlines() if line]
     assert {e["kind"] for e in events} == {"resource"} and len(events) == preview["summary"][
         "create"]
-    assert run("node-pool", "preview", "cpu", "--detailed-exitcode").exit_code == 2
-    text = run("node-pool", "preview", "cpu", "--diff")
+    assert run("node-pool", "preview", "cpu", "--engine", "mock",
+               "--detailed-exitcode").exit_code == 2
+    text = run("node-pool", "preview", "cpu", "--engine", "mock", "--diff")
     assert "[mock engine]" in text.stdout and "+ aws:ec2/instance:Instance" in text.stdout
-    everything = json.loads(run("preview", "--all", "--json").stdout)
+    everything = json.loads(run("preview", "--all", "--engine", "mock", "--json").stdout)
     assert len(everything) == 2
 
 
@@ -100,7 +100,7 @@ def test_policy_check_fails_a_tampered_pool_naming_the_rule(
     result = run("policy", "check", "cpu")
     assert result.exit_code == 3
     assert "mandatory: no-public-ingress" in result.stdout and "FAIL" in result.stdout
-    assert run("node-pool", "preview", "cpu").exit_code == 3
+    assert run("node-pool", "preview", "cpu", "--engine", "mock").exit_code == 3
 
 
 def test_policy_check_needs_one_target(run) -> None:  # type: ignore[no-untyped-def]
@@ -108,16 +108,31 @@ def test_policy_check_needs_one_target(run) -> None:  # type: ignore[no-untyped-
     assert run("policy", "check", "cpu", "--all").exit_code == 2
 
 
-@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="the engine is installed here")
-def test_engine_pulumi_without_cli_is_one_clear_error(run) -> None:  # type: ignore[no-untyped-def]
-    result = run("node-pool", "preview", "cpu", "--engine", "pulumi", "--json")
-    assert result.exit_code == 1
+@pytest.mark.parametrize("command", [
+    ("node-pool", "preview", "cpu"), ("preview", "--all"), ("node-pool", "unlock", "cpu"),
+    ("cluster", "unlock", "prod"), ("reconcile", "--once"),
+])
+def test_without_the_pulumi_cli_the_engine_is_never_guessed(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]  # type: ignore[no-untyped-def]
+) -> None:
+    """The default engine is Pulumi's: without its CLI a command that needs the engine is
+    one clear error before anything is read or written, never a quiet mock run."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    ledger = tmp_path / "home" / "anycloud.db"
+    before = ledger.read_bytes()
+    result = run(*command, "--json")
+    assert result.exit_code == 1, result.output
     error = json.loads(result.stdout)["error"]
     assert error["code"] == "ENGINE_MISSING" and "get.pulumi.com" in error["message"]
+    assert "--engine mock" in error["message"]
+    assert ledger.read_bytes() == before
     # commands that need no engine keep working
     assert run("node-pool", "list", "--json").exit_code == 0
 
 
 def test_unlock_with_the_mock_engine(run) -> None:  # type: ignore[no-untyped-def]
     result = run("node-pool", "unlock", "cpu", "--engine", "mock", "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout)["unlocked"] is True
+    assert result.exit_code == 0
+    # The mock engine keeps no lock: it says so rather than claim it unlocked something.
+    assert json.loads(result.stdout) == {"stack": json.loads(result.stdout)["stack"],
+                                         "engine": "mock", "unlocked": False}
