@@ -110,7 +110,16 @@ def serve(ctx: click.Context, interval: float, speed: float, engine: str | None,
     info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}); "
          "SIGTERM to stop")
     while not stop["now"]:
-        reconciler.run_once()
+        try:
+            reconciler.run_once()
+        except Exception as exc:
+            # A pool's own failures never get here (the pass records them per pool); this is
+            # the pass itself failing, e.g. the ledger unreachable: say so, try again later.
+            from automation.reports import write_crash_report
+
+            report = write_crash_report(reconciler.app.home, "running a reconcile pass")
+            info(f"[error] pass failed: {type(exc).__name__}: {exc} (report: {report}); "
+                 f"next pass in {interval:g}s")
         deadline = time.monotonic() + interval
         while not stop["now"] and time.monotonic() < deadline:
             time.sleep(min(0.5, interval))

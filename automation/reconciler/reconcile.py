@@ -21,10 +21,12 @@ from automation import ids
 from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.runner import StackRunner
+from automation.errors import AnycloudError
 from automation.kube.port import ClusterPort, ClusterUnavailable
 from automation.ledger import schema
 from automation.reconciler import decide as d
 from automation.reconciler.lease import Leases
+from automation.reports import write_crash_report
 from automation.services.common import record_event
 from automation.services.context import App
 from automation.services.stacks import pool_target
@@ -145,6 +147,29 @@ class Reconciler:
     # -- one pool ---------------------------------------------------------------------
 
     def _reconcile(self, pool: RowMapping, snap: Snapshot) -> PoolOutcome:
+        """One pool's turn. Whatever goes wrong with it (a stack locked by a killed run, an
+        engine error, a cluster that stops answering mid-step, a bug) is recorded as the
+        pool's last error with a code, and the pass goes on with the other pools."""
+        try:
+            return self._reconcile_pool(pool, snap)
+        except AnycloudError as exc:
+            return self._failed_turn(pool, exc.message, exc.code)
+        except ClusterUnavailable as exc:
+            return self._failed_turn(pool, f"cluster unavailable: {exc}", "CLUSTER_UNAVAILABLE")
+        except Exception as exc:
+            report = write_crash_report(self.app.home, f"reconciling node pool {pool['id']}")
+            return self._failed_turn(
+                pool, f"internal error: {type(exc).__name__}: {exc} (report: {report})",
+                "INTERNAL_ERROR")
+
+    def _failed_turn(self, pool: RowMapping, error: str, code: str) -> PoolOutcome:
+        outcome = PoolOutcome(pool["id"], pool["state"], skipped=code)
+        self.report("error", f"{pool['name']}: [{code}] {error}",
+                    {"pool": pool["id"], "code": code})
+        self._store_error(pool, error, self.app.clock.now(), outcome, code)
+        return outcome
+
+    def _reconcile_pool(self, pool: RowMapping, snap: Snapshot) -> PoolOutcome:
         """Decide read-only; take the pool's lease and act only when there is something to
         do, so a converged pass writes nothing at all."""
         now = self.app.clock.now()
