@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from automation.kube.port import (
+    ATTEMPT_LABEL,
     CLUSTER_LABEL,
     DAEMONSET_NAME,
     DAEMONSET_NAMESPACE,
@@ -36,6 +37,7 @@ from automation.kube.port import (
     POOL_LABEL,
     RUNTIME_CLASS_NAME,
     TOKEN_NAMESPACE,
+    TOKEN_SECRET_TYPE,
     AddonKind,
     AddonObservation,
     ClusterForbidden,
@@ -260,8 +262,20 @@ class KubernetesCluster(ClusterPort):
     # -- secrets and namespaces -------------------------------------------------------------
 
     def delete_bootstrap_token(self, token_id: str) -> None:
+        self._delete_secret(token_secret_name(token_id))
+
+    def delete_attempt_tokens(self, attempt_id: str) -> int:
         core = self._core()
-        name = token_secret_name(token_id)
+        listed = self._items("secrets", TOKEN_NAMESPACE, lambda: core.list_namespaced_secret(
+            TOKEN_NAMESPACE, label_selector=f"{ATTEMPT_LABEL}={attempt_id}",
+            field_selector=f"type={TOKEN_SECRET_TYPE}", **self._opts()))
+        names = sorted(str((s.get("metadata") or {}).get("name")) for s in listed)
+        for name in names:
+            self._delete_secret(name)
+        return len(names)
+
+    def _delete_secret(self, name: str) -> None:
+        core = self._core()
         self._json("delete", "secrets", name, lambda: core.delete_namespaced_secret(
             name, TOKEN_NAMESPACE, **self._opts()), TOKEN_NAMESPACE, tolerate=(404,))
 

@@ -26,6 +26,7 @@ ACCELERATOR_LABEL = "anycloud.sh/accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 TOKEN_NAMESPACE = "kube-system"
+TOKEN_SECRET_TYPE = "bootstrap.kubernetes.io/token"
 TOKEN_SECRET_PREFIX = "bootstrap-token-"
 
 RUNTIME_CLASS_NAME = "nvidia"
@@ -182,6 +183,12 @@ class ClusterPort(Protocol):
 
     def delete_bootstrap_token(self, token_id: str) -> None:
         """Delete kube-system Secret bootstrap-token-<id>; absent counts as success."""
+        ...
+
+    def delete_attempt_tokens(self, attempt_id: str) -> int:
+        """Delete the bootstrap-token Secrets in kube-system labelled
+        anycloud.sh/attempt=<attempt_id> (those the node-pool stack wrote for it); returns
+        how many there were. The token id is drawn by the stack: the label finds it."""
         ...
 
     def namespace_owner(self, name: str, pool_id: str) -> NamespaceOwner:

@@ -24,6 +24,10 @@ INGRESS_FAILOVER = timedelta(minutes=2)
 BACKOFF_FIRST = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(minutes=30)
 MAX_PROVIDER_FAILURES = 5
+# A pool failed only by its cluster's add-on check: replacing and releasing its existing VMs
+# goes on, nothing new is bought, and the failure clears once a later check passes.
+ADDONS_FAILED = "ADDONS_FAILED"
+POOL_FAILED = "POOL_FAILED"
 
 LIVE = ("pending", "creating", "running")
 ACCELERATOR_LABEL = "anycloud.sh/accelerator"
@@ -52,6 +56,7 @@ class PoolView:
     hosts_service: bool = False  # a pool hosting a Service elects an ingress entry
     ingress_entry: str | None = None  # the attempt currently elected
     applied_digest: str | None = None  # stack_digest of the last successful apply
+    last_error_code: str | None = None  # why a failed pool failed (ADDONS_FAILED, …)
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,8 @@ class Decision:
     # Observation bookkeeping to store back on the attempts (id → new view).
     attempts: dict[str, AttemptView] = field(default_factory=dict)
     ingress_entry: str | None = None
+    # With last_error: ADDONS_FAILED when the add-on check alone failed the pool.
+    error_code: str | None = None
 
     def of(self, kind: type) -> list:  # type: ignore[type-arg]
         return [a for a in self.actions if isinstance(a, kind)]
@@ -200,7 +207,8 @@ def decide(
         else:
             node_of[owner.id] = seen
 
-    parked = pool.state == "failed"
+    # Failed by the add-on check alone, the pool is not parked: that check runs again.
+    parked = pool.state == "failed" and pool.last_error_code != ADDONS_FAILED
     ready = starting = draining = 0
     streak = pool.replacements_in_row
     to_replace: list[tuple[AttemptView, str]] = []
@@ -257,17 +265,21 @@ def decide(
         streak += 1
         actions += [Release(a.id, reason), NewAttempt(replaces=a.id)]
 
-    if pool.addons_diagnostic:
-        errors.append(pool.addons_diagnostic)
-
-    failed = parked or bool(errors)
+    blocked = parked or bool(errors)
+    addons_failed = bool(pool.addons_diagnostic)
+    failed = blocked or addons_failed
     backing_off = pool.backoff_until is not None and now < pool.backoff_until
-    if failed or backing_off:
+    if blocked or backing_off:
         # Parked (or parking this pass), or waiting out a provider back-off: buy nothing,
         # release nothing; replacements decided above are dropped.
         actions = [x for x in actions if not isinstance(x, (NewAttempt, Release))]
     else:
         actions = _fit_to_count(pool, attempts, node_of, actions)
+        if addons_failed:
+            # An add-on failure never blocks releasing or replacing the existing VMs, but
+            # no VM is bought beyond those replacements until the add-ons are fixed.
+            actions = [x for x in actions
+                       if not (isinstance(x, NewAttempt) and x.replaces is None)]
         after = [updated.get(a.id, a) for a in attempts]
         if _has(actions, NewAttempt) or _has(actions, Release) or any(
             a.state in ("pending", "creating") for a in attempts
@@ -275,7 +287,7 @@ def decide(
             actions.append(ApplyStack())
 
     entry = pool.ingress_entry
-    if pool.hosts_service and not failed:
+    if pool.hosts_service and not blocked:
         entry, moves = _elect_entry(pool, attempts, node_of, updated, actions, now)
         actions += moves
 
@@ -284,8 +296,11 @@ def decide(
     draining += released
     starting += len(to_replace) - released
 
+    code = None
     if failed:
-        state, last_error = "failed", "; ".join(errors) if errors else None
+        shown = errors + ([pool.addons_diagnostic] if pool.addons_diagnostic else [])
+        state, last_error = "failed", "; ".join(shown) if shown else None
+        code = POOL_FAILED if blocked else ADDONS_FAILED
     elif ready == pool.vm_count and not _has(actions, NewAttempt):
         state, last_error = "ready", None
     else:
@@ -298,6 +313,7 @@ def decide(
         actions=actions,
         attempts=updated,
         ingress_entry=entry,
+        error_code=code,
     )
 
 
@@ -407,6 +423,10 @@ def _decide_delete(
                         pool.replacements_in_row, Counts(draining=draining))
     issued = {a.node_name for a in attempts}
     actions: list[Action] = [DeleteNamespace()]
+    # A VM that joined while the pool was being deleted: its token goes too.
+    joined = {a.id for a in attempts for n in nodes if _matches(pool, n, a)}
+    actions += [DropToken(a.id) for a in attempts
+                if a.state in LIVE and a.token_present and a.id in joined]
     actions += [RemoveNode(n.name, "node pool deleting") for n in nodes
                 if _claims(pool, n, issued)]
     open_attempts = [a for a in attempts if a.state != "released"]

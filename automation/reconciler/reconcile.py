@@ -216,7 +216,9 @@ class Reconciler:
         vm = self.app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
         gpus = vm.gpus if vm else 0
         addons_diag, addons_state = None, "unknown"
-        if gpus and pool["state"] not in ("failed", "deleting") and self.ports.ensure_addons:
+        addons_due = pool["state"] not in ("failed", "deleting") or (
+            pool["state"] == "failed" and pool["last_error_code"] == d.ADDONS_FAILED)
+        if gpus and addons_due and self.ports.ensure_addons:
             # First pass: before any VM is bought. Later: after the pool's VMs were observed.
             # CPU pools never get here: they touch none of the add-on objects.
             addons_diag = self.ports.ensure_addons(cluster, port)
@@ -230,6 +232,7 @@ class Reconciler:
             addons_diagnostic=addons_diag, addons_state=addons_state,
             hosts_service=bool(pool["hosts_service"]),
             ingress_entry=pool["ingress_entry_attempt_id"], applied_digest=pool["applied_digest"],
+            last_error_code=pool["last_error_code"],
         )
         return d.decide(view, [_attempt_view(r) for r in rows], [n.to_view() for n in nodes],
                         now)
@@ -258,6 +261,10 @@ class Reconciler:
         new = decision.of(d.NewAttempt)
         releases = decision.of(d.Release)
         drops = decision.of(d.DropToken)
+        # A token goes as soon as its Node exists, whatever the pool's state (parked, backing
+        # off, deleting: passes that apply no stack): delete its Secret on the cluster, then
+        # record it. A crash in between deletes nothing twice: the next pass finds none.
+        removed = {t.attempt_id: port.delete_attempt_tokens(t.attempt_id) for t in drops}
         # Durable intent first: releases and new attempt rows are written before any cloud
         # call acts on them, each in its own transaction.
         if releases or drops:
@@ -273,9 +280,12 @@ class Reconciler:
                     conn.execute(attempts_t.update().where(attempts_t.c.id == t.attempt_id)
                                  .values(token_removed_at=now, updated_at=now))
                     self._event(conn, now, pool_id, "token_removed",
-                                 f"bootstrap token of {t.attempt_id} removed: its Node exists")
+                                 f"bootstrap token of {t.attempt_id} removed: its Node exists",
+                                 {"secrets": removed[t.attempt_id]})
                     self.report("token", f"{pool['name']}: Node of {t.attempt_id} exists; "
-                                "bootstrap token removed", {"attempt": t.attempt_id})
+                                f"bootstrap token removed ({removed[t.attempt_id]} Secret(s) "
+                                "deleted)", {"attempt": t.attempt_id,
+                                             "secrets": removed[t.attempt_id]})
             if releases:
                 crashpoint("after-release-write")
         if new:
@@ -436,7 +446,7 @@ class Reconciler:
                       now: datetime, note_code: str | None = None) -> dict[str, Any]:
         """The pool columns this pass would change (empty when nothing changes)."""
         state, error = decision.state, decision.last_error or note
-        code = "POOL_FAILED" if decision.last_error else note_code
+        code = (decision.error_code or d.POOL_FAILED) if decision.last_error else note_code
         if failures >= d.MAX_PROVIDER_FAILURES and state not in ("deleting", "deleted"):
             state = "failed"
             error = f"parked after {failures} consecutive provider failures; last: {note or ''}"

@@ -175,6 +175,7 @@ class SimulatedCluster(ClusterPort):
         self.unreachable = False
         self.denied: set[tuple[str, str]] = set()  # (verb, resource)
         self.tokens: set[str] = set()  # bootstrap token ids whose Secret exists
+        self.token_attempts: dict[str, str] = {}  # token id -> its anycloud.sh/attempt label
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
         self.terminating: dict[str, datetime] = {}  # namespace -> when it is gone
         self.addons: dict[AddonKind, dict[str, Any] | None] = dict.fromkeys(ADDON_KINDS)
@@ -264,8 +265,12 @@ class SimulatedCluster(ClusterPort):
         return sorted(self._nodes)
 
     @_locked
-    def add_token(self, token_id: str) -> None:
+    def add_token(self, token_id: str, attempt_id: str | None = None) -> None:
+        """A bootstrap-token Secret, labelled with its attempt when given (as the node-pool
+        stack labels the Secrets it writes)."""
         self.tokens.add(token_id)
+        if attempt_id is not None:
+            self.token_attempts[token_id] = attempt_id
         self._changed()
 
     @_locked
@@ -430,7 +435,20 @@ class SimulatedCluster(ClusterPort):
     def delete_bootstrap_token(self, token_id: str) -> None:
         self._write("delete", "secrets", token_secret_name(token_id))
         self.tokens.discard(token_id)
+        self.token_attempts.pop(token_id, None)
         self._changed()
+
+    @_locked
+    def delete_attempt_tokens(self, attempt_id: str) -> int:
+        self._gate("list", "secrets")
+        found = sorted(t for t, a in self.token_attempts.items()
+                       if a == attempt_id and t in self.tokens)
+        for token_id in found:
+            self._write("delete", "secrets", token_secret_name(token_id))
+            self.tokens.discard(token_id)
+            del self.token_attempts[token_id]
+        self._changed()
+        return len(found)
 
     @_locked
     def namespace_owner(self, name: str, pool_id: str) -> NamespaceOwner:
@@ -643,6 +661,7 @@ class SimulatedCluster(ClusterPort):
             "unreachable": self.unreachable,
             "denied": sorted(self.denied),
             "tokens": sorted(self.tokens),
+            "token_attempts": dict(sorted(self.token_attempts.items())),
             "namespaces": self.namespaces,
             "terminating": {k: v.isoformat() for k, v in sorted(self.terminating.items())},
             "addons": self.addons,
@@ -690,6 +709,7 @@ class SimulatedCluster(ClusterPort):
         sim.unreachable = data["unreachable"]
         sim.denied = {(v, r) for v, r in data["denied"]}
         sim.tokens = set(data["tokens"])
+        sim.token_attempts = dict(data.get("token_attempts") or {})
         sim.namespaces = {k: dict(v) for k, v in data["namespaces"].items()}
         sim.terminating = {k: datetime.fromisoformat(v) for k, v in data["terminating"].items()}
         sim.addons = {kind: data["addons"].get(kind) for kind in ADDON_KINDS}

@@ -105,7 +105,13 @@ class SimWorld:
         self.cluster.release_vm(vm.attempt_id)
 
     def _boot(self, vm: SimVm) -> None:
+        import hashlib
+
         from components.naming import node_name
+
+        # The stack wrote the VM's bootstrap-token Secret (labelled with its attempt) with it.
+        token_id = hashlib.sha256(vm.attempt_id.encode()).hexdigest()[:6]
+        self.cluster.add_token(token_id, vm.attempt_id)
 
         provider = next((p for prefix, p in PROVIDER_OF.items()
                          if vm.resource_type.startswith(prefix)), "aws")

@@ -116,3 +116,30 @@ def test_the_join_token_may_not_sign_cluster_info(control_plane: ControlPlane) -
         objects.delete(control_plane, "secret", secret.inputs["metadata"]["name"],
                        "bootstrap-token-sign01", namespace="kube-system")
         objects.delete(control_plane, "configmap", "cluster-info", namespace="kube-public")
+
+
+def test_the_reconciler_finds_an_attempts_token_by_its_label(control_plane: ControlPlane) -> None:
+    """The token id is drawn by the stack; the reconciler deletes an attempt's token through
+    the cluster by the attempt label the stack puts on it, and nothing else."""
+    from automation.kube.adapter import KubernetesCluster
+
+    config = pool_config("aws")
+    later = datetime.now(UTC)
+    config = config.model_copy(update={"attempts": (
+        AttemptSpec(id="at-one", token_issued_at=later),
+        AttemptSpec(id="at-two", token_issued_at=later))})
+    run = run_program(build_program(config), reveal_secrets=True)
+    secrets = [r for r in run.of_type(SECRET_T) if r.parent and "BootstrapToken" in r.parent]
+    assert len(secrets) == 2
+    control_plane.apply(*(as_object(s) for s in secrets))
+    names = {s.inputs["metadata"]["labels"]["anycloud.sh/attempt"]: s.inputs["metadata"]["name"]
+             for s in secrets}
+    kube = KubernetesCluster(control_plane.kubeconfig, timeout_seconds=10)
+    try:
+        assert kube.delete_attempt_tokens("at-one") == 1
+        assert objects.get(control_plane, "secret", names["at-one"], "kube-system") is None
+        assert objects.get(control_plane, "secret", names["at-two"], "kube-system") is not None
+        assert kube.delete_attempt_tokens("at-one") == 0  # nothing left: nothing deleted
+    finally:
+        kube.close()
+        objects.delete(control_plane, "secret", *names.values(), namespace="kube-system")

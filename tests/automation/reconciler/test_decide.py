@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from automation.reconciler.decide import (
     ACCELERATOR_LABEL,
+    ADDONS_FAILED,
     LIVE,
+    POOL_FAILED,
     ApplyStack,
     AttemptView,
     DeleteNamespace,
@@ -223,12 +225,40 @@ def test_gpu_node_without_accelerator_label_gets_it() -> None:
     assert decide(pool(gpus=0), [attempt()], [node()], T0).of(LabelNode) == []
 
 
-def test_addon_failure_parks_but_never_touches_deletion() -> None:
-    d = decide(pool(gpus=1, addons_diagnostic="RuntimeClass nvidia is not ours: kubectl "
-                    "delete runtimeclass nvidia"), [], [], T0)
+FOREIGN = "RuntimeClass nvidia is not ours: kubectl delete runtimeclass nvidia"
+
+
+def test_addon_failure_fails_the_pool_buys_nothing_and_never_touches_deletion() -> None:
+    d = decide(pool(gpus=1, addons_diagnostic=FOREIGN), [], [], T0)
     assert d.state == "failed" and not d.of(NewAttempt)
+    assert d.last_error == FOREIGN and d.error_code == ADDONS_FAILED
     gone = decide(pool(state="deleting", gpus=1, addons_diagnostic="x"), [attempt()], [], T0)
     assert gone.of(Release) == [Release("at-1", "node pool deleting")]
+
+
+def test_addon_failure_never_blocks_replacing_existing_vms() -> None:
+    """A VM whose Node stayed NotReady 15 minutes is replaced while the add-ons are broken;
+    the pool's missing VMs are not bought meanwhile."""
+    stuck = attempt(1, not_ready_since=T0 - 15 * M, gpu_ready_seen=True)
+    d = decide(pool(gpus=1, vm_count=2, addons_diagnostic=FOREIGN,
+                    state="failed", last_error_code=ADDONS_FAILED),
+               [stuck], [node(1, ready=False, gpus=1, labels=GPU_LABEL)], T0)
+    assert d.of(Release) == [Release("at-1", "its Node stayed NotReady for 15 minutes")]
+    assert d.of(NewAttempt) == [NewAttempt(replaces="at-1")]  # not the second VM
+    assert d.of(ApplyStack) and d.state == "failed" and d.error_code == ADDONS_FAILED
+
+
+def test_an_addon_failure_clears_once_the_check_passes() -> None:
+    failed = pool(gpus=1, state="failed", last_error_code=ADDONS_FAILED)
+    d = decide(failed, [attempt(gpu_ready_seen=True)], [node(gpus=1, labels=GPU_LABEL)], T0)
+    assert (d.state, d.last_error, d.error_code) == ("ready", None, None)
+
+
+def test_a_pool_failed_for_another_reason_stays_parked() -> None:
+    parked = pool(gpus=1, state="failed", last_error_code=POOL_FAILED)
+    stuck = attempt(1, not_ready_since=T0 - 15 * M)
+    d = decide(parked, [stuck], [node(1, ready=False, gpus=1, labels=GPU_LABEL)], T0)
+    assert d.state == "failed" and not d.of(Release) and not d.of(NewAttempt)
 
 
 # --- delete ----------------------------------------------------------------------------------
@@ -241,7 +271,8 @@ def test_delete_waits_while_referenced() -> None:
 def test_delete_sequence() -> None:
     p = pool(state="deleting")
     d = decide(p, [attempt(1), attempt(2, state="releasing")], [node(1)], T0)
-    assert d.actions == [DeleteNamespace(), RemoveNode("anycloud-at-1", "node pool deleting"),
+    assert d.actions == [DeleteNamespace(), DropToken("at-1"),
+                         RemoveNode("anycloud-at-1", "node pool deleting"),
                          Release("at-1", "node pool deleting"), ApplyStack()]
     # Provider has not confirmed at-2: still deleting, network stays.
     d = decide(p, [attempt(1, state="released"), attempt(2, state="releasing")], [], T0)
@@ -251,6 +282,17 @@ def test_delete_sequence() -> None:
     done = decide(pool(state="deleting", network_removed=True), [attempt(state="released")], [],
                   T0)
     assert done.state == "deleted"
+
+
+@pytest.mark.parametrize("state", ["provisioning", "failed", "deleting"])
+def test_a_token_goes_as_soon_as_its_node_exists_in_every_pool_state(state: str) -> None:
+    d = decide(pool(state=state), [attempt(1)], [node(1, ready=False)], T0)
+    assert d.of(DropToken) == [DropToken("at-1")]
+    backing_off = decide(pool(backoff_until=T0 + M), [attempt(1)], [node(1)], T0)
+    assert backing_off.of(DropToken) == [DropToken("at-1")]
+    assert not backing_off.of(ApplyStack)  # the Secret is deleted on the cluster directly
+    gone = decide(pool(state=state), [attempt(1, token_present=False)], [node(1)], T0)
+    assert gone.of(DropToken) == []
 
 
 # --- properties ------------------------------------------------------------------------------

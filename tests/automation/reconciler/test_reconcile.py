@@ -220,3 +220,56 @@ def test_a_service_arriving_later_reapplies_the_stack(rig: Rig) -> None:
     added = after - before
     assert any("helm.cattle.io" in u for u in added), added  # the pool's Traefik release
     assert rig.reconciler.run_once()[0].actions == []
+
+
+def test_a_parked_pool_still_deletes_the_token_of_a_vm_that_joins(rig: Rig) -> None:
+    """Parked pools apply no stack: the token Secret is deleted on the cluster itself, and
+    only then recorded as removed."""
+    pool = rig.pool("cpu", count=1)
+    rig.passes(1)  # the VM is bought; its token Secret exists; the Node joins in 2 minutes
+    (row,) = attempts(rig, pool)
+    assert row["id"] in rig.world.cluster.token_attempts.values()
+    with rig.app.ledger.write() as conn:
+        conn.execute(schema.node_pools.update().where(schema.node_pools.c.id == pool).values(
+            state="failed", last_error="parked for the test", last_error_code="PARKED"))
+    rig.log.clear()
+    rig.passes(4, step=M)
+    (row,) = attempts(rig, pool)
+    assert row["token_removed_at"] is not None
+    assert row["id"] not in rig.world.cluster.token_attempts.values()
+    assert any("bootstrap token removed (1 Secret(s) deleted)" in m for _, m in rig.log)
+    assert status(rig, pool).state == "failed"  # still parked: nothing else was done
+
+
+def test_a_foreign_addon_fails_the_gpu_pool_but_never_blocks_replacing_its_vms(
+    rig: Rig,
+) -> None:
+    """Seed: an add-on failure never blocks releasing or replacing the pool's existing VMs;
+    and once the foreign object is gone, the next check clears the failure."""
+    from automation.reconciler.reconcile import Reconciler
+    from automation.reconciler.wiring import simulated_ports
+
+    reconciler = Reconciler(rig.app, simulated_ports(rig.app, rig.world))
+    rig.world.cluster.default_behaviour = NodeBehaviour(ready_after=None)  # NotReady forever
+    pool = rig.pool("gpu", vm_type="g6.xlarge", count=1)
+    reconciler.run_once()  # add-ons installed, the VM bought
+    (first,) = attempts(rig, pool)
+    rig.world.cluster.delete_addon_object("daemonset")
+    rig.world.cluster.add_foreign_addon("daemonset")  # someone else's, under our name
+    for _ in range(20):  # 16 minutes: the Node stays NotReady past the 15-minute limit
+        rig.world.advance(M)
+        reconciler.run_once()
+    s = status(rig, pool)
+    assert s.state == "failed" and s.last_error_code == "ADDONS_FAILED"
+    assert "kubectl" in (s.last_error or "") and "delete" in (s.last_error or "")
+    rows = attempts(rig, pool)
+    assert rows[0]["id"] == first["id"] and rows[0]["state"] in ("releasing", "released")
+    assert [r["replaces_attempt_id"] for r in rows[1:]] == [first["id"]]  # replaced anyway
+
+    rig.world.cluster.default_behaviour = NodeBehaviour()
+    rig.world.cluster.delete_addon_object("daemonset")  # the foreign object is removed
+    for _ in range(6):
+        rig.world.advance(M)
+        reconciler.run_once()
+    s = status(rig, pool)
+    assert s.state in ("provisioning", "ready") and s.last_error is None
