@@ -45,13 +45,15 @@ def with_ingress(status: NodePoolStatus,
         return status.model_copy(update={"ingress": IngressView(entry_ip=None, release=None)})
     from automation.kube.ingress import ingress_release, unavailable
     from automation.kube.port import ClusterUnavailable
+    from automation.redact import redact
 
     port: IngressReader | None = None
     try:
         port = cluster_port_factory(status)
         release = ingress_release(port.ingress_objects(status.id))
     except ClusterUnavailable as exc:  # ClusterForbidden included: it names the grant
-        release = unavailable(str(exc))
+        # The reason, without the cluster's address or the kubeconfig's path.
+        release = unavailable(redact(str(exc)) or "")
     finally:
         close = getattr(port, "close", None)
         if callable(close):

@@ -12,6 +12,7 @@ from typing import Any
 from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
 from automation.models import NodePoolStatus, VmCounts
+from automation.redact import known_values, redact
 
 # Ready: running with a Ready Node (for GPU types: advertising the catalog's count). Starting:
 # not yet running, or running without such a Node (a wrong GPU count is never counted).
@@ -19,7 +20,8 @@ from automation.models import NodePoolStatus, VmCounts
 _STATUS_SQL = """
 SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state,
        p.last_error, p.last_error_code, p.hosts_service, p.created_at, p.updated_at,
-       c.name AS cluster, cr.name AS credentials,
+       c.name AS cluster, cr.name AS credentials, c.server_url AS cluster_server,
+       c.kubeconfig_path AS cluster_kubeconfig, cr.reference AS credential_reference,
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
        COALESCE(a.draining, 0) AS draining, e.public_ip AS ingress_entry_ip
 FROM node_pools p
@@ -48,11 +50,18 @@ def _utc(value: Any) -> datetime:
     return stamp.replace(tzinfo=UTC)
 
 
+def hidden_values(r: dict[str, Any]) -> list[str]:
+    """What this pool's status must not show: its cluster's address and kubeconfig path and
+    its credential's reference values."""
+    return known_values(r["cluster_server"], r["cluster_kubeconfig"], r["credential_reference"])
+
+
 def _to_status(r: dict[str, Any]) -> NodePoolStatus:
     return NodePoolStatus(
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
-        vms=r["max_vms"], state=r["state"], last_error=r["last_error"],
+        vms=r["max_vms"], state=r["state"],
+        last_error=redact(r["last_error"], hidden_values(r)),
         last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
