@@ -35,6 +35,7 @@ pools, attempts_t, workloads = schema.node_pools, schema.vm_attempts, schema.wor
 ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")
 # Attempts whose VM may exist: acting on them needs the engine that bought them.
 LIVE_ATTEMPT_STATES = ("pending", "creating", "running", "releasing")
+NOT_OWNED = "NAMESPACE_NOT_OWNED"  # the pool's namespace is someone else's: left in place
 Lookup = Literal["running", "absent", "uncertain"]
 
 
@@ -358,7 +359,7 @@ class Reconciler:
             self.report("pool", f"{pool['name']}: network removed", {"pool": pool_id})
 
         if error is None and namespace_note is not None:
-            error, code = namespace_note, "NAMESPACE_NOT_OWNED"
+            error, code = namespace_note, NOT_OWNED
         self._store(pool, rows, decision, failures, backoff_until, error, code, now, outcome)
 
     def _delete_namespace(self, pool: RowMapping, port: ClusterPort) -> str | None:
@@ -454,6 +455,9 @@ class Reconciler:
         if state == "failed" and error is None:
             # A parked pool keeps the diagnostic that parked it.
             error, code = pool["last_error"], pool["last_error_code"]
+        if state == "deleted" and error is None and pool["last_error_code"] == NOT_OWNED:
+            # What deletion left behind stays visible in the deleted pool's status.
+            error, code = pool["last_error"], NOT_OWNED
         wanted = {"state": state, "last_error": error,
                   "last_error_code": code if error else None,
                   "replacements_in_row": decision.replacements_in_row,

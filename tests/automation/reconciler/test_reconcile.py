@@ -273,3 +273,19 @@ def test_a_foreign_addon_fails_the_gpu_pool_but_never_blocks_replacing_its_vms(
         reconciler.run_once()
     s = status(rig, pool)
     assert s.state in ("provisioning", "ready") and s.last_error is None
+
+
+def test_a_namespace_left_in_place_stays_visible_once_the_pool_is_deleted(rig: Rig) -> None:
+    from automation.reconciler.reconcile import pool_namespace
+    from automation.services import node_pools as pools_service
+
+    pool = rig.pool("cpu", count=1)
+    rig.passes(6, step=M)
+    rig.world.cluster.add_namespace(pool_namespace(pool), {"team": "someone-else"})
+    pools_service.delete_node_pool(rig.app, "cpu")
+    rig.passes(8, step=M)
+    s = status(rig, pool)
+    assert s.state == "deleted"
+    assert s.last_error_code == "NAMESPACE_NOT_OWNED"
+    assert f"namespace {pool_namespace(pool)} is not owned by anycloud" in (s.last_error or "")
+    assert pool_namespace(pool) in rig.world.cluster.namespaces  # left in place
