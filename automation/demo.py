@@ -135,7 +135,7 @@ def _narrative(app: App, world: SimWorld, cluster: Cluster, side: ClusterSide,
     gpu = node_pools.create_node_pool(app, node_pools.CreateNodePool(
         name="gpu-pool", credentials="team-gcp", region="us-central1", vm_type="g2-standard-4",
         min_vms=1, max_vms=1))
-    say("node_pool", "node pools cpu-pool (2 x m7i.large, AWS) and gpu-pool (1 x "
+    say("nodePool", "node pools cpu-pool (2 x m7i.large, AWS) and gpu-pool (1 x "
         "g2-standard-4, GCP, 1 NVIDIA L4) created: intent stored, the reconciler takes over")
 
     world.cloud.faults.never_boot_next = 1
@@ -160,7 +160,7 @@ def _narrative(app: App, world: SimWorld, cluster: Cluster, side: ClusterSide,
         say("refused", f"delete refused, as it should be: {err.message}", err.to_dict())
     workloads.delete_workload(app, "web")
     node_pools.delete_node_pool(app, "cpu-pool")
-    say("node_pool", "deployment web deleted; cpu-pool deleting")
+    say("nodePool", "deployment web deleted; cpu-pool deleting")
     run_until(lambda: state(cpu.id) == "deleted")
     say("deleted", f"cpu-pool deleted: Nodes removed, VMs released and confirmed, network gone; "
         f"gpu-pool still {state(gpu.id)}")

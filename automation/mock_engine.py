@@ -3,7 +3,8 @@
 This is the engine-less half of the StackRunner story: the real resource registration path
 of the Pulumi SDK runs, but a pluggable *cloud* object answers instead of provider plugins.
 It assigns ids and addresses (``new_resource``) and answers invokes (``call``, e.g.
-``aws:ec2/getAmi:getAmi``). The result is plain data: every resource with its inputs under
+``aws:ec2/getAmi:getAmi`` with the newest image it has; ``publish_image`` publishes a newer
+one, as an image's owner would). The result is plain data: every resource with its inputs under
 the engine's wire names (camelCase), secrets replaced by ``"[secret]"``, plus the stack
 outputs. Used by ``anycloud node-pool plan``, the offline policy check and tests.
 
@@ -21,6 +22,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 STACK_TYPE = "pulumi:pulumi:Stack"
+_IMAGE_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # when the simulated clouds' first images date
 
 __all__ = [
     "SECRET",
@@ -145,11 +148,49 @@ class SimulatedCloud:
 
     _PUBLIC_NET = ipaddress.ip_network("198.18.0.0/15")  # benchmarking range, never routed
 
-    def __init__(self, fail: Callable[[str, str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        fail: Callable[[str, str], bool] | None = None,
+        images: dict[str, list[dict[str, str]]] | None = None,
+    ) -> None:
         self._fail = fail
         self._lock = threading.Lock()
         self._ips: dict[str, str] = {}
         self._ip_owner: dict[str, str] = {}  # Azure public IP name -> VM resource name
+        # Published images per lookup key, oldest first (``publish_image``); a key nobody
+        # published to answers with one deterministic image. Pass another cloud's ``images``
+        # to see what it published (a preview sees the images an ``up`` would).
+        self.images: dict[str, list[dict[str, str]]] = images if images is not None else {}
+        self._azure_exact: dict[str, str] = {}  # Azure VM name + key -> version built from
+
+    # -- images ---------------------------------------------------------------------------
+    #
+    # Lookup keys (``image_key``): ``aws:<name pattern>`` (getAmi's name filter),
+    # ``gcp:<project>/<family>`` (getImage by family), ``azure:<publisher>:<offer>:<sku>`` (a
+    # VM's imageReference with version ``latest``: Azure resolves it when it creates the VM
+    # and reports the version it took as ``exactVersion``).
+
+    def newest_image(self, key: str) -> dict[str, str]:
+        """The newest image under a lookup key: ``id`` (AMI id, GCP selfLink, Azure
+        version), ``name`` and ``created``."""
+        with self._lock:
+            published = self.images.get(key)
+            return dict(published[-1]) if published else _sim_image(key, None, 0)
+
+    def publish_image(self, provider: str, kind: str, image_id: str | None = None) -> str:
+        """Publish a newer image for the pinned lookup of ``provider``'s ``kind`` (cpu|gpu)
+        VMs, as the image's owner would; return its id. ``image_id``: an AMI id, a GCP image
+        name or selfLink, an Azure version; made up when omitted."""
+        from stacks.pins import load_pins
+
+        if kind not in ("cpu", "gpu"):
+            raise ValueError(f"kind must be cpu or gpu, not {kind!r}")
+        key = image_key(load_pins().images.for_vm(provider, kind == "gpu"))
+        with self._lock:
+            published = self.images.setdefault(key, [])
+            image = _sim_image(key, image_id, len(published) + 1)
+            published.append(image)
+        return image["id"]
 
     # Addresses are unique within one cloud object; collisions are probed deterministically.
     def public_ip(self, key: str) -> str:
@@ -212,6 +253,9 @@ class SimulatedCloud:
             extra = {"networkInterfaces": nics, "instanceId": str(int(_digest(rid).hex()[:12], 16))}
         elif t == "azure-native:compute:VirtualMachine":
             extra = {"vmId": str(_uuid_from(_digest(t, args.name)))}
+            storage = self._azure_storage(args.name, args.inputs.get("storageProfile"))
+            if storage is not None:
+                extra["storageProfile"] = storage
             # The VM declares its public IP; answer lookups of it with the VM's address.
             for name in _azure_public_ip_names(args.inputs):
                 with self._lock:
@@ -233,16 +277,34 @@ class SimulatedCloud:
             extra.setdefault("name", args.name)
         return rid, extra
 
+    def _azure_storage(self, vm_name: str, profile: Any) -> dict[str, Any] | None:
+        """The VM's storage profile as Azure reports it: ``latest`` resolved once, when the
+        VM is created, to the newest version (``exactVersion``)."""
+        if not isinstance(profile, Mapping) or not isinstance(
+                profile.get("imageReference"), Mapping):
+            return None
+        ref = dict(profile["imageReference"])
+        version = str(ref.get("version") or "latest")
+        if version == "latest":
+            key = f"azure:{ref.get('publisher')}:{ref.get('offer')}:{ref.get('sku')}"
+            newest = self.newest_image(key)["id"]
+            with self._lock:
+                version = self._azure_exact.setdefault(f"{vm_name}\x1f{key}", newest)
+        return {**profile, "imageReference": {**ref, "exactVersion": version}}
+
     def call(self, args: MockCallArgs) -> dict[str, Any]:
         if args.token == "aws:ec2/getAmi:getAmi":
-            names = [
-                f.get("values", []) for f in args.args.get("filters", []) if f.get("name") == "name"
-            ]
-            key = json.dumps(names, sort_keys=True)
+            # most_recent: the newest image matching the name pattern.
+            filters = {f.get("name"): f.get("values") or [] for f in args.args.get("filters", [])}
+            pattern = (filters.get("name") or ["sim-image-*"])[0]
+            image = self.newest_image(f"aws:{pattern}")
             return {
-                "id": "ami-" + _digest("ami", key).hex()[:17],
-                "architecture": "x86_64",
-                "name": (names[0][0] if names and names[0] else "sim-image").replace("*", "sim"),
+                "id": image["id"],
+                "imageId": image["id"],
+                "name": image["name"],
+                "creationDate": image["created"],
+                "architecture": (filters.get("architecture") or ["x86_64"])[0],
+                "state": "available",
             }
         if args.token == "azure-native:network:getPublicIPAddress":
             name = str(args.args.get("publicIpAddressName", "ip"))
@@ -250,8 +312,49 @@ class SimulatedCloud:
                 owner = self._ip_owner.get(name, name)
             return {"name": name, "ipAddress": self.public_ip(owner)}
         if args.token == "gcp:compute/getImage:getImage":
-            return {"selfLink": f"projects/sim/global/images/{args.args.get('family', 'image')}"}
+            project = str(args.args.get("project") or "sim")
+            family = args.args.get("family")
+            if family:  # the newest image of the family
+                image = self.newest_image(f"gcp:{project}/{family}")
+            else:  # that very image
+                image = _sim_image(f"gcp:{project}/", str(args.args.get("name") or "image"), 0)
+            return {
+                "selfLink": image["id"],
+                "name": image["name"],
+                "family": family or "",
+                "project": project,
+                "creationTimestamp": image["created"],
+                "status": "READY",
+            }
         return {}
+
+
+def image_key(pin: Any) -> str:
+    """The simulated clouds' lookup key of an image pin (``components.pins``)."""
+    if hasattr(pin, "owners"):
+        return f"aws:{pin.name}"
+    if hasattr(pin, "family"):
+        return f"gcp:{pin.project}/{pin.family}"
+    return f"azure:{pin.publisher}:{pin.offer}:{pin.sku}"
+
+
+def _sim_image(key: str, image_id: str | None, n: int) -> dict[str, str]:
+    """The ``n``-th image published under ``key`` (0: the one there from the start), one
+    day after the one before; ``image_id`` made up when None."""
+    provider, _, rest = key.partition(":")
+    day = (_IMAGE_EPOCH + timedelta(days=n)).strftime("%Y%m%d")
+    created = f"{day[:4]}-{day[4:6]}-{day[6:]}T00:00:00.000Z"
+    if provider == "aws":
+        ami = image_id or "ami-" + _digest("ami", key, str(n)).hex()[:17]
+        return {"id": ami, "name": rest.replace("*", day), "created": created}
+    if provider == "gcp":
+        project, _, family = rest.partition("/")
+        name = (image_id or f"{family}-v{day}").rsplit("/", 1)[-1]
+        link = image_id if image_id and "/" in image_id else (
+            f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/{name}")
+        return {"id": link, "name": name, "created": created}
+    version = image_id or f"1.{n}.{day}"
+    return {"id": version, "name": version, "created": created}
 
 
 def _azure_public_ip_names(inputs: Mapping[str, Any]) -> list[str]:

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict
+from pydantic import AliasGenerator, BaseModel, ConfigDict, field_serializer
 from pydantic.alias_generators import to_camel
 
 
@@ -47,7 +47,24 @@ class WorkloadState(StrEnum):
     REMOVED = "removed"
 
 
-class _Record(BaseModel):
+# The JSON convention of every ``--json`` output: camelCase keys. Models are built and read by
+# their snake_case field names (constructors, ``model_validate(row)`` from ledger rows,
+# attribute access); ``model_dump`` / ``model_dump(mode="json")`` give ``entryIp``, not
+# ``entry_ip``. Every model the CLI prints derives from ``CamelModel`` or uses this config.
+CAMEL_JSON = ConfigDict(
+    alias_generator=AliasGenerator(serialization_alias=to_camel),
+    serialize_by_alias=True,
+    validate_by_name=True,
+)
+
+
+class CamelModel(BaseModel):
+    """Built by field name, serialized with camelCase keys (``entry_ip`` -> ``entryIp``)."""
+
+    model_config = CAMEL_JSON
+
+
+class _Record(CamelModel):
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
 
@@ -75,6 +92,11 @@ class Credential(_Record):
     state: str
     created_at: datetime
 
+    @field_serializer("reference")
+    def _camel_reference(self, reference: dict[str, Any]) -> dict[str, Any]:
+        """Stored by option name (``role_arn``, ``key_file``); shown as ``roleArn``, ``keyFile``."""
+        return {to_camel(k): v for k, v in reference.items()}
+
 
 class NodePool(_Record):
     id: str
@@ -94,7 +116,7 @@ class NodePool(_Record):
     updated_at: datetime
 
 
-class VmCounts(BaseModel):
+class VmCounts(CamelModel):
     ready: int = 0
     starting: int = 0
     draining: int = 0
@@ -104,14 +126,10 @@ ReleaseState = Literal["absent", "installing", "installed", "failed"]
 HelmJobPhase = Literal["pending", "running", "retrying", "succeeded", "failed"]
 
 
-class _CamelView(BaseModel):
-    """Built by field name, serialized with camelCase keys (``entry_ip`` -> ``entryIp``)."""
+class _CamelView(CamelModel):
+    """A read-only view computed at request time (camelCase JSON, like every model here)."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        alias_generator=AliasGenerator(serialization_alias=to_camel),
-        serialize_by_alias=True,
-    )
+    model_config = ConfigDict(frozen=True)
 
 
 class HelmJob(_CamelView):
@@ -149,7 +167,7 @@ class IngressView(_CamelView):
     release: IngressRelease | None = None
 
 
-class NodePoolStatus(BaseModel):
+class NodePoolStatus(CamelModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 
     id: str

@@ -37,10 +37,55 @@ class EdgeRanges(_Pin):
     ipv6: tuple[str, ...]
 
 
+# ``verified``: the pin was checked first-hand (the image looked up in the cloud, the digest
+# pulled); False when it only comes from documentation or other people's code. Unverified
+# images are warned about when a pool is created and planned.
+
+
 class AwsImage(_Pin):
+    """An AMI lookup: the newest available image of ``owners`` whose name matches ``name``."""
+
     owners: tuple[str, ...]
     name: str
     architecture: str = "x86_64"
+    verified: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{'/'.join(self.owners)}:{self.name}"
+
+
+_GCP_FAMILY = re.compile(r"^projects/(?P<project>[^/]+)/global/images/family/(?P<family>[^/]+)$")
+
+
+class GcpImage(_Pin):
+    """An image family, ``projects/<project>/global/images/family/<family>``."""
+
+    image: str
+    verified: bool = False
+
+    @field_validator("image")
+    @classmethod
+    def _family(cls, v: str) -> str:
+        if not _GCP_FAMILY.match(v):
+            raise ValueError("must be projects/<project>/global/images/family/<family>")
+        return v
+
+    @property
+    def project(self) -> str:
+        m = _GCP_FAMILY.match(self.image)
+        assert m is not None
+        return m["project"]
+
+    @property
+    def family(self) -> str:
+        m = _GCP_FAMILY.match(self.image)
+        assert m is not None
+        return m["family"]
+
+    @property
+    def label(self) -> str:
+        return self.image
 
 
 class AzureImage(_Pin):
@@ -48,25 +93,42 @@ class AzureImage(_Pin):
     offer: str
     sku: str
     version: str = "latest"
+    verified: bool = False
+
+    @property
+    def label(self) -> str:
+        """The image URN, as ``az vm create --image`` takes it."""
+        return f"{self.publisher}:{self.offer}:{self.sku}:{self.version}"
 
 
 class ImagePins(_Pin):
     aws_cpu: AwsImage
     aws_gpu: AwsImage
-    gcp_cpu: str
-    gcp_gpu: str
+    gcp_cpu: GcpImage
+    gcp_gpu: GcpImage
     azure_cpu: AzureImage
     azure_gpu: AzureImage
+
+    def for_vm(self, provider: str, gpu: bool) -> AwsImage | GcpImage | AzureImage:
+        """The image pin a VM of ``provider`` takes (CUDA-ready for NVIDIA VM types)."""
+        if provider not in ("aws", "gcp", "azure"):
+            raise ValueError(f"unsupported provider {provider!r}")
+        pin: AwsImage | GcpImage | AzureImage = getattr(
+            self, f"{provider}_{'gpu' if gpu else 'cpu'}"
+        )
+        return pin
 
 
 class TraefikPin(_Pin):
     repo: str
     chart: str
     version: str
+    verified: bool = False
 
 
 class DevicePluginPin(_Pin):
     image: str
+    verified: bool = False
 
     @field_validator("image")
     @classmethod

@@ -60,6 +60,10 @@ class AttemptSpec(_Frozen):
     # issued_at + token_ttl_minutes, which keeps it stable across `up`s. Added by the
     # node-pool stack work; optional for compatibility.
     token_issued_at: datetime | None = None
+    # The image the attempt's VM was built from, as the stack exported it after the VM was
+    # created (AMI id, GCP image selfLink, Azure image URN). None: not created yet, so the
+    # program takes the newest image; set, the VM keeps this one for its whole life.
+    image: str | None = Field(default=None, max_length=512)
 
 
 class NodePoolStackConfig(_Frozen):

@@ -38,6 +38,28 @@ def _user_data(
     return pulumi.Output.secret(token.join_token.apply(lambda t: render(spec, t)))
 
 
+def _newest_image(
+    config: NodePoolStackConfig, pins: Pins, opts: pulumi.InvokeOutputOptions
+) -> pulumi.Output[str] | None:
+    """The newest image of the pool's pin, concrete: an AMI id, a GCP image selfLink. None on
+    Azure: no function lists an image's versions, a new VM takes ``latest`` and reports the
+    version Azure chose (``components.vm.azure``)."""
+    wanted = pins.images.for_vm(config.provider, config.gpu_count > 0)
+    if config.provider == "aws":
+        from components.pins import AwsImage
+        from components.vm.aws import find_ami
+
+        assert isinstance(wanted, AwsImage)
+        return find_ami(wanted, opts)
+    if config.provider == "gcp":
+        from components.pins import GcpImage
+        from components.vm.gcp import find_image
+
+        assert isinstance(wanted, GcpImage)
+        return find_image(wanted, opts)
+    return None
+
+
 def build_program(config: NodePoolStackConfig, pins: Pins | None = None) -> Callable[[], None]:
     """The pool's Pulumi program; run it with the Automation API or the mock engine."""
 
@@ -62,12 +84,11 @@ def build_program(config: NodePoolStackConfig, pins: Pins | None = None) -> Call
             on_cloud,
         )
 
-        image: pulumi.Output[str] | None = None
-        if config.provider == "aws" and config.attempts:
-            from components.vm.aws import find_ami
-
-            wanted = p.images.aws_gpu if config.gpu_count > 0 else p.images.aws_cpu
-            image = find_ami(wanted, pulumi.InvokeOutputOptions(provider=cloud))
+        # Images are the attempts': the newest one is looked up (once for the pool) only for
+        # attempts with none recorded; the others are built from their own.
+        newest = None
+        if any(a.image is None for a in config.attempts):
+            newest = _newest_image(config, p, pulumi.InvokeOutputOptions(provider=cloud))
 
         attempts: dict[str, dict[str, pulumi.Output[str] | str]] = {}
         for attempt in config.attempts:
@@ -104,12 +125,14 @@ def build_program(config: NodePoolStackConfig, pins: Pins | None = None) -> Call
                 ),
                 network,
                 on_cloud,
-                image=image,
+                image=attempt.image or newest,
             )
             attempts[attempt.id] = {
                 "vmId": vm.vm_id,
                 "publicIp": vm.public_ip,
                 "nodeName": naming.node_name(attempt.id),
+                # What the reconciler records on the attempt and passes back (AttemptSpec).
+                "image": vm.image,
             }
 
         if config.hosts_service:

@@ -13,6 +13,7 @@ from components.pins import (
     AzureImage,
     DevicePluginPin,
     EdgeRanges,
+    GcpImage,
     ImagePins,
     K3sPin,
     Pins,
@@ -27,6 +28,13 @@ DATA_DIR = _ROOT / "data" if (_ROOT / "data").is_dir() else _ROOT / "anycloud_da
 def _read(data_dir: Path, name: str) -> dict[str, Any]:
     with (data_dir / name).open("rb") as f:
         return tomllib.load(f)
+
+
+def _image(images: dict[str, Any], provider: str, kind: str) -> dict[str, Any]:
+    """One ``[provider.kind]`` table; ``verified`` is False unless the file says true."""
+    table = dict(images[provider][kind])
+    table["verified"] = bool(table.get("verified", False))
+    return table
 
 
 def load_pins(data_dir: Path = DATA_DIR) -> Pins:
@@ -48,25 +56,21 @@ def _load(data_dir_str: str) -> Pins:
         ),
         edge=EdgeRanges(ipv4=tuple(edge["ipv4"]), ipv6=tuple(edge["ipv6"])),
         images=ImagePins(
-            aws_cpu=AwsImage(
-                owners=tuple(images["aws"]["cpu"]["owners"]),
-                name=images["aws"]["cpu"]["name"],
-                architecture=images["aws"]["cpu"]["architecture"],
-            ),
-            aws_gpu=AwsImage(
-                owners=tuple(images["aws"]["gpu"]["owners"]),
-                name=images["aws"]["gpu"]["name"],
-                architecture=images["aws"]["gpu"]["architecture"],
-            ),
-            gcp_cpu=images["gcp"]["cpu"]["image"],
-            gcp_gpu=images["gcp"]["gpu"]["image"],
-            azure_cpu=AzureImage(**images["azure"]["cpu"]),
-            azure_gpu=AzureImage(**images["azure"]["gpu"]),
+            aws_cpu=AwsImage(**_image(images, "aws", "cpu")),
+            aws_gpu=AwsImage(**_image(images, "aws", "gpu")),
+            gcp_cpu=GcpImage(**_image(images, "gcp", "cpu")),
+            gcp_gpu=GcpImage(**_image(images, "gcp", "gpu")),
+            azure_cpu=AzureImage(**_image(images, "azure", "cpu")),
+            azure_gpu=AzureImage(**_image(images, "azure", "gpu")),
         ),
         traefik=TraefikPin(
             repo=addons["traefik"]["repo"],
             chart=addons["traefik"]["chart"],
             version=addons["traefik"]["version"],
+            verified=addons["traefik"].get("verified", False),
         ),
-        device_plugin=DevicePluginPin(image=addons["nvidia_device_plugin"]["image"]),
+        device_plugin=DevicePluginPin(
+            image=addons["nvidia_device_plugin"]["image"],
+            verified=addons["nvidia_device_plugin"].get("verified", False),
+        ),
     )

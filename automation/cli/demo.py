@@ -14,7 +14,14 @@ from typing import Any
 
 import click
 
-from automation.cli.output import handle_errors, info, json_option, print_json, print_table
+from automation.cli.output import (
+    camel_keys,
+    handle_errors,
+    info,
+    json_option,
+    print_json,
+    print_table,
+)
 
 
 @click.command()
@@ -48,7 +55,9 @@ def demo(cluster_side: str, keep: bool, as_json: bool) -> None:
         if kind == "apiServer":
             api_server.update(data)
         if as_json:
-            click.echo(json.dumps({"step": kind, "message": message, "data": data}))
+            # The reconciler's reports pass through here too (node_state): camelCase keys.
+            click.echo(json.dumps({"step": kind, "message": message,
+                                   "data": camel_keys(data)}))
         else:
             info(message)
 
@@ -66,7 +75,7 @@ def demo(cluster_side: str, keep: bool, as_json: bool) -> None:
         click.echo(json.dumps({"step": "final", "data": pools}))
     elif pools:
         print_table("Node pools at the end", ["NAME", "CLOUD", "VM TYPE", "STATE", "READY"],
-                    [(p["name"], p["provider"], p["vm_type"], p["state"],
+                    [(p["name"], p["provider"], p["vmType"], p["state"],
                       f"{p['counts']['ready']}/{p['vms']}") for p in pools])
     else:
         print_json(pools)

@@ -14,6 +14,7 @@ from automation.cli.output import (
     print_fields,
     print_json,
     print_table,
+    to_jsonable,
 )
 
 if TYPE_CHECKING:
@@ -42,12 +43,16 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
     """Store the intent for a new node pool; the reconciler provisions it."""
     from automation.services import node_pools, pool_status
 
-    pool = node_pools.create_node_pool(app_from(ctx), node_pools.CreateNodePool(
+    app = app_from(ctx)
+    pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
         name=name, cluster=cluster, credentials=credentials, region=region, zone=zone,
         vm_type=vm_type, min_vms=min_vms, max_vms=max_vms,
     ))
+    warnings = node_pools.create_warnings(app, pool)
+    for warning in warnings:
+        info(f"warning: {warning}")
     if as_json:
-        print_json(pool)
+        print_json({**to_jsonable(pool), "warnings": warnings})
     else:
         info(f"node pool {pool.name} ({pool.id}) created; the reconciler provisions it")
         _show(pool_status.node_pool_status(ledger_from(ctx), pool.id))

@@ -1,6 +1,14 @@
 """Rendering for the CLI: JSON or rich tables on stdout, messages on stderr, error mapping.
 
 rich is imported only when a human is being shown something; ``--json`` paths skip it.
+
+JSON convention: every key of every ``--json`` output is camelCase (``ingressEntryIp``,
+``lastErrorCode``, ``factsSource``, ``createdAt``). The models keep snake_case attributes and
+serialize by alias (``automation.models.CamelModel``), so ``to_jsonable``'s
+``model_dump(mode="json")`` gives camelCase; dicts built by hand in ``automation/cli`` use
+camelCase keys themselves. Left as they are: values (ids, states, error ``field`` names such
+as ``node_pool``), maps whose keys are data rather than field names (labels, tags, pool ids),
+and ``node-pool plan``'s resource ``inputs``, which are the engine's wire-format names.
 """
 
 from __future__ import annotations
@@ -37,6 +45,17 @@ def to_jsonable(data: Any) -> Any:
     if isinstance(data, dict):
         return {k: to_jsonable(v) for k, v in data.items()}
     return data
+
+
+def camel(key: str) -> str:
+    """``node_state`` -> ``nodeState`` (what pydantic's ``to_camel`` gives, without pydantic)."""
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def camel_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """The top-level keys of an event's ``data`` in camelCase; nested maps (labels) as given."""
+    return {camel(k): v for k, v in data.items()}
 
 
 def print_json(data: Any) -> None:

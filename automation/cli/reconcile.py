@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from automation.cli.context import app_from
-from automation.cli.output import engine_option, handle_errors, info, json_option
+from automation.cli.output import camel_keys, engine_option, handle_errors, info, json_option
 
 _engine = engine_option
 _simulate = click.option(
@@ -35,7 +35,9 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
 
     def report(kind: str, message: str, data: dict[str, Any]) -> None:
         if as_json:
-            click.echo(json.dumps({"event": kind, "message": message, "data": data}))
+            # The reconciler names some data keys in snake_case (node_state): camelCase here.
+            click.echo(json.dumps({"event": kind, "message": message,
+                                   "data": camel_keys(data)}))
         else:
             label = " [mock engine]" if data.get("engine") == "mock" else ""
             info(f"[{kind}]{label} {message}")

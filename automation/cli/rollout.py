@@ -56,6 +56,8 @@ def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
     from automation.services.rollout import plan_pool
 
     result = plan_pool(app_from(ctx), ref)
+    for warning in result.warnings:
+        info(f"warning: {warning}")
     if as_json:
         print_json(result)
     else:
@@ -65,7 +67,7 @@ def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
 
 def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool) -> None:
     if as_json:
-        print_json([r.model_dump(mode="json") for r in results])
+        print_json(results)
     for r in results:
         if not as_json:
             s = r.summary

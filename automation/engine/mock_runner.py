@@ -91,12 +91,16 @@ class MockEngineRunner:
 
     def evaluate(self, target: StackTarget, *, cloud: Any = None, preview: bool = False,
                  reveal_secrets: bool = True) -> ProgramRun:
-        """Run the stack program once under mocks (``plan`` and the policy check use this)."""
+        """Run the stack program once under mocks (``plan`` and the policy check use this).
+        Without ``cloud``: against one that buys nothing but answers lookups (the newest
+        image) as this runner's cloud would."""
         from automation.mock_engine import SimulatedCloud, run_program
 
+        if cloud is None:
+            cloud = SimulatedCloud(images=getattr(self.cloud, "images", None))
         try:
             return run_program(
-                target.program(), cloud=cloud or SimulatedCloud(), stack=target.stack_name,
+                target.program(), cloud=cloud, stack=target.stack_name,
                 preview=preview, reveal_secrets=reveal_secrets,
             )
         except CloudFailure as exc:

@@ -13,6 +13,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from automation.models import CamelModel
+
 Operation = Literal["preview", "up", "destroy", "refresh"]
 
 
@@ -41,7 +43,9 @@ class StackTarget(BaseModel):
         return build_program(self.config)
 
 
-class ProgressEvent(BaseModel):
+# ProgressEvent, ChangeSummary, PolicyFinding and RunResult are what ``preview --json`` and
+# the JSON progress lines print: camelCase keys, like every ``--json`` output.
+class ProgressEvent(CamelModel):
     """One line of progress: a resource step, a diagnostic, or a policy finding."""
 
     kind: Literal["resource", "diagnostic", "policy", "summary"]
@@ -57,7 +61,7 @@ class ProgressEvent(BaseModel):
 ProgressSink = Callable[[ProgressEvent], None]
 
 
-class ChangeSummary(BaseModel):
+class ChangeSummary(CamelModel):
     create: int = 0
     update: int = 0
     replace: int = 0
@@ -76,14 +80,14 @@ class ChangeSummary(BaseModel):
         return cls(**{k: plain.get(k, 0) for k in cls.model_fields})
 
 
-class PolicyFinding(BaseModel):
+class PolicyFinding(CamelModel):
     policy: str
     enforcement: str  # mandatory | advisory | disabled
     message: str
     urn: str | None = None
 
 
-class RunResult(BaseModel):
+class RunResult(CamelModel):
     engine: Literal["pulumi", "mock"]
     operation: Operation
     stack: str

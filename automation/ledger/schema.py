@@ -149,6 +149,10 @@ vm_attempts = sa.Table(
     _ts("gpu_missing_since"),
     # The engine that bought the VM: pulumi, or mock (nothing bought). NULL: before 0004.
     sa.Column("engine", sa.String(16)),
+    # The image the VM was built from (AMI id, GCP image selfLink, Azure image URN), recorded
+    # after the VM was created; every later run builds the attempt's VM from it. NULL: not
+    # created yet (the next run takes the newest image).
+    sa.Column("image", sa.String(512)),
 )
 sa.Index("ix_vm_attempts_pool", vm_attempts.c.pool_id, vm_attempts.c.state)
 

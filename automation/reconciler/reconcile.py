@@ -372,20 +372,34 @@ class Reconciler:
         return None
 
     def _sync_attempts(self, pool_id: str, outputs: dict[str, Any], now: datetime) -> None:
-        """After a successful up: pending attempts are running, with the VM's facts."""
+        """After a successful up: pending attempts are running, with the VM's facts. The
+        image each VM was built from is recorded once, and every later run builds the VM
+        from it (``pool_target``): a newer image only ever reaches new attempts."""
         vms = outputs.get("attempts") or {}
         with self.app.ledger.write() as conn:
             rows = conn.execute(sa.select(attempts_t).where(
                 attempts_t.c.pool_id == pool_id,
-                attempts_t.c.state.in_(["pending", "creating"]))).mappings().all()
+                attempts_t.c.state.in_(["pending", "creating", "running"]))).mappings().all()
             for r in rows:
                 facts = vms.get(r["id"])
                 if not isinstance(facts, dict):
                     continue
+                image = facts.get("image")
+                # A concrete image id (vm_attempts.image is String(512)), never a placeholder
+                # for a value the engine hid or did not know.
+                if not isinstance(image, str) or not 0 < len(image) <= 512 or image.startswith(
+                        "["):
+                    image = None
+                if r["state"] == "running":
+                    # Running before images were recorded: this up left it built from this.
+                    if r["image"] is None and image is not None:
+                        conn.execute(attempts_t.update().where(attempts_t.c.id == r["id"])
+                                     .values(image=image))
+                    continue
                 conn.execute(attempts_t.update().where(attempts_t.c.id == r["id"]).values(
                     state="running", vm_id=str(facts.get("vmId") or ""),
                     public_ip=facts.get("publicIp"), vm_created_at=r["vm_created_at"] or now,
-                    updated_at=now))
+                    image=r["image"] or image, updated_at=now))
                 self._event(conn, now, pool_id, "vm_running",
                              f"VM of {r['id']} is running ({facts.get('publicIp')})")
                 self.report("vm", f"VM {r['id']} running at {facts.get('publicIp')}",
@@ -495,7 +509,7 @@ class Reconciler:
                 if before[aid]["node_state"] != v.node_state and v.node_state:
                     self.report("node", f"{pool['name']}: Node {v.node_name} "
                                 f"{_NODE_STATES.get(v.node_state, v.node_state)}",
-                                {"attempt": aid, "node_state": v.node_state})
+                                {"attempt": aid, "nodeState": v.node_state})
                 conn.execute(attempts_t.update().where(attempts_t.c.id == aid).values(
                     not_ready_since=v.not_ready_since, gpu_ready_seen=v.gpu_ready_seen,
                     node_state=v.node_state,

@@ -117,6 +117,15 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
     return NodePool.model_validate(row)
 
 
+def create_warnings(app: App, pool: NodePool) -> list[str]:
+    """What ``node-pool create`` warns about the pool it stored: an image not verified
+    first-hand (data/images.toml) that its VMs would boot. The CLI prints each on stderr
+    and, with ``--json``, lists them under ``warnings``."""
+    from automation.services.stacks import pool_warnings
+
+    return pool_warnings(app, pool.id)
+
+
 def lock_live_pool(conn: Connection, ref: str, field: str = "node_pool") -> RowMapping:
     """The pool row under an update lock: the serialisation point of delete and admission."""
     return find_live(conn, pools, ref, live=_LIVE, kind="node pool", field=field, lock=True)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from automation.engine.mock_runner import MockEngineRunner
 from automation.engine.runner import (
     PolicyFinding,
@@ -14,16 +12,18 @@ from automation.engine.runner import (
     StackRunner,
     StackTarget,
 )
+from automation.models import CamelModel
 from automation.services.context import App
 from automation.services.stacks import (
     addons_target,
     gpu_cluster_rows,
     live_pool_ids,
     pool_target,
+    pool_warnings,
 )
 
 
-class PlannedResource(BaseModel):
+class PlannedResource(CamelModel):
     urn: str
     type: str
     name: str
@@ -31,14 +31,16 @@ class PlannedResource(BaseModel):
     inputs: dict[str, Any]  # wire names; secrets as "[secret]"
 
 
-class Plan(BaseModel):
+class Plan(CamelModel):
     engine: str = "mock"
     pool: str
     stack: str
     resources: list[PlannedResource]
+    # What to check before rolling out (an image pin not verified first-hand, …).
+    warnings: list[str] = []
 
 
-class PolicyReport(BaseModel):
+class PolicyReport(CamelModel):
     pool: str | None = None  # a node-pool stack …
     cluster: str | None = None  # … or a cluster's add-on stack
     stack: str
@@ -54,7 +56,8 @@ def plan_pool(app: App, ref: str) -> Plan:
     """The pool's stack program evaluated under the mock engine: no CLI, no cloud."""
     target = pool_target(app, ref)
     run = MockEngineRunner(app.home).evaluate(target, reveal_secrets=False)
-    return Plan(pool=target.key, stack=target.stack_name, resources=[
+    return Plan(pool=target.key, stack=target.stack_name,
+                warnings=pool_warnings(app, target.key), resources=[
         PlannedResource(urn=r.urn, type=r.type, name=r.name, parent=r.parent, inputs=r.inputs)
         for r in run.resources
     ])

@@ -58,7 +58,8 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
     vm = app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
     specs = tuple(
         AttemptSpec(id=a["id"], needs_token=a["token_removed_at"] is None,
-                    token_generation=a["token_generation"], token_issued_at=a["token_issued_at"])
+                    token_generation=a["token_generation"], token_issued_at=a["token_issued_at"],
+                    image=a["image"] or None)
         for a in attempts
     )
     if not specs and planned:
@@ -73,6 +74,37 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
         hosts_service=bool(pool["hosts_service"]), token_ttl_minutes=token_ttl_minutes(),
     )
     return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config)
+
+
+def image_warnings(provider: str, gpus: int) -> list[str]:
+    """What to warn about the image a pool's VMs would boot: its pin in data/images.toml
+    was not checked first-hand (``verified = false``). Empty for a verified pin."""
+    if provider not in ("aws", "gcp", "azure"):
+        return []
+    from stacks.pins import load_pins
+
+    pin = load_pins().images.for_vm(provider, gpus > 0)
+    if pin.verified:
+        return []
+    kind = "GPU" if gpus > 0 else "CPU"
+    return [f"the {provider} {kind} image {pin.label} is not verified first-hand "
+            "(data/images.toml: verified = false): check that it exists and boots before "
+            "relying on the pool"]
+
+
+def pool_warnings(app: App, ref: str) -> list[str]:
+    """Warnings about a pool as the ledger has it (``node-pool create`` and ``plan``)."""
+    pools = schema.node_pools
+    with app.ledger.read() as conn:
+        pool = conn.execute(sa.select(pools.c.provider, pools.c.vm_type).where(sa.or_(
+            pools.c.id == ref,
+            sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
+        ))).first()
+    if pool is None:
+        raise NotFound("node pool", ref, field="node_pool")
+    provider = app.catalog.providers.get(pool.provider)
+    vm = provider.vm_type(pool.vm_type) if provider else None
+    return image_warnings(pool.provider, vm.gpus if vm else 0)
 
 
 def live_pool_ids(app: App) -> list[str]:

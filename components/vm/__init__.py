@@ -8,6 +8,11 @@ image (a CUDA-ready one for NVIDIA VM types); user data that is secret both as a
 User data carries the attempt's bootstrap token, so a new token (retry) replaces the VM
 (``replace_on_changes``), while an attempt whose token was already consumed keeps its VM
 (``keep_user_data`` -> ``ignore_changes``).
+
+The image is the attempt's, never "the newest" at each run: the stack program resolves the
+newest image only for an attempt that has none recorded, and builds every other attempt's VM
+from the image recorded for it (``pool_vm(image=...)``), so publishing a newer image changes
+no existing VM. Each VM exposes the image it was built from (``image``) for the ledger.
 """
 
 from __future__ import annotations
@@ -74,6 +79,9 @@ class PoolVM(Protocol):
     vm_id: pulumi.Output[str]
     public_ip: pulumi.Output[str]
     node_name: str
+    # The image the VM was built from: an AMI id, a GCP image selfLink, an Azure image URN
+    # (publisher:offer:sku:version).
+    image: pulumi.Output[str]
 
 
 def pool_vm(
@@ -84,7 +92,10 @@ def pool_vm(
     opts: pulumi.ResourceOptions | None = None,
     image: pulumi.Input[str] | None = None,
 ) -> AwsPoolVM | GcpPoolVM | AzurePoolVM:
-    """``image``: a pool-wide image id resolved once (AWS AMI); other clouds name theirs."""
+    """``image``: the image to build the VM from (the attempt's recorded image, or the newest
+    one the program resolved once for the pool): an AMI id on AWS, an image selfLink on GCP,
+    on Azure the URN recorded for the attempt (a new Azure VM takes ``latest``: see
+    ``AzurePoolVM``). None: the component looks the newest image up itself."""
     if provider == "aws":
         from components.network.aws import AwsIsolatedNetwork
         from components.vm.aws import AwsPoolVM
@@ -96,11 +107,12 @@ def pool_vm(
         from components.vm.gcp import GcpPoolVM
 
         assert isinstance(network, GcpIsolatedNetwork)
-        return GcpPoolVM(name, spec, network, opts)
+        return GcpPoolVM(name, spec, network, opts, image=image)
     if provider == "azure":
         from components.network.azure import AzureIsolatedNetwork
         from components.vm.azure import AzurePoolVM
 
         assert isinstance(network, AzureIsolatedNetwork)
-        return AzurePoolVM(name, spec, network, opts)
+        assert image is None or isinstance(image, str)
+        return AzurePoolVM(name, spec, network, opts, recorded_image=image)
     raise ValueError(f"unsupported provider {provider!r}")

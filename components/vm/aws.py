@@ -11,7 +11,8 @@ from components.vm import VmSpec, user_data_options
 
 
 def find_ami(image: AwsImage, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
-    """The newest image matching the pin; look it up once per pool, not per VM."""
+    """The newest image matching the pin. Looked up once per pool and only for attempts with
+    no recorded image: a VM is built from its attempt's AMI for the attempt's whole life."""
     return aws.ec2.get_ami_output(
         most_recent=True,
         owners=list(image.owners),
@@ -28,6 +29,7 @@ class AwsPoolVM(pulumi.ComponentResource):
     vm_id: pulumi.Output[str]
     public_ip: pulumi.Output[str]
     node_name: str
+    image: pulumi.Output[str]
 
     def __init__(
         self,
@@ -72,6 +74,12 @@ class AwsPoolVM(pulumi.ComponentResource):
         self.node_name = spec.node_name
         self.vm_id = instance.id
         self.public_ip = instance.public_ip
+        self.image = pulumi.Output.from_input(ami)
         self.register_outputs(
-            {"vmId": instance.id, "publicIp": instance.public_ip, "nodeName": spec.node_name}
+            {
+                "vmId": instance.id,
+                "publicIp": instance.public_ip,
+                "nodeName": spec.node_name,
+                "image": self.image,
+            }
         )

@@ -1,4 +1,13 @@
-"""Azure PoolVM: a VM (with its NIC and public IP) with no identity and no SSH key."""
+"""Azure PoolVM: a VM (with its NIC and public IP) with no identity and no SSH key.
+
+Image: azure-native has no function that lists a marketplace image's versions, so a new VM
+takes the pinned reference (version ``latest``), which Azure resolves once, when it creates
+the VM, and reports as ``storageProfile.imageReference.exactVersion``: the VM exports that
+concrete image (``publisher:offer:sku:<exactVersion>``) for its attempt's record. The input
+``latest`` never changes, so a newer version changes no existing VM; once the attempt's
+image is recorded, the reference is also kept as created whatever the pin becomes
+(``ignore_changes``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +19,7 @@ import pulumi_random as random
 
 from components import naming
 from components.network.azure import AzureIsolatedNetwork
+from components.pins import AzureImage
 from components.vm import VmSpec, user_data_options
 
 ADMIN_USER = "anycloud"
@@ -19,10 +29,18 @@ def public_ip_name(node_name: str) -> str:
     return f"{node_name}-ip"
 
 
+def image_urn(image: AzureImage, exact_version: str | None) -> str:
+    """The concrete image a VM was built from, as ``az vm create --image`` takes it; empty
+    while Azure has not said which version ``latest`` was."""
+    version = exact_version or (image.version if image.version != "latest" else None)
+    return f"{image.publisher}:{image.offer}:{image.sku}:{version}" if version else ""
+
+
 class AzurePoolVM(pulumi.ComponentResource):
     vm_id: pulumi.Output[str]
     public_ip: pulumi.Output[str]
     node_name: str
+    image: pulumi.Output[str]
 
     def __init__(
         self,
@@ -30,7 +48,9 @@ class AzurePoolVM(pulumi.ComponentResource):
         spec: VmSpec,
         network: AzureIsolatedNetwork,
         opts: pulumi.ResourceOptions | None = None,
+        recorded_image: str | None = None,
     ) -> None:
+        """``recorded_image``: the URN recorded for the attempt (its VM exists)."""
         super().__init__("anycloud:vm:AzurePoolVM", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = naming.azure_tags(spec.tags)
@@ -120,7 +140,12 @@ class AzurePoolVM(pulumi.ComponentResource):
             ),
             # No `identity`: the VM gets no managed identity.
             tags=tags,
-            opts=pulumi.ResourceOptions.merge(child, user_data_options(spec, "osProfile")),
+            opts=pulumi.ResourceOptions.merge(
+                pulumi.ResourceOptions.merge(child, user_data_options(spec, "osProfile")),
+                pulumi.ResourceOptions(
+                    ignore_changes=["storageProfile.imageReference"] if recorded_image else None
+                ),
+            ),
         )
         # Read the address Azure assigned once the VM (and so its IP) exists; unknown in a
         # preview of a new VM.
@@ -132,6 +157,20 @@ class AzurePoolVM(pulumi.ComponentResource):
         self.node_name = spec.node_name
         self.vm_id = vm.vm_id
         self.public_ip = address.ip_address.apply(lambda ip: ip or "")
+        self.image = (
+            pulumi.Output.from_input(recorded_image)
+            if recorded_image
+            else vm.storage_profile.apply(
+                lambda sp: image_urn(
+                    image, sp.image_reference.exact_version if sp and sp.image_reference else None
+                )
+            )
+        )
         self.register_outputs(
-            {"vmId": vm.vm_id, "publicIp": self.public_ip, "nodeName": spec.node_name}
+            {
+                "vmId": vm.vm_id,
+                "publicIp": self.public_ip,
+                "nodeName": spec.node_name,
+                "image": self.image,
+            }
         )

@@ -9,12 +9,23 @@ import pulumi_gcp as gcp
 
 from components import naming
 from components.network.gcp import GcpIsolatedNetwork
+from components.pins import GcpImage
 from components.vm import VmSpec, user_data_options
 
 
 def default_zone(region: str) -> str:
     # Instances are zonal; without a pool zone use the region's "a" zone.
     return f"{region}-a"
+
+
+def find_image(image: GcpImage, opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
+    """The newest image of the pinned family, as a concrete selfLink. A family given to the
+    instance itself is resolved by GCP at create time, and a later run would see another
+    image (and replace the VM): the VM takes the concrete image, looked up once per pool and
+    only for attempts with no recorded image."""
+    return gcp.compute.get_image_output(
+        family=image.family, project=image.project, opts=opts
+    ).self_link
 
 
 def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str:
@@ -26,6 +37,7 @@ class GcpPoolVM(pulumi.ComponentResource):
     vm_id: pulumi.Output[str]
     public_ip: pulumi.Output[str]
     node_name: str
+    image: pulumi.Output[str]
 
     def __init__(
         self,
@@ -33,8 +45,12 @@ class GcpPoolVM(pulumi.ComponentResource):
         spec: VmSpec,
         network: GcpIsolatedNetwork,
         opts: pulumi.ResourceOptions | None = None,
+        image: pulumi.Input[str] | None = None,
     ) -> None:
         super().__init__("anycloud:vm:GcpPoolVM", name, None, opts)
+        if image is None:
+            pin = spec.images.gcp_gpu if spec.gpu else spec.images.gcp_cpu
+            image = find_image(pin, pulumi.InvokeOutputOptions(parent=self))
         accelerators: list[gcp.compute.InstanceGuestAcceleratorArgs] = []
         if spec.gpu and spec.gpu_model and spec.vm_type.startswith("n1-"):
             # Only N1 takes attachable GPUs; A2/A3/G2 machine types include theirs.
@@ -49,7 +65,7 @@ class GcpPoolVM(pulumi.ComponentResource):
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=spec.images.gcp_gpu if spec.gpu else spec.images.gcp_cpu,
+                    image=image,
                     size=100 if spec.gpu else 40,
                 ),
             ),
@@ -80,6 +96,12 @@ class GcpPoolVM(pulumi.ComponentResource):
         self.node_name = spec.node_name
         self.vm_id = instance.instance_id
         self.public_ip = instance.network_interfaces.apply(_nat_ip)
+        self.image = pulumi.Output.from_input(image)
         self.register_outputs(
-            {"vmId": instance.instance_id, "publicIp": self.public_ip, "nodeName": spec.node_name}
+            {
+                "vmId": instance.instance_id,
+                "publicIp": self.public_ip,
+                "nodeName": spec.node_name,
+                "image": self.image,
+            }
         )

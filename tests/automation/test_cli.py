@@ -59,8 +59,8 @@ def test_full_flow_json(run, control_plane: ControlPlane) -> None:  # type: igno
     cluster = _json(run("cluster", "register", "prod", "--kubeconfig",
                         str(control_plane.kubeconfig), "--server-url",
                         "https://203.0.113.10:6443", "--json"))
-    assert cluster["state"] == "ready" and cluster["facts_source"] == "cluster"
-    assert cluster["kubernetes_version"] == "v1.36.3"  # what the real API server says
+    assert cluster["state"] == "ready" and cluster["factsSource"] == "cluster"
+    assert cluster["kubernetesVersion"] == "v1.36.3"  # what the real API server says
     assert _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
                      "--json"))["reference"] == {"profile": "team"}
     pool = _json(run("node-pool", "create", "gpu", "--credentials", "team", "--region",

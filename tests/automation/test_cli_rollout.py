@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
 from automation.cli import cli
+from automation.clock import ManualClock
 from automation.devcluster.control_plane import kubeconfig_document
+from automation.services import ingress_status
+from automation.simulators.cluster import SimulatedCluster
 from tests.automation.conftest import DEMO_CA
+from tests.automation.kube.test_ingress import (
+    TERMINATED_OK,
+    daemon_set_json,
+    helm_chart_json,
+    job_json,
+    pod_json,
+)
+from tests.automation.test_cli import _offline_kubeconfig
 
 
 @pytest.fixture
@@ -136,3 +148,110 @@ def test_unlock_with_the_mock_engine(run) -> None:  # type: ignore[no-untyped-de
     # The mock engine keeps no lock: it says so rather than claim it unlocked something.
     assert json.loads(result.stdout) == {"stack": json.loads(result.stdout)["stack"],
                                          "engine": "mock", "unlocked": False}
+
+
+# -- the JSON convention ---------------------------------------------------------------------
+def _underscored_keys(doc: Any, path: str = "$") -> list[str]:
+    """Every key, at any depth, that is not camelCase (has an underscore). Not walked into:
+    ``inputs`` (``plan``'s resources: the engine's wire-format names) and label/tag maps."""
+    found: list[str] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if "_" in key:
+                found.append(f"{path}.{key}")
+            if key not in ("inputs", "labels", "tags"):
+                found += _underscored_keys(value, f"{path}.{key}")
+    elif isinstance(doc, list):
+        for i, item in enumerate(doc):
+            found += _underscored_keys(item, f"{path}[{i}]")
+    return found
+
+
+def test_every_json_output_has_camel_case_keys(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    """list, status, register, create, delete, reconcile, preview, plan, policy and unlock
+    print camelCase keys only: nested objects, JSON lines and errors included."""
+    # Service pools' status reads the ingress release from this cluster, not from the network.
+    sim = SimulatedCluster(ManualClock())
+    monkeypatch.setattr(ingress_status, "kubernetes_port_factory", lambda ledger: lambda s: sim)
+    documents: dict[str, Any] = {}
+
+    def doc(*args: str, code: int = 0) -> Any:
+        result = run(*args, "--json")
+        assert result.exit_code == code, (args, result.stdout, result.stderr)
+        try:
+            out = json.loads(result.stdout)
+        except json.JSONDecodeError:  # JSON lines (reconcile's events, then its summary)
+            out = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        documents[" ".join(args)] = out
+        # --json progress goes to stderr as JSON lines: they follow the convention too.
+        documents[" ".join(args) + " (stderr)"] = [
+            json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+        return documents[" ".join(args)]
+
+    edge = doc("cluster", "register", "edge", "--kubeconfig",
+               str(_offline_kubeconfig(tmp_path / "edge-kc")), "--offline",
+               "--kubernetes-version", "v1.36.2+k3s1")
+    assert {"serverUrl", "caSha256", "kubeSystemUid", "factsSource", "lastError",
+            "createdAt"} <= set(edge)
+    doc("cluster", "list")
+    doc("cluster", "status", "prod")
+    doc("cluster", "delete", "edge")
+    azure = doc("credentials", "new", "az", "--provider", "azure", "--subscription-id",
+                "00000000-0000-0000-0000-000000000001", "--tenant-id",
+                "00000000-0000-0000-0000-000000000002", "--client-id",
+                "00000000-0000-0000-0000-000000000003")
+    assert set(azure["reference"]) == {"subscriptionId", "tenantId", "clientId",
+                                       "clientSecretEnv"}
+    doc("credentials", "list")
+    doc("credentials", "delete", "az")
+    web = doc("node-pool", "create", "web", "--credentials", "aws", "--region", "us-east-1",
+              "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1")
+    assert {"clusterId", "credentialId", "vmType", "minVms", "maxVms", "hostsService",
+            "lastError"} <= set(web)
+    doc("deployment", "create", "site", "--node-pool", "web", "--service")
+    doc("deployment", "create", "train", "--node-pool", "cpu")
+    doc("deployment", "list")
+    doc("node-pool", "plan", "cpu")
+    doc("node-pool", "preview", "cpu", "--engine", "mock")  # progress: JSON lines on stderr
+    doc("preview", "--all", "--engine", "mock")
+    doc("policy", "check", "--all")
+    doc("node-pool", "unlock", "cpu", "--engine", "mock")
+    doc("cluster", "unlock", "prod", "--engine", "mock")
+    doc("reconcile", "--once", "--simulate", "--engine", "mock", "--passes", "4",
+        "--advance", "1m")
+    (*events, summary) = documents["reconcile --once --simulate --engine mock --passes 4 "
+                                   "--advance 1m"]
+    assert set(summary["pools"]) == {p["id"] for p in doc("node-pool", "list")}
+    assert any("nodeState" in e["data"] for e in events)  # the reconciler's node_state
+    sim.set_helm_chart(web["id"], helm_chart_json())
+    sim.set_helm_job(web["id"], job_json(complete=True))
+    sim.set_helm_pods(web["id"], [pod_json("x1a2b", TERMINATED_OK)])
+    sim.set_ingress_daemon_set(web["id"], daemon_set_json(desired=1, ready=1))
+    for pool in ("web", "cpu", "gpu"):
+        doc("node-pool", "status", pool)
+    status = documents["node-pool status web"]
+    assert {"vmType", "lastError", "lastErrorCode", "hostsService", "ingressEntryIp",
+            "createdAt", "updatedAt"} <= set(status)
+    assert {"helmJob", "daemonSet", "lastEvent"} <= set(status["ingress"]["release"])
+    doc("deployment", "delete", "train")
+    doc("node-pool", "delete", "cpu")
+    doc("node-pool", "status", "ghost", code=2)  # the error object
+
+    assert documents["node-pool preview cpu --engine mock (stderr)"]
+    offenders = {name: keys for name, d in documents.items() if (keys := _underscored_keys(d))}
+    assert offenders == {}
+
+
+def test_create_and_plan_warn_about_an_image_not_verified_first_hand(run) -> None:  # type: ignore[no-untyped-def]
+    created = run("node-pool", "create", "more", "--credentials", "aws", "--region",
+                  "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1",
+                  "--json")
+    assert created.exit_code == 0, created.output
+    warnings = json.loads(created.stdout)["warnings"]
+    assert warnings and "not verified first-hand" in warnings[0]
+    assert "warning: the aws CPU image" in created.stderr
+    plan = run("node-pool", "plan", "more", "--json")
+    assert json.loads(plan.stdout)["warnings"] == warnings
+    assert "warning:" in plan.stderr

@@ -68,11 +68,11 @@ def ca_sha256(plane: ControlPlane) -> str:
 
 
 def assert_read_from(plane: ControlPlane, record: dict[str, Any]) -> None:
-    assert record["state"] == "ready" and record["facts_source"] == "cluster"
-    assert record["kubernetes_version"] == K8S_VERSION
-    assert record["kube_system_uid"] == kube_system_uid(plane)
-    assert record["ca_sha256"] == ca_sha256(plane)
-    assert record["last_error"] is None
+    assert record["state"] == "ready" and record["factsSource"] == "cluster"
+    assert record["kubernetesVersion"] == K8S_VERSION
+    assert record["kubeSystemUid"] == kube_system_uid(plane)
+    assert record["caSha256"] == ca_sha256(plane)
+    assert record["lastError"] is None
 
 
 @pytest.fixture
@@ -113,8 +113,8 @@ def test_register_with_server_url_reads_the_real_cluster(control_plane: ControlP
     cluster = ok(anycloud("cluster", "register", "prod", "--kubeconfig",
                           str(control_plane.kubeconfig), "--server-url", PUBLIC, "--json"))
     assert_read_from(control_plane, cluster)
-    assert cluster["server_url"] == PUBLIC
-    assert cluster["kubeconfig_path"] == str(control_plane.kubeconfig.resolve())
+    assert cluster["serverUrl"] == PUBLIC
+    assert cluster["kubeconfigPath"] == str(control_plane.kubeconfig.resolve())
     assert ok(anycloud("cluster", "status", "prod", "--json")) == cluster
     assert ok(anycloud("cluster", "status", cluster["id"], "--json")) == cluster
     listed = ok(anycloud("cluster", "list", "--json"))
@@ -122,7 +122,7 @@ def test_register_with_server_url_reads_the_real_cluster(control_plane: ControlP
 
     shown = anycloud("cluster", "status", "prod")
     assert shown.exit_code == 0
-    for value in (K8S_VERSION, cluster["kube_system_uid"], cluster["ca_sha256"], PUBLIC):
+    for value in (K8S_VERSION, cluster["kubeSystemUid"], cluster["caSha256"], PUBLIC):
         assert value in shown.stdout
 
 
@@ -137,14 +137,14 @@ def test_refresh_of_an_offline_record_reads_the_real_cluster(
     registered = ok(anycloud("cluster", "register", "prod", "--kubeconfig",
                              str(control_plane.kubeconfig), "--server-url", PUBLIC,
                              "--offline", *offline, "--json"))
-    assert (registered["state"], registered["kubernetes_version"],
-            registered["facts_source"]) == before
-    assert registered["kube_system_uid"] is None
-    assert registered["ca_sha256"] == ca_sha256(control_plane)  # from the kubeconfig
+    assert (registered["state"], registered["kubernetesVersion"],
+            registered["factsSource"]) == before
+    assert registered["kubeSystemUid"] is None
+    assert registered["caSha256"] == ca_sha256(control_plane)  # from the kubeconfig
 
     refreshed = ok(anycloud("cluster", "refresh", "prod", "--json"))
     assert_read_from(control_plane, refreshed)
-    assert refreshed["id"] == registered["id"] and refreshed["server_url"] == PUBLIC
+    assert refreshed["id"] == registered["id"] and refreshed["serverUrl"] == PUBLIC
     assert ok(anycloud("cluster", "status", "prod", "--json")) == refreshed
 
 
@@ -160,10 +160,10 @@ def test_a_service_account_without_rights_stays_pending_until_granted(
 
     pending = ok(anycloud("cluster", "register", "prod", "--kubeconfig", str(kc),
                           "--server-url", PUBLIC, "--json"))
-    assert pending["state"] == "pending" and pending["facts_source"] is None
-    assert pending["kubernetes_version"] is None and pending["kube_system_uid"] is None
-    assert pending["ca_sha256"] == ca_sha256(control_plane)
-    assert pending["last_error"] == denial
+    assert pending["state"] == "pending" and pending["factsSource"] is None
+    assert pending["kubernetesVersion"] is None and pending["kubeSystemUid"] is None
+    assert pending["caSha256"] == ca_sha256(control_plane)
+    assert pending["lastError"] == denial
 
     # No node pool on it, and the refusal says why.
     ok(anycloud("credentials", "new", "team", "--provider", "aws", "--profile", "team",
@@ -175,7 +175,7 @@ def test_a_service_account_without_rights_stays_pending_until_granted(
     assert "denies `get` on `namespaces`" in error["message"]
 
     still = ok(anycloud("cluster", "refresh", "prod", "--json"))
-    assert (still["state"], still["last_error"]) == ("pending", denial)
+    assert (still["state"], still["lastError"]) == ("pending", denial)
 
     grant = f"anycloud-test-{namespace}"
     control_plane.kubectl("create", "clusterrole", grant, "--verb=get",
@@ -200,8 +200,8 @@ def test_rejected_credentials_leave_the_record_pending(control_plane: ControlPla
         control_plane.server, control_plane.pki.ca_cert, token="abcdef.0123456789abcdef")))
     pending = ok(anycloud("cluster", "register", "prod", "--kubeconfig", str(kc),
                           "--server-url", PUBLIC, "--json"))
-    assert pending["state"] == "pending" and pending["kubernetes_version"] is None
-    assert pending["last_error"] == (
+    assert pending["state"] == "pending" and pending["kubernetesVersion"] is None
+    assert pending["lastError"] == (
         "cluster not read: the API server rejected the registered credentials "
         "(401 Unauthorized); re-register the cluster's kubeconfig")
 
@@ -225,4 +225,4 @@ def test_installed_command_registers_and_refreshes_the_real_cluster(
     refreshed = anycloud("cluster", "refresh", "prod")
     assert_read_from(control_plane, refreshed)
     assert refreshed["id"] == registered["id"]
-    assert refreshed["updated_at"] > registered["updated_at"]
+    assert refreshed["updatedAt"] > registered["updatedAt"]

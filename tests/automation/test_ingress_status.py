@@ -71,7 +71,7 @@ def test_no_service_no_release_and_no_cluster() -> None:
     assert out.ingress == IngressView(entry_ip=None, release=None)
     dumped = out.model_dump(mode="json")
     assert dumped["ingress"] == {"entryIp": None, "release": None}
-    assert dumped["ingress_entry_ip"] is None
+    assert dumped["ingressEntryIp"] is None
 
 
 def test_service_pool_reads_the_cluster() -> None:
@@ -127,7 +127,7 @@ def test_forbidden_and_unbuildable_ports_are_notes() -> None:
     out = with_ingress(pool_status("np-web1", hosts_service=True), broken)
     assert out.ingress is not None and out.ingress.release is not None
     assert out.ingress.release.last_event == (
-        "cluster unavailable: cannot load kubeconfig /gone: no such file")
+        "cluster unavailable: cannot load kubeconfig <hidden>: no such file")
 
 
 def test_the_port_is_closed_after_reading() -> None:
@@ -257,11 +257,11 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
     registered = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
                            "--server-url", "https://203.0.113.10:6443", "--json"))
     kube_system = objects.get(control_plane, "namespace", "kube-system") or {}
-    assert (registered["state"], registered["kube_system_uid"]) == (
+    assert (registered["state"], registered["kubeSystemUid"]) == (
         "ready", kube_system["metadata"]["uid"])
     # Agents join the public address; reads go where the registered kubeconfig points.
-    assert registered["server_url"] == "https://203.0.113.10:6443"
-    assert registered["kubeconfig_path"] == str(kc.resolve())
+    assert registered["serverUrl"] == "https://203.0.113.10:6443"
+    assert registered["kubeconfigPath"] == str(kc.resolve())
     _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
               "--json"))
     for name in ("web", "jobs"):
@@ -303,7 +303,7 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
             "state": "failed", "helmJob": {"phase": "retrying", "message": "exit code 1"},
             "daemonSet": None,
             "lastEvent": "BackOff: Back-off restarting failed container helm"}}
-        assert failing["ingress_entry_ip"] is None
+        assert failing["ingressEntryIp"] is None
         lines = _flat(run("node-pool", "status", "web"))
         assert ("Ingress entry not elected yet — release failed (helm job retrying: exit code "
                 "1)") in lines

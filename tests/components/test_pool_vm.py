@@ -72,11 +72,23 @@ def test_gcp_labels_use_valid_keys(h: Any) -> None:
 
 
 def test_gcp_image_is_ubuntu_or_deep_learning_for_gpu(h: Any) -> None:
-    (cpu,) = _vms(h, "gcp")[:1]
-    assert cpu.inputs["bootDisk"]["initializeParams"]["image"] == PINS.images.gcp_cpu
-    gpu = _vms(h, "gcp", gpu=True)[0]
-    assert gpu.inputs["bootDisk"]["initializeParams"]["image"] == PINS.images.gcp_gpu
-    assert gpu.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    # The VM takes the concrete newest image of the pinned family, never the family itself
+    # (GCP would resolve a family anew and a later run would see another image).
+    def family_lookup(run: Any) -> dict[str, Any]:
+        (call,) = [i for i in run.invokes if i["token"] == "gcp:compute/getImage:getImage"]
+        return dict(call["args"])
+
+    for gpu, pin in ((False, PINS.images.gcp_cpu), (True, PINS.images.gcp_gpu)):
+        run = h.run_pool("gcp", gpu=gpu)
+        assert family_lookup(run) == {"family": pin.family, "project": pin.project}
+        for vm in run.of_type(h.VM_TYPES["gcp"]):
+            image = vm.inputs["bootDisk"]["initializeParams"]["image"]
+            assert image.startswith(
+                f"https://www.googleapis.com/compute/v1/projects/{pin.project}/global/images/"
+                f"{pin.family}-v"
+            )
+    gpu_vm = _vms(h, "gcp", gpu=True)[0]
+    assert gpu_vm.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
 
 
 # ---------------------------------------------------------------- Azure
