@@ -240,18 +240,30 @@ class Reconciler:
 
     def _confirm_services(self, pool: RowMapping, refs: list[RowMapping], port: ClusterPort,
                           now: datetime) -> bool:
-        """Terminated services whose objects are gone stop counting; True if any still do."""
+        """Remove the objects of terminated services and confirm them gone; True while any
+        service still targets the pool. A cluster that cannot be reached raises (the pass
+        records it); the next pass that reaches it carries on where this one stopped."""
         still = False
         for w in refs:
-            if w["state"] == "terminated" and port.service_objects_removed(
-                    service_namespace(w["id"])):
-                with self.app.ledger.write() as conn:
-                    conn.execute(workloads.update().where(workloads.c.id == w["id"])
-                                 .values(state="removed", removed_at=now))
-                    self._event(conn, now, pool["id"], "service_removed",
-                                 f"service {w['name']}: objects confirmed removed")
-            else:
+            if w["state"] != "terminated":
                 still = True
+                continue
+            namespace = service_namespace(w["id"])
+            owner = port.namespace_owner(namespace, pool["id"])
+            if owner == "ours":
+                port.delete_namespace(namespace)  # idempotent: Terminating is fine
+            if owner == "ours" and not port.service_objects_removed(namespace):
+                still = True
+                continue
+            note = ("objects confirmed removed" if owner != "foreign" else
+                    f"namespace {namespace} is not owned by anycloud and was left in place")
+            with self.app.ledger.write() as conn:
+                conn.execute(workloads.update().where(workloads.c.id == w["id"])
+                             .values(state="removed", removed_at=now))
+                self._event(conn, now, pool["id"], "service_removed",
+                            f"service {w['name']}: {note}")
+            self.report("service", f"{pool['name']}: service {w['name']}: {note}",
+                        {"pool": pool["id"], "service": w["id"]})
         return still
 
     # -- acting -----------------------------------------------------------------------

@@ -199,15 +199,25 @@ def delete_cluster(app: App, ref: str) -> Cluster:
         row = find_live(
             conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster", lock=True
         )
-        pools = conn.execute(
-            sa.select(sa.func.count()).where(
-                schema.node_pools.c.cluster_id == row["id"],
-                schema.node_pools.c.state.in_(list(LIVE_POOL_STATES)),
-            )
-        ).scalar_one()
+        live_pools = sa.select(schema.node_pools.c.id).where(
+            schema.node_pools.c.cluster_id == row["id"],
+            schema.node_pools.c.state.in_(list(LIVE_POOL_STATES)))
+        pools = conn.execute(sa.select(sa.func.count()).select_from(live_pools.subquery())
+                             ).scalar_one()
         if pools:
+            # What keeps those pools alive: the Services (and deployments) targeting them.
+            blocking = conn.execute(sa.select(
+                schema.workloads.c.name, schema.workloads.c.kind, schema.workloads.c.state,
+            ).where(schema.workloads.c.pool_id.in_(live_pools),
+                    schema.workloads.c.state.in_(["active", "terminated"]))
+                .order_by(schema.workloads.c.name)).all()
+            named = "; ".join(
+                f"{w.kind} {w.name}" + (" (terminated, its objects not yet removed from the "
+                                        "cluster)" if w.state == "terminated" else "")
+                for w in blocking)
             raise Conflict(
-                f"cluster {row['name']!r} still has {pools} node pool(s): delete them first",
+                f"cluster {row['name']!r} still has {pools} node pool(s): delete them first"
+                + (f"; work still targets them: {named}" if named else ""),
                 code="CLUSTER_IN_USE", field="cluster", value=ref,
                 rule="a cluster with live node pools cannot be deleted",
             )

@@ -160,6 +160,18 @@ def test_cluster_with_pools_cannot_be_deleted(world: App) -> None:
     with pytest.raises(Conflict) as err:
         clusters.delete_cluster(world, "prod")
     assert err.value.code == "CLUSTER_IN_USE"
+    assert "work still targets" not in err.value.message
+
+
+def test_cluster_delete_names_the_services_that_block_it(world: App) -> None:
+    node_pools.create_node_pool(world, _req())
+    workloads.create_workload(world, "site", "cpu", WorkloadKind.SERVICE)
+    workloads.create_workload(world, "api", "cpu", WorkloadKind.SERVICE)
+    workloads.delete_workload(world, "site")  # terminated: counts until its objects are gone
+    with pytest.raises(Conflict) as err:
+        clusters.delete_cluster(world, "prod")
+    assert ("work still targets them: service api; service site (terminated, its objects "
+            "not yet removed from the cluster)") in err.value.message
 
 
 def test_unknown_pool(world: App) -> None:

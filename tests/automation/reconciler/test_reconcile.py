@@ -289,3 +289,35 @@ def test_a_namespace_left_in_place_stays_visible_once_the_pool_is_deleted(rig: R
     assert s.last_error_code == "NAMESPACE_NOT_OWNED"
     assert f"namespace {pool_namespace(pool)} is not owned by anycloud" in (s.last_error or "")
     assert pool_namespace(pool) in rig.world.cluster.namespaces  # left in place
+
+
+def test_a_terminated_services_objects_are_removed_once_the_cluster_answers(rig: Rig) -> None:
+    """The reconciler deletes a terminated Service's namespace itself; while the cluster
+    cannot be reached the pool records why, and the cleanup resumes on its own."""
+    from automation.reconciler.reconcile import service_namespace
+    from automation.services import node_pools as pools_service
+
+    pool = rig.pool("web", count=1)
+    rig.passes(6, step=M)
+    site = workloads.create_workload(rig.app, "site", "web", WorkloadKind.SERVICE)
+    namespace = service_namespace(site.id)
+    rig.world.cluster.add_namespace(namespace, {"app.kubernetes.io/managed-by": "anycloud",
+                                                "anycloud.sh/node-pool": pool})
+    rig.world.cluster.namespace_delete_delay = 2 * M  # Terminating for two minutes
+    workloads.delete_workload(rig.app, "site")
+    rig.world.cluster.set_unreachable(True)
+    rig.passes(2, step=M)
+    assert status(rig, pool).last_error_code == "CLUSTER_UNAVAILABLE"
+    assert namespace in rig.world.cluster.namespaces  # nothing could be done yet
+    rig.world.cluster.set_unreachable(False)
+    rig.passes(1, step=M)
+    assert namespace in rig.world.cluster.terminating  # deleted, not yet gone
+    rig.passes(4, step=M)
+    assert namespace not in rig.world.cluster.namespaces
+    with rig.app.ledger.read() as conn:
+        state = conn.execute(sa.select(schema.workloads.c.state).where(
+            schema.workloads.c.id == site.id)).scalar_one()
+    assert state == "removed"
+    pools_service.delete_node_pool(rig.app, "web")  # nothing targets the pool any more
+    rig.passes(8, step=M)
+    assert status(rig, pool).state == "deleted"
