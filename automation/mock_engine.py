@@ -2,11 +2,20 @@
 
 This is the engine-less half of the StackRunner story: the real resource registration path
 of the Pulumi SDK runs, but a pluggable *cloud* object answers instead of provider plugins.
-It assigns ids and addresses (``new_resource``) and answers invokes (``call``, e.g.
+It fills in what a provider's ``Check`` would (``check``: autonames, known in a preview),
+assigns ids, addresses and the other outputs the real providers return (``new_resource``:
+ARNs, GCP selfLinks, ARM ids and names) and answers invokes (``call``, e.g.
 ``aws:ec2/getAmi:getAmi`` with the newest image it has; ``publish_image`` publishes a newer
 one, as an image's owner would). The result is plain data: every resource with its inputs under
 the engine's wire names (camelCase), secrets replaced by ``"[secret]"``, plus the stack
 outputs. Used by ``anycloud node-pool plan``, the offline policy check and tests.
+
+With a ``planner`` (the mock runner's diff against its recorded state) each custom resource
+is told its step before the cloud answers: a ``preview`` then behaves like the engine's --
+a resource about to be created or replaced has an unknown id and unknown computed outputs,
+and whatever the program derives from them is unknown too (``"[unknown]"`` in the result);
+in an update, a resource kept (``same``/``update``) keeps its recorded id and a replaced one
+gets a new one where the cloud's ids are not derived from the name.
 
 Pulumi is imported lazily so importing this module costs nothing.
 """
@@ -32,20 +41,32 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 STACK_TYPE = "pulumi:pulumi:Stack"
 _IMAGE_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # when the simulated clouds' first images date
+_ACCOUNT = "000000000000"  # the simulated AWS account
+_AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+_GCP_API = "https://www.googleapis.com/compute/v1/"
 
 __all__ = [
     "SECRET",
+    "UNKNOWN",
     "Cloud",
     "CloudFailure",
+    "PendingResource",
+    "Planner",
     "ProgramRun",
     "RegisteredResource",
     "SimulatedCloud",
+    "Step",
     "run_program",
 ]
 
 
 class Cloud(Protocol):
-    """What the mock engine asks of a (simulated) cloud."""
+    """What the mock engine asks of a (simulated) cloud.
+
+    Optionally also ``check(args) -> dict``: the input properties the provider fills in
+    before anything exists (autonames), echoed as outputs even in a preview. ``args.step``
+    (a ``Step`` or None) says what the engine is doing with the resource.
+    """
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         """Return the physical id and the *extra* output properties (wire names)."""
@@ -58,6 +79,37 @@ class Cloud(Protocol):
 
 class CloudFailure(Exception):
     """Raised by a simulated cloud to make one resource's creation fail."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the engine does with one resource in this run."""
+
+    op: str  # create | update | replace | same
+    old_id: str | None = None  # the recorded id (update, replace, same)
+    delete_before_replace: bool = False
+
+
+@dataclass(frozen=True)
+class PendingResource:
+    """A resource as the program registers it, before the cloud answers: what a planner
+    decides on. ``inputs`` are plain (secrets readable), unknown values ``"[unknown]"``."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+
+
+class Planner(Protocol):
+    def decide(self, resource: PendingResource) -> Step:
+        """The step for ``resource``; raise ``CloudFailure`` to fail it."""
+        ...
+
+
+_local = threading.local()  # the step of the registration in flight on this thread
 
 
 @dataclass(frozen=True)
@@ -139,8 +191,41 @@ def _uuid_from(raw: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=raw[:16])
 
 
+def _unwrap(value: Any) -> tuple[Any, bool]:
+    """A value without its RPC secret wrapper, and whether it had one."""
+    from pulumi.runtime import rpc
+
+    if rpc.is_rpc_secret(value):
+        return rpc.unwrap_rpc_secret(value), True
+    return value, False
+
+
+def _rewrap(value: Any, secret: bool) -> Any:
+    from pulumi.runtime import rpc
+
+    return rpc.wrap_rpc_secret(value) if secret else value
+
+
+def _text(value: Any) -> str | None:
+    """A known string input (secret or not), else None."""
+    plain, _ = _unwrap(value)
+    return plain if isinstance(plain, str) and plain else None
+
+
+def _step_of(args: Any) -> Step | None:
+    step = getattr(args, "step", None)
+    return step if isinstance(step, Step) else None
+
+
 class SimulatedCloud:
     """A deterministic cloud: ids and addresses derive from the resource type and name.
+
+    It answers like the real providers: AWS ids (``vpc-…``, ``i-…``) with their ARNs, GCP
+    resource paths as ids with ``selfLink``/``name``/``project``, Azure ARM ids built from the
+    subscription, resource group and name with ``name``, Kubernetes ``namespace/name``. The
+    provider resources' configuration (project, region, subscription) is read from the
+    explicit providers the program registers. Names the program leaves out are autonamed the
+    way each provider does it (``check``).
 
     ``fail`` makes creation of matching resources raise (``CloudFailure``); it receives the
     type and the logical name.
@@ -162,6 +247,11 @@ class SimulatedCloud:
         # to see what it published (a preview sees the images an ``up`` would).
         self.images: dict[str, list[dict[str, str]]] = images if images is not None else {}
         self._azure_exact: dict[str, str] = {}  # Azure VM name + key -> version built from
+        # What later answers need from earlier ones: provider configuration by (type, name),
+        # subnets by id (AWS) or path (GCP), private addresses handed out per subnet.
+        self._providers: dict[tuple[str, str], dict[str, Any]] = {}
+        self._subnets: dict[str, dict[str, str]] = {}
+        self._private: dict[str, dict[str, str]] = {}
 
     # -- images ---------------------------------------------------------------------------
     #
@@ -192,7 +282,10 @@ class SimulatedCloud:
             published.append(image)
         return image["id"]
 
-    # Addresses are unique within one cloud object; collisions are probed deterministically.
+    # -- addresses ------------------------------------------------------------------------
+    #
+    # Unique within one cloud object; collisions are probed deterministically.
+
     def public_ip(self, key: str) -> str:
         with self._lock:
             if key in self._ips:
@@ -207,8 +300,73 @@ class SimulatedCloud:
                     return ip
                 n = (n + 1) % size
 
-    def resource_id(self, type_: str, name: str) -> str:
-        h = _digest(type_, name).hex()
+    def private_ip(self, subnet: str, cidr: str | None, key: str, reserved: int = 4) -> str:
+        """An address inside the subnet's range for ``key``, skipping the ``reserved`` first
+        ones (AWS keeps 4, GCP 2) and the last."""
+        try:
+            net = ipaddress.ip_network(cidr or "10.0.1.0/24", strict=False)
+        except ValueError:
+            net = ipaddress.ip_network("10.0.1.0/24")
+        usable = max(net.num_addresses - reserved - 1, 1)
+        with self._lock:
+            given = self._private.setdefault(subnet, {})
+            if key in given:
+                return given[key]
+            n = int.from_bytes(_digest("private", subnet, key)[:4], "big") % usable
+            taken = set(given.values())
+            for _ in range(usable):
+                ip = str(net.network_address + reserved + n)
+                if ip not in taken:
+                    break
+                n = (n + 1) % usable
+            given[key] = ip
+            return ip
+
+    # -- what a provider's Check fills in ---------------------------------------------------
+
+    def check(self, args: MockResourceArgs) -> dict[str, Any]:
+        """The input properties the provider adds before the resource exists: an autoname
+        where the program gave none (pulumi-terraform-bridge: ``<name>-<7 hex>``;
+        azure-native: ``<name><8 hex>``; Kubernetes: ``metadata.name`` ``<name>-<8 hex>``),
+        a new one for a replacement. Also remembers provider configuration."""
+        from automation.engine.force_new import rules_for
+
+        t = args.typ
+        if t.startswith("pulumi:providers:"):
+            with self._lock:
+                self._providers[(t, args.name)] = dict(args.inputs)
+            return {}
+        step = _step_of(args)
+        seed = (step.old_id or "") if step is not None and step.op == "replace" else ""
+        hexes = _digest("autoname", t, args.name, seed).hex()
+        prop = rules_for(t).name_property
+        if prop is None and t.startswith("gcp:"):
+            prop = "name"
+        if prop is not None and prop not in args.inputs:
+            sep = "" if t.startswith("azure-native:") else "-"
+            width = 8 if t.startswith("azure-native:") else 7
+            return {prop: f"{args.name}{sep}{hexes[:width]}"}
+        if t.startswith("kubernetes:"):
+            metadata, secret = _unwrap(args.inputs.get("metadata") or {})
+            if isinstance(metadata, Mapping) and not metadata.get("name"):
+                named = {**metadata, "name": f"{args.name}-{hexes[:8]}"}
+                return {"metadata": _rewrap(named, secret)}
+        return {}
+
+    def _provider_config(self, ref: str | None) -> dict[str, Any]:
+        # A provider reference is "<urn>::<id>"; the URN ends in "<type>::<name>".
+        parts = (ref or "").split("::")
+        if len(parts) < 5:
+            return {}
+        with self._lock:
+            return dict(self._providers.get((parts[-3].split("$")[-1], parts[-2]), {}))
+
+    # -- ids and outputs ------------------------------------------------------------------
+
+    def resource_id(self, type_: str, name: str, replaces: str | None = None) -> str:
+        """An id for types whose ids the cloud makes up (not derived from a name); a
+        replacement (``replaces``: the id it replaces) gets another one."""
+        h = _digest(type_, name, *([replaces] if replaces else [])).hex()
         if type_.startswith("aws:"):
             prefix = {
                 "aws:ec2/vpc:Vpc": "vpc",
@@ -220,61 +378,235 @@ class SimulatedCloud:
                 "aws:ec2/instance:Instance": "i",
             }.get(type_, "res")
             return f"{prefix}-{h[:17]}"
-        if type_.startswith("azure-native:"):
-            kind = type_.rsplit(":", 1)[-1]
-            return f"/subscriptions/00000000-0000-0000-0000-000000000000/sim/{kind}/{name}"
-        if type_.startswith("gcp:"):
-            return f"projects/sim/{type_.rsplit(':', 1)[-1].lower()}s/{name}"
+        if type_.startswith("pulumi:providers:"):
+            return str(_uuid_from(bytes.fromhex(h)))
         return f"{name}-{h[:8]}"
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if self._fail is not None and self._fail(args.typ, args.name):
             raise CloudFailure(f"simulated failure creating {args.typ} {args.name}")
-        if not args.custom:
+        if not args.custom and not args.resource_id:
             return None, {}
-        rid = self.resource_id(args.typ, args.name)
-        extra: dict[str, Any] = {}
+        step = _step_of(args)
+        replaces = step.old_id if step is not None and step.op == "replace" else None
+        known = step.old_id if step is not None and step.op in ("same", "update") else None
+        inputs = {**args.inputs, **self.check(args)}
         t = args.typ
-        if t == "aws:ec2/instance:Instance":
-            extra = {
-                "publicIp": self.public_ip(args.name),
-                "privateIp": "10.0.1.10",
-                "arn": f"arn:aws:ec2:sim:000000000000:instance/{rid}",
-                "instanceState": "running",
-            }
-        elif t == "gcp:compute/instance:Instance":
-            nics = [dict(n) for n in args.inputs.get("networkInterfaces", [])]
-            if nics:
-                nics[0]["accessConfigs"] = [
-                    {**ac, "natIp": self.public_ip(args.name)}
-                    for ac in nics[0].get("accessConfigs", [])
-                ]
-                nics[0]["networkIp"] = "10.0.1.10"
-            extra = {"networkInterfaces": nics, "instanceId": str(int(_digest(rid).hex()[:12], 16))}
-        elif t == "azure-native:compute:VirtualMachine":
-            extra = {"vmId": str(_uuid_from(_digest(t, args.name)))}
-            storage = self._azure_storage(args.name, args.inputs.get("storageProfile"))
-            if storage is not None:
-                extra["storageProfile"] = storage
-            # The VM declares its public IP; answer lookups of it with the VM's address.
-            for name in _azure_public_ip_names(args.inputs):
-                with self._lock:
-                    self._ip_owner[name] = args.name
-        elif t == "azure-native:network:PublicIPAddress":
-            extra = {"ipAddress": self.public_ip(args.name)}
-        elif t in (
+        if t.startswith("pulumi:providers:"):
+            return known or self.resource_id(t, args.name, replaces), {}
+        if t.startswith("aws:"):
+            rid = known or args.resource_id or self.resource_id(t, args.name, replaces)
+            return rid, self._aws(t, args, inputs, rid, replaces)
+        extra: dict[str, Any]
+        if t.startswith("gcp:"):
+            rid, extra = self._gcp(t, args, inputs, replaces)
+            return known or rid, extra
+        if t.startswith("azure-native:"):
+            rid, extra = self._azure(t, args, inputs)
+            return known or rid, extra
+        if t.startswith("kubernetes:"):
+            # pulumi-kubernetes ids: "<namespace>/<name>", or the name if cluster-scoped.
+            metadata, _ = _unwrap(inputs.get("metadata") or {})
+            metadata = metadata if isinstance(metadata, Mapping) else {}
+            name = _text(metadata.get("name")) or args.name
+            namespace = _text(metadata.get("namespace"))
+            rid = args.resource_id or (f"{namespace}/{name}" if namespace else name)
+            return known or rid, {}
+        rid = known or self.resource_id(t, args.name, replaces)
+        extra = {}
+        if t in (
             "random:index/randomString:RandomString",
             "random:index/randomPassword:RandomPassword",
         ):
-            length = int(args.inputs.get("length", 16))
+            length = int(inputs.get("length", 16))
             alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-            seed = _digest(t, args.name, json.dumps(args.inputs.get("keepers", {}), sort_keys=True))
+            seed = _digest(t, args.name, json.dumps(inputs.get("keepers", {}), sort_keys=True))
             out = "".join(alphabet[b % len(alphabet)] for b in (seed * 4)[:length])
             extra = {"result": out}
-        elif t.startswith("pulumi:providers:"):
-            rid = f"{args.name}-provider"
-        if "name" not in args.inputs and t.startswith(("aws:", "gcp:")):
-            extra.setdefault("name", args.name)
+        return rid, extra
+
+    def _aws(self, t: str, args: MockResourceArgs, inputs: dict[str, Any], rid: str,
+             replaces: str | None) -> dict[str, Any]:
+        region = _text(self._provider_config(args.provider).get("region")) or "us-east-1"
+        kind = {
+            "aws:ec2/vpc:Vpc": "vpc",
+            "aws:ec2/subnet:Subnet": "subnet",
+            "aws:ec2/internetGateway:InternetGateway": "internet-gateway",
+            "aws:ec2/routeTable:RouteTable": "route-table",
+            "aws:ec2/securityGroup:SecurityGroup": "security-group",
+            "aws:ec2/instance:Instance": "instance",
+        }.get(t)
+        extra: dict[str, Any] = {}
+        if kind is not None:
+            extra = {"arn": f"arn:aws:ec2:{region}:{_ACCOUNT}:{kind}/{rid}", "ownerId": _ACCOUNT}
+        if t == "aws:ec2/vpc:Vpc":
+            h = _digest(rid).hex()
+            extra.update({
+                "defaultSecurityGroupId": f"sg-{h[:17]}",
+                "defaultRouteTableId": f"rtb-{h[17:34]}",
+                "mainRouteTableId": f"rtb-{h[17:34]}",
+                "defaultNetworkAclId": f"acl-{h[34:51]}",
+                "dhcpOptionsId": f"dopt-{h[51:64]}",
+                "instanceTenancy": inputs.get("instanceTenancy") or "default",
+            })
+        elif t == "aws:ec2/subnet:Subnet":
+            zone = _text(inputs.get("availabilityZone")) or f"{region}a"
+            extra["availabilityZone"] = zone
+            with self._lock:
+                self._subnets[rid] = {"cidr": _text(inputs.get("cidrBlock")) or "",
+                                      "zone": zone}
+        elif t == "aws:ec2/instance:Instance":
+            subnet_id = _text(inputs.get("subnetId")) or ""
+            with self._lock:
+                subnet = dict(self._subnets.get(subnet_id, {}))
+            key = args.name if replaces is None else f"{args.name}\x1f{rid}"
+            public = self.public_ip(key)
+            private = self.private_ip(subnet_id, subnet.get("cidr"), key, reserved=4)
+            domain = "ec2.internal" if region == "us-east-1" else f"{region}.compute.internal"
+            public_domain = ("compute-1.amazonaws.com" if region == "us-east-1"
+                             else f"{region}.compute.amazonaws.com")
+            extra.update({
+                "publicIp": public,
+                "privateIp": private,
+                "publicDns": f"ec2-{public.replace('.', '-')}.{public_domain}",
+                "privateDns": f"ip-{private.replace('.', '-')}.{domain}",
+                "availabilityZone": subnet.get("zone") or f"{region}a",
+                "instanceState": "running",
+                "primaryNetworkInterfaceId": f"eni-{_digest('eni', rid).hex()[:17]}",
+                "tenancy": inputs.get("tenancy") or "default",
+            })
+        return extra
+
+    def _gcp(self, t: str, args: MockResourceArgs, inputs: dict[str, Any],
+             replaces: str | None) -> tuple[str, dict[str, Any]]:
+        config = self._provider_config(args.provider)
+        project = _text(inputs.get("project")) or _text(config.get("project")) or "sim-project"
+        region = _text(inputs.get("region")) or _text(config.get("region")) or "us-central1"
+        name = _text(inputs.get("name")) or args.name
+        kind = t.rsplit(":", 1)[-1]
+        if kind in ("Network", "Firewall", "Route", "Image"):
+            path = f"projects/{project}/global/{kind[0].lower() + kind[1:]}s/{name}"
+        elif kind in ("Subnetwork", "Router", "Address"):
+            path = f"projects/{project}/regions/{region}/{kind.lower()}s/{name}"
+        elif kind == "Instance":
+            zone = _text(inputs.get("zone")) or _text(config.get("zone")) or f"{region}-a"
+            path = f"projects/{project}/zones/{zone}/instances/{name}"
+        else:
+            path = f"projects/{project}/{kind[0].lower() + kind[1:]}s/{name}"
+        rid = args.resource_id or path
+        numeric = str(int(_digest(rid, replaces or "").hex()[:12], 16))
+        created = "2026-01-01T00:00:00.000-00:00"
+        extra: dict[str, Any] = {"name": name, "project": project, "selfLink": _GCP_API + path,
+                                 "creationTimestamp": created}
+        if kind == "Network":
+            extra.update({"numericId": numeric, "routingMode": inputs.get("routingMode")
+                          or "REGIONAL"})
+        elif kind == "Subnetwork":
+            cidr = _text(inputs.get("ipCidrRange")) or "10.0.0.0/24"
+            network = _gcp_path(_text(inputs.get("network")) or "")
+            with self._lock:
+                self._subnets[path] = {"cidr": cidr, "network": network}
+            extra.update({
+                "region": region,
+                "gatewayAddress": str(ipaddress.ip_network(cidr, strict=False)[1]),
+                "fingerprint": _digest("fp", path).hex()[:16],
+                "stackType": inputs.get("stackType") or "IPV4_ONLY",
+                "purpose": inputs.get("purpose") or "PRIVATE",
+            })
+        elif kind == "Instance":
+            extra.update(self._gcp_instance(args, inputs, path, project, numeric, replaces))
+        return rid, extra
+
+    def _gcp_instance(self, args: MockResourceArgs, inputs: dict[str, Any], path: str,
+                      project: str, numeric: str, replaces: str | None) -> dict[str, Any]:
+        key = args.name if replaces is None else f"{args.name}\x1f{numeric}"
+        nics = []
+        for i, raw in enumerate(inputs.get("networkInterfaces") or []):
+            nic = dict(raw) if isinstance(raw, Mapping) else {}
+            subnet = _gcp_path(_text(nic.get("subnetwork")) or "")
+            with self._lock:
+                known = dict(self._subnets.get(subnet, {}))
+            network = _gcp_path(_text(nic.get("network")) or "") or known.get("network", "")
+            nic.update({
+                "name": f"nic{i}",
+                "networkIp": self.private_ip(subnet, known.get("cidr"), key, reserved=2),
+                "stackType": nic.get("stackType") or "IPV4_ONLY",
+                "subnetworkProject": project,
+            })
+            if network:
+                nic["network"] = _GCP_API + network
+            if subnet:
+                nic["subnetwork"] = _GCP_API + subnet
+            if i == 0:
+                nic["accessConfigs"] = [
+                    {**ac, "natIp": self.public_ip(key), "networkTier": "PREMIUM"}
+                    for ac in nic.get("accessConfigs") or []
+                ]
+            nics.append(nic)
+        zone_path = path.rsplit("/instances/", 1)[0]
+        boot = dict(inputs.get("bootDisk") or {})
+        boot.update({"source": f"{_GCP_API}{zone_path}/disks/{inputs.get('name') or args.name}",
+                     "deviceName": "persistent-disk-0", "mode": "READ_WRITE"})
+        return {
+            "networkInterfaces": nics,
+            "instanceId": numeric,
+            "currentStatus": "RUNNING",
+            "cpuPlatform": "Intel Cascade Lake",
+            "bootDisk": boot,
+            "zone": zone_path.rsplit("/", 1)[-1],
+        }
+
+    def _azure(self, t: str, args: MockResourceArgs,
+               inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        from automation.engine.force_new import rules_for
+
+        config = self._provider_config(args.provider)
+        sub = _text(config.get("subscriptionId")) or _AZURE_SUBSCRIPTION
+        prop = rules_for(t).name_property
+        name = (_text(inputs.get(prop)) if prop else None) or args.name
+        group = _text(inputs.get("resourceGroupName")) or ""
+        module, kind = t.split(":")[1:]
+        namespace = {"network": "Microsoft.Network", "compute": "Microsoft.Compute",
+                     "resources": "Microsoft.Resources"}.get(module, f"Microsoft.{module}")
+        collection = {"VirtualMachine": "virtualMachines", "PublicIPAddress": "publicIPAddresses",
+                      }.get(kind, kind[0].lower() + kind[1:] + "s")
+        if kind == "ResourceGroup":
+            rid = f"/subscriptions/{sub}/resourceGroups/{name}"
+        elif kind == "Subnet":
+            vnet = _text(inputs.get("virtualNetworkName")) or ""
+            rid = (f"/subscriptions/{sub}/resourceGroups/{group}/providers/Microsoft.Network/"
+                   f"virtualNetworks/{vnet}/subnets/{name}")
+        else:
+            rid = (f"/subscriptions/{sub}/resourceGroups/{group}/providers/{namespace}/"
+                   f"{collection}/{name}")
+        rid = args.resource_id or rid
+        extra: dict[str, Any] = {
+            "name": name,
+            "type": f"{namespace}/{collection}",
+            "provisioningState": "Succeeded",
+            "azureApiVersion": "2024-01-01",
+        }
+        if kind != "ResourceGroup":
+            extra["etag"] = f'W/"{_uuid_from(_digest("etag", rid))}"'
+        if kind == "VirtualNetwork":
+            extra["resourceGuid"] = str(_uuid_from(_digest("guid", rid)))
+        elif kind == "VirtualMachine":
+            extra["vmId"] = str(_uuid_from(_digest(t, args.name)))
+            storage = self._azure_storage(args.name, inputs.get("storageProfile"))
+            if storage is not None:
+                extra["storageProfile"] = storage
+            # Azure never returns the admin password or the custom data.
+            profile, secret = _unwrap(inputs.get("osProfile"))
+            if isinstance(profile, Mapping):
+                kept = {k: v for k, v in profile.items()
+                        if k not in ("adminPassword", "customData")}
+                extra["osProfile"] = _rewrap(kept, secret)
+            # The VM declares its public IP; answer lookups of it with the VM's address.
+            for ip_name in _azure_public_ip_names(inputs):
+                with self._lock:
+                    self._ip_owner[ip_name] = args.name
+        elif kind == "PublicIPAddress":
+            extra["ipAddress"] = self.public_ip(args.name)
         return rid, extra
 
     def _azure_storage(self, vm_name: str, profile: Any) -> dict[str, Any] | None:
@@ -327,6 +659,11 @@ class SimulatedCloud:
                 "status": "READY",
             }
         return {}
+
+
+def _gcp_path(link: str) -> str:
+    """A GCP resource path (``projects/…``) from a selfLink or a path."""
+    return link[len(_GCP_API):] if link.startswith(_GCP_API) else link
 
 
 def image_key(pin: Any) -> str:
@@ -413,15 +750,25 @@ def _plain_props(
 # --------------------------------------------------------------------------- engine
 
 
-def _make_mocks(cloud: Cloud, record: dict[str, Any]) -> Any:
+def _make_mocks(cloud: Cloud, record: dict[str, Any], preview: bool) -> Any:
     from pulumi.runtime import mocks as pmocks
 
     class _Mocks(pmocks.Mocks):
         def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+            step: Step | None = getattr(_local, "step", None)
+            args.step = step  # type: ignore[attr-defined]
+            check = getattr(cloud, "check", None)
+            checked = {**args.inputs, **(check(args) if callable(check) else {})}
+            if preview and args.custom and (step is None or step.op in ("create", "replace")):
+                # As the engine's preview: nothing is created, so the id and every output
+                # the provider computes are unknown; only the (checked) inputs are known.
+                return "", checked
             rid, extra = cloud.new_resource(args)
+            if step is not None and step.old_id and step.op in ("same", "update"):
+                rid = step.old_id  # a resource kept keeps its id
             # Echo the inputs (secret wrappers included, so secrets stay secret) plus what
             # the cloud computed.
-            return rid, {**args.inputs, **extra}
+            return rid, {**checked, **extra}
 
         def call(self, args: MockCallArgs) -> Any:
             # A bare dict means "no check failures" to MockMonitor.Invoke.
@@ -433,9 +780,10 @@ def _make_mocks(cloud: Cloud, record: dict[str, Any]) -> Any:
     return _Mocks()
 
 
-def _make_monitor(mocks: Any, record: dict[str, Any]) -> Any:
+def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None) -> Any:
     from pulumi.runtime import rpc
     from pulumi.runtime.mocks import MockMonitor
+    from pulumi.runtime.sync_await import _ensure_event_loop
 
     class _Monitor(MockMonitor):  # type: ignore[misc]
         def make_urn(self, parent: str, type_: str, name: str) -> str:
@@ -446,11 +794,34 @@ def _make_monitor(mocks: Any, record: dict[str, Any]) -> Any:
             return result
 
         def RegisterResource(self, request: Any) -> Any:
-            resp = super().RegisterResource(request)
             if request.type == STACK_TYPE:
+                resp = super().RegisterResource(request)
                 record["stack_urn"] = resp.urn
                 return resp
+            _ensure_event_loop()
+            urn = self.make_urn(request.parent, request.type, request.name)
             inputs = rpc.deserialize_properties(request.object)
+            options = {
+                "additionalSecretOutputs": list(request.additionalSecretOutputs),
+                "replaceOnChanges": list(request.replaceOnChanges),
+                "ignoreChanges": list(request.ignoreChanges),
+                "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+                "deleteBeforeReplaceDefined": bool(request.deleteBeforeReplaceDefined),
+                "retainOnDelete": bool(request.retainOnDelete),
+                "protect": bool(request.protect),
+                "dependencies": list(request.dependencies),
+            }
+            step = None
+            if planner is not None:
+                step = planner.decide(PendingResource(
+                    urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
+                    inputs=_plain_props(inputs, reveal=True)[0], options=options,
+                ))
+            _local.step = step
+            try:
+                resp = super().RegisterResource(request)
+            finally:
+                _local.step = None
             with record["lock"]:
                 record["order"].append(resp.urn)
                 record["requests"][resp.urn] = {
@@ -460,15 +831,7 @@ def _make_monitor(mocks: Any, record: dict[str, Any]) -> Any:
                     "custom": bool(request.custom),
                     "provider": request.provider or None,
                     "inputs": inputs,
-                    "options": {
-                        "additionalSecretOutputs": list(request.additionalSecretOutputs),
-                        "replaceOnChanges": list(request.replaceOnChanges),
-                        "ignoreChanges": list(request.ignoreChanges),
-                        "deleteBeforeReplace": bool(request.deleteBeforeReplace),
-                        "retainOnDelete": bool(request.retainOnDelete),
-                        "protect": bool(request.protect),
-                        "dependencies": list(request.dependencies),
-                    },
+                    "options": options,
                 }
             return resp
 
@@ -490,12 +853,16 @@ def run_program(
     preview: bool = False,
     logger: logging.Logger | None = None,
     reveal_secrets: bool = False,
+    planner: Planner | None = None,
 ) -> ProgramRun:
     """Run ``program`` as a Pulumi stack under mocks; return every registered resource.
 
     Safe to call repeatedly in one process: each run gets fresh runtime settings, a fresh
     monitor and a fresh root stack, inside a copied context so nothing leaks between runs.
     ``config`` is Pulumi config as the engine passes it (``{"anycloud:pool": "<json>"}``).
+    ``preview``: a dry run, as ``pulumi preview`` -- resources the ``planner`` does not keep
+    (without one: every resource) get unknown ids and computed outputs. ``planner`` decides
+    each resource's step before the cloud answers (see the module docstring).
     ``reveal_secrets`` keeps secret values readable (still listed as secret): for tests
     only, never for anything printed. Raises whatever the program (or the cloud) raised.
     """
@@ -510,6 +877,7 @@ def run_program(
         preview,
         logger,
         reveal_secrets,
+        planner,
     )
 
 
@@ -522,6 +890,7 @@ def _run(
     preview: bool,
     logger: logging.Logger | None,
     reveal_secrets: bool,
+    planner: Planner | None,
 ) -> ProgramRun:
     from google.protobuf import empty_pb2
     from pulumi.runtime import config as pconfig
@@ -536,8 +905,8 @@ def _run(
         "requests": {},
         "invokes": [],
     }
-    mocks = _make_mocks(cloud, record)
-    monitor = _make_monitor(mocks, record)
+    mocks = _make_mocks(cloud, record, preview)
+    monitor = _make_monitor(mocks, record, planner)
     features = set(monitor.GetDeploymentInfo(empty_pb2.Empty()).supportedFeatures)
     settings.configure(
         pmocks.MockSettings(
