@@ -44,9 +44,22 @@ class ProviderCatalog(BaseModel):
     zone_style: ZoneStyle
     regions: dict[str, list[str]]
     vm_types: list[VmType]
+    # region -> VM type -> the zones that offer it. A region listed here names every type it
+    # offers; a region absent has no offering data, and every zone is assumed to offer
+    # every type (the cloud refuses at create time if not).
+    offerings: dict[str, dict[str, list[str]]] = {}
 
     def vm_type(self, name: str) -> VmType | None:
         return next((t for t in self.vm_types if t.name == name), None)
+
+    def zones_offering(self, region: str, vm_type: str) -> list[str]:
+        """The zones of ``region`` that offer ``vm_type``, in the region's zone order."""
+        zones = self.regions.get(region, [])
+        known = self.offerings.get(region)
+        if known is None:
+            return list(zones)
+        offered = set(known.get(vm_type, ()))
+        return [z for z in zones if z in offered]
 
 
 class Catalog(BaseModel):

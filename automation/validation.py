@@ -60,6 +60,7 @@ class Placement:
     region: str
     zone: str | None
     vm_type: VmType
+    zone_chosen: bool = False  # no --zone given: the first zone offering the type
 
 
 def check_placement(
@@ -94,9 +95,6 @@ def check_placement(
             raise InvalidInput(
                 "--zone", zone, f"must be one of {region}'s zones: {', '.join(zones)}"
             )
-    elif cloud.zone_style == "suffix" and zones:
-        # AWS and GCP place a subnet and a VM in one zone: fix it now, for the pool's life.
-        zone = zones[0]
     vm = cloud.vm_type(vm_type)
     if vm is None:
         raise InvalidInput("--vm-type", vm_type, f"must be a {provider} VM type in the catalog")
@@ -104,5 +102,20 @@ def check_placement(
         raise InvalidInput(
             "--vm-type", vm_type,
             f"must be an x86_64 type ({vm_type} is {vm.arch}): the agent runs on x86_64 only",
+        )
+    if cloud.zone_style != "suffix":
+        return Placement(provider, region, zone, vm)
+    # AWS and GCP place a subnet and a VM in one zone, fixed for the pool's life: one that
+    # offers the type (an explicit one is checked, an omitted one chosen and said so).
+    offered = cloud.zones_offering(region, vm_type)
+    if not offered:
+        raise InvalidInput(
+            "--vm-type", vm_type, f"must be offered in --region {region}: no zone offers it"
+        )
+    if zone is None:
+        return Placement(provider, region, offered[0], vm, zone_chosen=True)
+    if zone not in offered:
+        raise InvalidInput(
+            "--zone", zone, f"must offer --vm-type {vm_type}: {', '.join(offered)} do"
         )
     return Placement(provider, region, zone, vm)

@@ -51,8 +51,12 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
     warnings = node_pools.create_warnings(app, pool)
     for warning in warnings:
         info(f"warning: {warning}")
+    zone_chosen = zone is None and pool.zone is not None
+    if zone_chosen:
+        info(f"zone {pool.zone} chosen: the first zone of {pool.region} that offers "
+             f"{pool.vm_type} (pass --zone to pick another)")
     if as_json:
-        print_json({**to_jsonable(pool), "warnings": warnings})
+        print_json({**to_jsonable(pool), "zoneChosen": zone_chosen, "warnings": warnings})
     else:
         info(f"node pool {pool.name} ({pool.id}) created; the reconciler provisions it")
         _show(pool_status.node_pool_status(ledger_from(ctx), pool.id))

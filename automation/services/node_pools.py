@@ -112,7 +112,9 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
             ) from exc
         record_event(
             conn, now, "node_pool", row["id"], "created",
-            f"node pool {req.name}: {count} x {placement.vm_type.name} in {placement.region}",
+            f"node pool {req.name}: {count} x {placement.vm_type.name} in "
+            f"{placement.zone or placement.region}"
+            + (" (zone chosen: the first offering the type)" if placement.zone_chosen else ""),
         )
     return NodePool.model_validate(row)
 

@@ -67,6 +67,7 @@ def test_full_flow_json(run, control_plane: ControlPlane) -> None:  # type: igno
                      "us-east-1", "--zone", "us-east-1b", "--vm-type", "g5.12xlarge",
                      "--min-vms", "2", "--max-vms", "2", "--json"))
     assert pool["state"] == "pending" and pool["zone"] == "us-east-1b"
+    assert pool["zoneChosen"] is False
     listed = _json(run("node-pool", "list", "--json"))
     assert [p["id"] for p in listed] == [pool["id"]]
     status = _json(run("node-pool", "status", "gpu", "--json"))
@@ -124,6 +125,7 @@ def test_human_output_renders_tables(run, tmp_path: Path) -> None:  # type: igno
     created = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
                   "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1")
     assert created.exit_code == 0 and "created" in created.stderr
+    assert "zone us-east-1a chosen" in created.stderr  # no --zone: the choice is said
     listed = run("node-pool", "list")
     assert "cpu" in listed.stdout and "m7i.large" in listed.stdout
     status = run("node-pool", "status", "cpu")

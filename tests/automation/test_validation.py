@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from automation.catalog import load_catalog
+from automation.catalog import Catalog, load_catalog
 from automation.errors import InvalidInput
 from automation.validation import (
     check_kubernetes_version,
@@ -138,3 +138,43 @@ def test_types_outside_the_providers_catalog_refused(provider: str, vm: str) -> 
     with pytest.raises(InvalidInput) as err:
         check_placement(CATALOG, provider, region, None, vm)
     assert err.value.field == "--vm-type" and "in the catalog" in err.value.message
+
+
+def _with_offerings(provider: str, region: str, offered: dict[str, list[str]]) -> Catalog:
+    cloud = CATALOG.providers[provider]
+    limited = cloud.model_copy(update={"offerings": {region: offered}})
+    return CATALOG.model_copy(update={"providers": {**CATALOG.providers, provider: limited}})
+
+
+@pytest.mark.parametrize(("provider", "region", "vm", "offered", "chosen"), [
+    ("aws", "us-east-1", "m7i.large", ["us-east-1c", "us-east-1b"], "us-east-1b"),
+    ("gcp", "us-central1", "n2-standard-4", ["us-central1-f"], "us-central1-f"),
+])
+def test_omitted_zone_is_one_that_offers_the_type(provider: str, region: str, vm: str,
+                                                  offered: list[str], chosen: str) -> None:
+    catalog = _with_offerings(provider, region, {vm: offered})
+    placed = check_placement(catalog, provider, region, None, vm)
+    assert placed.zone == chosen and placed.zone_chosen  # the region's zone order decides
+    assert not check_placement(catalog, provider, region, chosen, vm).zone_chosen
+
+
+def test_explicit_zone_must_offer_the_type() -> None:
+    catalog = _with_offerings("aws", "us-east-1", {"m7i.large": ["us-east-1b", "us-east-1c"]})
+    with pytest.raises(InvalidInput) as err:
+        check_placement(catalog, "aws", "us-east-1", "us-east-1a", "m7i.large")
+    assert err.value.field == "--zone" and err.value.value == "us-east-1a"
+    assert "must offer --vm-type m7i.large: us-east-1b, us-east-1c do" in err.value.message
+
+
+def test_type_offered_nowhere_in_the_region_refused() -> None:
+    catalog = _with_offerings("aws", "us-east-1", {"m7i.xlarge": ["us-east-1a"]})
+    with pytest.raises(InvalidInput) as err:
+        check_placement(catalog, "aws", "us-east-1", None, "m7i.large")
+    assert err.value.field == "--vm-type" and err.value.value == "m7i.large"
+    assert "no zone offers it" in err.value.message
+
+
+def test_region_without_offering_data_assumes_every_zone() -> None:
+    catalog = _with_offerings("aws", "us-west-2", {"m7i.large": ["us-west-2b"]})
+    placed = check_placement(catalog, "aws", "us-east-1", None, "m7i.large")
+    assert placed.zone == "us-east-1a" and placed.zone_chosen
