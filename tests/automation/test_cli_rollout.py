@@ -75,8 +75,14 @@ def test_preview_summary_and_exit_codes(run) -> None:  # type: ignore[no-untyped
     (preview,) = json.loads(result.stdout)
     assert preview["engine"] == "mock" and preview["summary"]["create"] > 0
     events = [json.loads(line)["event"] for line in result.stderr.splitlines() if line]
-    assert {e["kind"] for e in events} == {"resource"} and len(events) == preview["summary"][
-        "create"]
+    resources = [e for e in events if e["kind"] == "resource"]
+    assert len(resources) == preview["summary"]["create"]
+    # The join token is drawn at apply time: as in the engine's preview, the policy pack
+    # cannot verify the user data and token Secret that carry it, and says so (advisory).
+    policy = [e for e in events if e["kind"] == "policy"]
+    assert len(policy) + len(resources) == len(events) and policy
+    assert all(e["severity"] == "advisory" and e["message"].startswith("not verified: ")
+               for e in policy)
     assert run("node-pool", "preview", "cpu", "--engine", "mock",
                "--detailed-exitcode").exit_code == 2
     text = run("node-pool", "preview", "cpu", "--engine", "mock", "--diff")
