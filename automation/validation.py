@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from automation.catalog import Catalog, VmType
+from automation.catalog import Catalog, ProviderCatalog, VmType
 from automation.errors import InvalidInput
 
 DNS_LABEL_RULE = (
@@ -81,33 +81,29 @@ def check_placement(
         )
     zones = cloud.regions[region]
     if zone is not None:
-        if cloud.zone_style == "none":
-            raise InvalidInput("--zone", zone, f"{provider} takes no zone")
-        if cloud.zone_style == "digit" and not re.fullmatch(r"\d", zone):
-            raise InvalidInput("--zone", zone, f"must be a single digit on {provider} (e.g. 1)")
-        if cloud.zone_style == "suffix" and not (
-            zone.startswith(region) and re.fullmatch(r"-?[a-z]", zone[len(region):])
-        ):
-            raise InvalidInput(
-                "--zone", zone, f"must belong to --region {region} (e.g. {zones[0]})"
-            )
-        if zone not in zones:
-            raise InvalidInput(
-                "--zone", zone, f"must be one of {region}'s zones: {', '.join(zones)}"
-            )
-    vm = cloud.vm_type(vm_type)
+        _check_zone_shape(provider, cloud.zone_style, region, zones, zone)
+    vm = cloud.vm_type(vm_type)  # one indexed lookup
     if vm is None:
-        raise InvalidInput("--vm-type", vm_type, f"must be a {provider} VM type in the catalog")
+        raise InvalidInput("--vm-type", vm_type, _unknown_type_rule(cloud, region, vm_type))
     if vm.arch != "x86_64":
         raise InvalidInput(
             "--vm-type", vm_type,
             f"must be an x86_64 type ({vm_type} is {vm.arch}): the agent runs on x86_64 only",
         )
+    offering = cloud.offering(vm_type, region)
+    if offering is None:
+        elsewhere = cloud.regions_offering(vm_type)
+        where = (f"offered in {_some(elsewhere)}" if elsewhere
+                 else "no region of the catalog offers it")
+        raise InvalidInput(
+            "--vm-type", vm_type, f"must be offered in --region {region}: {where}"
+        )
     if cloud.zone_style != "suffix":
         return Placement(provider, region, zone, vm)
     # AWS and GCP place a subnet and a VM in one zone, fixed for the pool's life: one that
-    # offers the type (an explicit one is checked, an omitted one chosen and said so).
-    offered = cloud.zones_offering(region, vm_type)
+    # offers the type (an explicit one is checked, an omitted one chosen and said so). Zones
+    # the catalog does not know for this type: every zone of the region is assumed.
+    offered = zones if offering.zones is None else offering.zones
     if not offered:
         raise InvalidInput(
             "--vm-type", vm_type, f"must be offered in --region {region}: no zone offers it"
@@ -119,3 +115,39 @@ def check_placement(
             "--zone", zone, f"must offer --vm-type {vm_type}: {', '.join(offered)} do"
         )
     return Placement(provider, region, zone, vm)
+
+
+def _check_zone_shape(
+    provider: str, zone_style: str, region: str, zones: list[str], zone: str
+) -> None:
+    if zone_style == "none":
+        raise InvalidInput("--zone", zone, f"{provider} takes no zone")
+    if zone_style == "digit" and not re.fullmatch(r"\d", zone):
+        raise InvalidInput("--zone", zone, f"must be a single digit on {provider} (e.g. 1)")
+    if zone_style == "suffix" and not (
+        zone.startswith(region) and re.fullmatch(r"-?[a-z]", zone[len(region):])
+    ):
+        example = f" (e.g. {zones[0]})" if zones else ""
+        raise InvalidInput("--zone", zone, f"must belong to --region {region}{example}")
+    if not zones:
+        raise InvalidInput("--zone", zone, f"must be omitted: {region} has no zones")
+    if zone not in zones:
+        raise InvalidInput("--zone", zone, f"must be one of {region}'s zones: {', '.join(zones)}")
+
+
+def _some(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
+
+
+def _unknown_type_rule(cloud: ProviderCatalog, region: str, vm_type: str) -> str:
+    """Why a name is not a type of the catalog, and what the user probably meant."""
+    rule = f"must be a {cloud.key} VM type in the catalog"
+    family = cloud.outside_families(vm_type)
+    if family is not None:
+        rule += (f": {vm_type} is a real {cloud.key} type of a {family} family, outside the "
+                 "catalog's general-purpose, compute-optimised and NVIDIA GPU families")
+    near = cloud.closest(vm_type, region)
+    if near:
+        rule += f"; did you mean {', '.join(near)}?"
+    return rule

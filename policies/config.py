@@ -6,8 +6,9 @@ shape: the JSON of ``pulumi preview --policy-pack-config``, i.e.
 ``{"all": level, "<policy>": level | {"enforcementLevel": level, "<key>": value, ...}}``.
 
 Cloudflare ranges and the x86_64 VM types are too long to pass on every run, so when a
-section does not set them they come from ``data/cloudflare.toml`` and ``data/catalog.toml``
-next to this package. If neither has them, the policy that needs them raises
+section does not set them they come from ``data/cloudflare.toml`` and the generated
+``data/catalog.sqlite`` (a ``data/catalog.toml`` there overrides it) next to this package.
+If neither has them, the policy that needs them raises
 ``PolicyConfigError`` naming the config key and the file.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import os
+import sqlite3
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -117,7 +119,7 @@ CONFIG_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
         "allowedVmTypes": {
             "type": "object",
             "description": "x86_64 VM types per provider (aws, gcp, azure); "
-            "default: the x86_64 entries of data/catalog.toml.",
+            "default: the x86_64 entries of data/catalog.sqlite (or a catalog.toml there).",
             "additionalProperties": {"type": "array", "items": {"type": "string"}},
         },
     },
@@ -275,12 +277,41 @@ def parse_catalog(data: Mapping[str, Any]) -> list[CatalogEntry]:
 
 
 def catalog_entries() -> list[CatalogEntry] | None:
-    data = _read_toml(data_dir() / "catalog.toml")
-    return None if data is None else parse_catalog(data)
+    """The VM types of ``catalog.toml`` in the data dir if there is one (a hand-written
+    override, any layout), else of the generated ``catalog.sqlite``; None if neither."""
+    directory = data_dir()
+    data = _read_toml(directory / "catalog.toml")
+    if data is not None:
+        return parse_catalog(data)
+    db = directory / "catalog.sqlite"
+    try:
+        stat = db.stat()
+    except FileNotFoundError:
+        return None
+    return _sqlite_entries(str(db), stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _sqlite_entries(path: str, _mtime_ns: int) -> list[CatalogEntry]:
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        try:
+            rows = con.execute("SELECT provider, name, arch, gpus FROM vm_types").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise PolicyConfigError(f"{path}: unreadable VM catalog: {exc}") from exc
+    return [CatalogEntry(p, n, normalize_arch(a), int(g)) for p, n, a, g in rows
+            if p in PROVIDERS]
+
+
+def _catalog_where() -> str:
+    directory = data_dir()
+    return f"{directory / 'catalog.sqlite'} (python -m tools.catalog.generate) or catalog.toml"
 
 
 def allowed_vm_types(config: Mapping[str, Any]) -> dict[str, frozenset[str]]:
-    """x86_64 VM types per provider: config ``allowedVmTypes``, else data/catalog.toml."""
+    """x86_64 VM types per provider: config ``allowedVmTypes``, else the data dir's catalog."""
     configured = config.get("allowedVmTypes")
     if configured is not None:
         if not isinstance(configured, Mapping):
@@ -293,7 +324,7 @@ def allowed_vm_types(config: Mapping[str, Any]) -> dict[str, frozenset[str]]:
             for p in PROVIDERS
         }
     entries = catalog_entries()
-    path = data_dir() / "catalog.toml"
+    path = _catalog_where()
     if entries is None:
         raise PolicyConfigError(
             f"{VM_TYPE_X86_64}: no VM types: set config '{VM_TYPE_X86_64}.allowedVmTypes' "

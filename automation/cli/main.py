@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from automation import __version__
+from automation.cli.catalog import catalog
 from automation.cli.cluster import cluster
 from automation.cli.credentials import credentials
 from automation.cli.demo import demo
@@ -35,7 +36,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
-                serve, demo):
+                serve, demo, catalog):
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)

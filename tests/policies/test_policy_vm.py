@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -260,3 +262,19 @@ def test_azure_password_exception_still_needs_password_ssh_off(s: SimpleNamespac
     assert s.check(cfg.NO_SSH_KEY, AZURE, vm, allowed) == []
     vm["osProfile"]["customData"] = s.b64("#cloud-config\nssh_pwauth: false\n")
     assert s.check(cfg.NO_SSH_KEY, AZURE, vm, allowed) == []
+
+
+def test_generated_catalog_is_the_default(data_dir: Any) -> None:
+    """Without a catalog.toml override, the allowed types and GPU counts are the shipped
+    data/catalog.sqlite's: every x86_64 type, no arm64 one."""
+    shipped = Path(__file__).resolve().parents[2] / "data" / "catalog.sqlite"
+    (data_dir / "catalog.toml").unlink()
+    shutil.copy(shipped, data_dir / "catalog.sqlite")
+    allowed = cfg.allowed_vm_types({})
+    assert {"m5.xlarge", "p4d.24xlarge", "m7i.large"} <= allowed["aws"]
+    assert "m7g.large" not in allowed["aws"] and "g5g.xlarge" not in allowed["aws"]
+    assert "n2-standard-4" in allowed["gcp"] and "t2a-standard-4" not in allowed["gcp"]
+    assert "Standard_D4s_v5" in allowed["azure"] and "Standard_D4ps_v5" not in allowed["azure"]
+    assert cfg.catalog_gpus("aws", "p4d.24xlarge") == 8
+    assert cfg.catalog_gpus("gcp", "a2-highgpu-4g") == 4
+    assert cfg.catalog_gpus("aws", "r5.large") is None

@@ -1,0 +1,2 @@
+"""The VM catalog generator: public data in, ``data/catalog.sqlite`` out
+(``python -m tools.catalog.generate [--check]``)."""
