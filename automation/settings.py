@@ -9,16 +9,53 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from automation.reconciler.workers import Limits
 
 
 @dataclass(frozen=True)
 class Settings:
     home: Path
     database_url: str
+    # Stack operations a reconcile pass runs at once, in all and per credential
+    # (ANYCLOUD_CONCURRENCY, ANYCLOUD_CONCURRENCY_PER_CREDENTIAL); checked when used, so a
+    # bad value never breaks commands that do not reconcile.
+    concurrency: str | None = None
+    concurrency_per_credential: str | None = None
 
     @classmethod
     def from_env(cls, home: str | os.PathLike[str] | None = None) -> Settings:
         root = Path(home or os.environ.get("ANYCLOUD_HOME") or Path.home() / ".anycloud")
         root = root.expanduser()
         url = os.environ.get("ANYCLOUD_DATABASE_URL") or f"sqlite:///{root / 'anycloud.db'}"
-        return cls(home=root, database_url=url)
+        return cls(home=root, database_url=url,
+                   concurrency=os.environ.get("ANYCLOUD_CONCURRENCY") or None,
+                   concurrency_per_credential=os.environ.get(
+                       "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL") or None)
+
+    def limits(self, overall: int | None = None, per_credential: int | None = None) -> Limits:
+        """The pass's bounds: an option given wins over the variable, the variable over the
+        default (8 in all, 4 per credential; ``automation.reconciler.workers``)."""
+        from automation.reconciler.workers import DEFAULT_OVERALL, DEFAULT_PER_CREDENTIAL, Limits
+
+        def pick(option: int | None, flag: str, raw: str | None, var: str,
+                 default: int) -> tuple[int, str]:
+            if option is not None:
+                return option, flag
+            if raw is None:
+                return default, var
+            try:
+                return int(raw), var
+            except ValueError:
+                from automation.errors import InvalidInput
+
+                raise InvalidInput(var, raw, "must be a whole number of at least 1") from None
+
+        total, total_field = pick(overall, "--concurrency", self.concurrency,
+                                  "ANYCLOUD_CONCURRENCY", DEFAULT_OVERALL)
+        each, each_field = pick(per_credential, "--per-credential",
+                                self.concurrency_per_credential,
+                                "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL", DEFAULT_PER_CREDENTIAL)
+        return Limits(per_credential=each, overall=total, fields=(each_field, total_field))

@@ -18,6 +18,15 @@ _simulate = click.option(
     help="Run against the simulated cloud and cluster kept in $ANYCLOUD_HOME/sim "
          "(mock engine, simulated clock).")
 
+_concurrency = click.option(
+    "--concurrency", type=int, default=None,
+    help="Stack operations a pass runs at once, each in a worker process (1: pools one "
+         "after another) [default: ANYCLOUD_CONCURRENCY, else 8].")
+_per_credential = click.option(
+    "--per-credential", type=int, default=None,
+    help="At most this many of them per credential "
+         "[default: ANYCLOUD_CONCURRENCY_PER_CREDENTIAL, else 4].")
+
 
 def _parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600}
@@ -29,9 +38,14 @@ def _parse_duration(text: str) -> float:
         raise InvalidInput("--advance", text, "must be a duration such as 30s, 1m or 2h") from None
 
 
-def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool) -> Any:
+def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool,
+           concurrency: int | None = None, per_credential: int | None = None) -> Any:
     from automation.reconciler.reconcile import Reconciler
     from automation.reconciler.wiring import real_ports, simulated_ports
+    from automation.settings import Settings
+
+    limits = Settings.from_env(ctx.find_root().obj.get("home")).limits(concurrency,
+                                                                      per_credential)
 
     def report(kind: str, message: str, data: dict[str, Any]) -> None:
         if as_json:
@@ -52,7 +66,7 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
         ports = simulated_ports(app, world, report)
     else:
         ports = real_ports(app, engine, report)
-    return Reconciler(app, ports, report=report), world
+    return Reconciler(app, ports, report=report, limits=limits), world
 
 
 @click.command()
@@ -62,24 +76,30 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
 @click.option("--advance", default="0s", help="With --simulate: clock step between passes.")
 @_engine
 @_simulate
+@_concurrency
+@_per_credential
 @json_option
 @handle_errors
 @click.pass_context
 def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine: str | None,
-              simulate: bool, as_json: bool) -> None:
+              simulate: bool, concurrency: int | None, per_credential: int | None,
+              as_json: bool) -> None:
     """Reconcile every node pool (one pass with --once; a loop otherwise, like serve)."""
     if not once and passes == 1:
         ctx.invoke(serve, interval=30.0, speed=1.0, engine=engine, simulate=simulate,
-                   as_json=as_json)
+                   concurrency=concurrency, per_credential=per_credential, as_json=as_json)
         return
-    reconciler, world = _setup(ctx, engine, simulate, as_json)
+    reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
     step = _parse_duration(advance)
-    for i in range(passes):
-        outcomes = reconciler.run_once()
-        if world is not None and i < passes - 1 and step:
-            from datetime import timedelta
+    try:
+        for i in range(passes):
+            outcomes = reconciler.run_once()
+            if world is not None and i < passes - 1 and step:
+                from datetime import timedelta
 
-            world.advance(timedelta(seconds=step))
+                world.advance(timedelta(seconds=step))
+    finally:
+        reconciler.close()
     summary = {o.pool_id: o.state for o in outcomes}
     if as_json:
         click.echo(json.dumps({"pools": summary}))
@@ -95,13 +115,16 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
               help="With --simulate: simulated seconds per real second.")
 @_engine
 @_simulate
+@_concurrency
+@_per_credential
 @json_option
 @handle_errors
 @click.pass_context
 def serve(ctx: click.Context, interval: float, speed: float, engine: str | None,
-          simulate: bool, as_json: bool) -> None:
+          simulate: bool, concurrency: int | None, per_credential: int | None,
+          as_json: bool) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds."""
-    reconciler, world = _setup(ctx, engine, simulate, as_json)
+    reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
     stop = {"now": False}
 
     def _stop(*_: object) -> None:
@@ -129,3 +152,4 @@ def serve(ctx: click.Context, interval: float, speed: float, engine: str | None,
             from datetime import timedelta
 
             world.advance(timedelta(seconds=interval * speed))
+    reconciler.close()

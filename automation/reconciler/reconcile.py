@@ -10,7 +10,7 @@ did not change is not written at all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -26,6 +26,7 @@ from automation.kube.port import ClusterPort, ClusterUnavailable
 from automation.ledger import schema
 from automation.reconciler import decide as d
 from automation.reconciler.lease import Leases
+from automation.reconciler.workers import Limits, Serialized, WorkerRunner, is_throttling, run_turns
 from automation.reports import write_crash_report
 from automation.services.common import record_event
 from automation.services.context import App
@@ -67,6 +68,7 @@ class PoolOutcome:
     wrote: bool = False
     skipped: str | None = None  # why nothing was done (lease held elsewhere, unreachable)
     actions: list[str] = field(default_factory=list)
+    throttled: bool = False  # the cloud rate-limited its stack operation: retried next pass
 
 
 Reporter = Callable[[str, str, dict[str, Any]], None]
@@ -82,8 +84,11 @@ def service_namespace(workload_id: str) -> str:
 
 class Reconciler:
     def __init__(self, app: App, ports: Ports, leases: Leases | None = None,
-                 report: Reporter | None = None) -> None:
+                 report: Reporter | None = None, limits: Limits | None = None) -> None:
         self.app, self.ports = app, ports
+        # None or overall 1: pools one after another in this process (deterministic).
+        self.limits = limits
+        self._concurrent_ports: Ports | None = None
         self.leases = leases or Leases(app.ledger, app.clock)
         self.engine = ports.runner.engine
         given = report or (lambda kind, message, data: None)
@@ -107,7 +112,37 @@ class Reconciler:
         if new_run is not None:
             new_run()
         snap = self._snapshot()
-        return [self._reconcile(pool, snap) for pool in snap.pools]
+        if self.limits is None or self.limits.serial or len(snap.pools) < 2:
+            return [self._reconcile(pool, snap) for pool in snap.pools]
+        return self._run_concurrently(snap, self.limits)
+
+    def _run_concurrently(self, snap: Snapshot, limits: Limits) -> list[PoolOutcome]:
+        """Pools side by side (``workers``): stack operations in worker processes, at most
+        ``limits`` turns per credential and in all; this pass's turns use those ports."""
+        if self._concurrent_ports is None:
+            runner = self.ports.runner
+            if not isinstance(runner, WorkerRunner):  # given one: its workers are used
+                runner = WorkerRunner(runner, limits.overall)
+            # The cluster-wide steps (add-ons, ingress) run their stacks in this process and
+            # keep per-pass state: one turn at a time.
+            steps = {f.name: Serialized(getattr(self.ports, f.name)) for f in fields(Ports)
+                     if f.name.startswith("ensure_") and getattr(self.ports, f.name)}
+            self._concurrent_ports = replace(self.ports, runner=runner, **steps)
+        serial_ports, self.ports = self.ports, self._concurrent_ports
+        try:
+            return run_turns(snap.pools, lambda pool: self._reconcile(pool, snap),
+                             lambda pool: str(pool["credential_id"]), limits,
+                             lambda outcome: outcome.throttled)
+        finally:
+            self.ports = serial_ports
+
+    def close(self) -> None:
+        """Stop the worker processes of concurrent passes."""
+        if self._concurrent_ports is not None:
+            runner = self._concurrent_ports.runner
+            assert isinstance(runner, WorkerRunner)
+            runner.close()
+            self._concurrent_ports = None
 
     def reconcile_pool(self, pool_id: str) -> PoolOutcome:
         snap = self._snapshot(pool_id)
@@ -154,6 +189,10 @@ class Reconciler:
         try:
             return self._reconcile_pool(pool, snap)
         except AnycloudError as exc:
+            if is_throttling(exc):
+                outcome = self._failed_turn(pool, _throttled(exc), "THROTTLED")
+                outcome.throttled = True
+                return outcome
             return self._failed_turn(pool, exc.message, exc.code)
         except ClusterUnavailable as exc:
             return self._failed_turn(pool, f"cluster unavailable: {exc}", "CLUSTER_UNAVAILABLE")
@@ -341,12 +380,18 @@ class Reconciler:
             try:
                 result = self.ports.runner.up(pool_target(self.app, pool_id, planned=False))
             except EngineFailed as exc:
-                failures += 1
-                backoff_until = now + d.backoff_after(failures)
-                error = f"provider failure {failures} in a row: {exc.message}"
-                code = exc.code
-                self.report("provider", f"{pool['name']}: {error}; backing off until "
-                            f"{backoff_until:%H:%M:%S}", {"pool": pool_id})
+                if is_throttling(exc):
+                    # Rate-limited, not failed: no failure counted, no back-off; the next pass
+                    # applies the stack again (this pass gives the credential fewer slots).
+                    error, code, outcome.throttled = _throttled(exc), "THROTTLED", True
+                    self.report("provider", f"{pool['name']}: {error}", {"pool": pool_id})
+                else:
+                    failures += 1
+                    backoff_until = now + d.backoff_after(failures)
+                    error = f"provider failure {failures} in a row: {exc.message}"
+                    code = exc.code
+                    self.report("provider", f"{pool['name']}: {error}; backing off until "
+                                f"{backoff_until:%H:%M:%S}", {"pool": pool_id})
             else:
                 crashpoint("after-stack-up")
                 if result.mandatory_violations:
@@ -535,6 +580,10 @@ _NODE_STATES = {
     "NoDevices": "Ready, waiting for its nvidia.com/gpu devices",
     "Mismatch": "advertises the wrong nvidia.com/gpu count",
 }
+
+
+def _throttled(exc: AnycloudError) -> str:
+    return f"the provider throttled the stack operation; retried next pass: {exc.message}"
 
 
 def _node_name(attempt_id: str) -> str:

@@ -44,6 +44,25 @@ def _vm_type(inputs: dict[str, Any]) -> str:
 Lookup = Literal["running", "absent", "uncertain"]
 
 
+@dataclass(frozen=True)
+class Latency:
+    """How long a cloud takes to answer a stack operation, as a discrete-event simulation
+    charges it (``benchmarks/bench_many_pools.py``); the simulator itself answers at once.
+    A stack's VMs are created (or deleted) in parallel by the engine: one latency per op."""
+
+    create_vm: timedelta
+    delete_vm: timedelta
+    update: timedelta = timedelta(seconds=5)  # no VM bought or deleted: a few API calls
+
+
+# Typical times from API call to a running (or gone) VM, the figures issue 9 names.
+OPERATION_LATENCY = {
+    "aws": Latency(create_vm=timedelta(seconds=60), delete_vm=timedelta(seconds=60)),
+    "gcp": Latency(create_vm=timedelta(seconds=40), delete_vm=timedelta(seconds=40)),
+    "azure": Latency(create_vm=timedelta(seconds=150), delete_vm=timedelta(seconds=150)),
+}
+
+
 @dataclass
 class SimVm:
     id: str
