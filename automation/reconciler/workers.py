@@ -54,6 +54,10 @@ DEFAULT_OVERALL = 8
 T = TypeVar("T")
 R = TypeVar("R")
 
+# Held by whatever runs the SDK in this process while turns run on threads (the add-on and
+# ingress steps, a runner no worker can rebuild): its settings are process-global.
+IN_PROCESS_SDK = threading.RLock()
+
 
 # --------------------------------------------------------------------------- limits
 
@@ -397,7 +401,6 @@ class WorkerRunner:
         for _ in range(workers):
             self._idle.put(None)  # started on first use
         self._started: list[ProcessPoolExecutor] = []
-        self._inline = threading.Lock()
 
     def _serve(self, cloud: Any) -> CloudServer:
         server = CloudServer(cloud)
@@ -437,7 +440,7 @@ class WorkerRunner:
     def _run(self, op: Literal["up", "destroy", "preview", "refresh"], target: StackTarget,
              sink: ProgressSink | None, options: dict[str, Any] | None = None) -> RunResult:
         if self.spec is None:
-            with self._inline:
+            with IN_PROCESS_SDK:
                 method = getattr(self.inner, op)
                 result: RunResult = method(target, on_progress=sink, **(options or {}))
                 return result
@@ -475,12 +478,13 @@ class WorkerRunner:
 
 
 class Serialized:
-    """A callable port (the add-on ensurer) called from concurrent turns one at a time: it
-    runs its own stack in this process and keeps per-pass state."""
+    """A port (the add-on or ingress step) called from concurrent turns one at a time, and
+    never beside another user of the SDK in this process: it runs its own stack here and
+    keeps per-pass state."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.lock = threading.RLock()
+        self.lock = IN_PROCESS_SDK
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with self.lock:

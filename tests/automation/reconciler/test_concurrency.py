@@ -450,3 +450,54 @@ def test_concurrent_passes_end_where_serial_passes_do(tmp_path: Path) -> None:
     assert serial == concurrent
     assert {name: s["state"] for name, s in serial.items()} == {
         "a1": "ready", "a2": "deleted", "g1": "ready", "g2": "ready"}
+
+
+def test_steps_run_in_this_process_never_overlap() -> None:
+    """The add-on and ingress steps (each Serialized on its own) share one lock with every
+    other in-process user of the SDK: a step never runs while another is inside."""
+    import threading
+
+    from automation.reconciler.workers import Serialized
+
+    inside, second_in = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def first() -> None:
+        inside.set()
+        second_in.wait(timeout=1.0)  # let in now, the second step would be seen here
+        seen.append("second inside too" if second_in.is_set() else "alone")
+
+    a, b = Serialized(first), Serialized(second_in.set)
+    one = threading.Thread(target=a)
+    one.start()
+    inside.wait(timeout=10)
+    two = threading.Thread(target=b)
+    two.start()
+    one.join()
+    two.join()
+    assert seen == ["alone"] and second_in.is_set()
+
+
+def test_cli_reconciles_pools_concurrently_on_the_simulators(tmp_path: Path) -> None:
+    from automation.cli.main import cli
+
+    world = SimWorld(tmp_path / "sim")
+    app = App(ledger=open_ledger(f"sqlite:///{tmp_path / 'anycloud.db'}"), clock=world.clock,
+              home=tmp_path)
+    register_simulated_cluster(app, tmp_path)
+    credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
+    ids = [node_pools.create_node_pool(app, node_pools.CreateNodePool(
+        name=f"cpu-{i}", credentials="aws", region="us-east-1", vm_type="m7i.large",
+        min_vms=1, max_vms=1)).id for i in range(2)]
+    app.ledger.dispose()
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path), "reconcile", "--once",
+                                      "--simulate", "--concurrency", "2", "--json"],
+                                env={"ANYCLOUD_DATABASE_URL": ""})
+    assert result.exit_code == 0, result.output
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'anycloud.db'}")
+    with ledger.read() as conn:
+        states = conn.execute(sa.select(schema.vm_attempts.c.pool_id, schema.vm_attempts.c.state)
+                              ).all()
+    ledger.dispose()
+    assert sorted(states) == sorted((pool, "running") for pool in ids)
+    assert len(SimWorld(tmp_path / "sim").cloud.vms) == 2  # bought in the one persisted cloud
