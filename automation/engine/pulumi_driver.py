@@ -11,13 +11,26 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
 from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
 from automation.engine.events import run_with_events
 from automation.engine.plugins import overrides, pin_provider_versions, plugin_version
+from automation.engine.recovery import (
+    VM_PLUGINS,
+    Answer,
+    PendingCreate,
+    Settlement,
+    absent_ids,
+    adopted,
+    answers_from_outputs,
+    kube_read_program,
+    pending_creates_in,
+    settle,
+    vm_lookup_program,
+)
 from automation.engine.runner import (
     ChangeSummary,
     Operation,
@@ -186,7 +199,7 @@ class AutomationRunner:
         with self._errors(target), private_tmp(self.home) as tmp:
             stack = self._stack(target, tmp)
             if op in ("up", "destroy"):
-                self._settle_pending_creates(target, stack)
+                self._settle_pending_creates(target, stack, tmp, collect)
             try:
                 result = run_with_events(
                     lambda on_event: getattr(stack, op)(
@@ -206,28 +219,124 @@ class AutomationRunner:
                 raise
         return self._result(op, target, result, findings)
 
-    @staticmethod
-    def _settle_pending_creates(target: StackTarget, stack: Any) -> None:
-        """A run killed mid-create leaves creates in flight that the state does not record.
-        Kubernetes objects (the add-on stack) have fixed names and the provider applies them
-        server-side, so the next update takes an object the killed run made over by name:
-        dropping the record loses nothing. A VM is different: the engine would forget one
-        the cloud did create and the reconciler would buy it again, so stop and say which
-        resources to look up and import (or confirm absent)."""
-        pending = pending_creates(stack.export_stack().deployment or {})
+    def _settle_pending_creates(self, target: StackTarget, stack: Any, tmp: Path | None,
+                                sink: ProgressSink | None = None) -> Settlement | None:
+        """A run killed mid-create leaves creates in flight that the state does not record
+        (``automation.engine.recovery``): look each up through the provider by what
+        identifies it; once every one is found or confirmed absent, import those found
+        (one ``stack import`` of the state with them added under the provider's ids and no
+        create left in flight, then a refresh of them reads their outputs). Otherwise stop
+        with ``PENDING_CREATES`` naming what is unresolved, having changed nothing."""
+        deployment = stack.export_stack()
+        pending = pending_creates_in(deployment.deployment or {})
         if not pending:
-            return
-        if target.kind is StackKind.CLUSTER_ADDONS:
-            stack.refresh(clear_pending_creates=True, color="never")
-            return
-        raise EngineFailed(
-            f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
-            f"interrupted run: {', '.join(pending)}. Look each VM up by its anycloud.sh/"
-            "attempt tag: import it if it exists (`pulumi import`), then clear the record "
-            "with `pulumi refresh --clear-pending-creates` in "
-            f"$ANYCLOUD_HOME/stacks/{target.stack_name}",
-            code="PENDING_CREATES",
-        )
+            return None
+        recorded = {str(r.get("urn")) for r in (deployment.deployment or {}).get("resources")
+                    or []}
+        outcome = settle(pending, recorded,
+                         lookup_vms=lambda vms: self._lookup_vms(target, vms, tmp),
+                         lookup_objects=lambda items: self._lookup_objects(target, items, tmp))
+        if not outcome.complete:
+            raise EngineFailed(
+                f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
+                f"interrupted run, and not all could be settled: {outcome.describe()}. "
+                "Nothing was changed. Look each unresolved resource up in the cloud: import "
+                "it if it exists (`pulumi import`), then clear the record with `pulumi "
+                f"refresh --clear-pending-creates` in $ANYCLOUD_HOME/stacks/{target.stack_name}",
+                code="PENDING_CREATES",
+            )
+        deployment.deployment = adopted(deployment.deployment or {}, outcome)
+        stack.import_stack(deployment)
+        if outcome.imported:
+            stack.refresh(target=[urn for urn, _ in outcome.imported], color="never")
+        if sink is not None:
+            sink(ProgressEvent(kind="diagnostic", severity="info",
+                               message=f"crash recovery on {target.stack_name}: "
+                                       f"{outcome.describe()}"))
+        return outcome
+
+    def _run_lookup(self, target: StackTarget, program: Any, plugins: dict[str, str],
+                    tmp: Path | None) -> dict[str, Any]:
+        """Run a lookup program (reads and invokes only) on a scratch stack beside the
+        target's, with the plugins it needs; return its outputs. The scratch stack is
+        removed afterwards (reads leave the objects they read alone)."""
+        from pulumi import automation as auto
+
+        scratch = f"{target.stack_name}-lookup"
+        state = state_settings(self.home, self.environ)
+        stack = auto.create_or_select_stack(
+            stack_name=scratch, project_name=PROJECT,
+            program=pin_provider_versions(program, overrides(self.environ)),
+            opts=workspace_options(target, self.home, state, tmp))
+        try:
+            for name, version in plugins.items():
+                stack.workspace.install_plugin(name, version)
+            result = stack.up(color="never")
+        finally:
+            with suppress(auto.CommandError):
+                stack.workspace.remove_stack(scratch, force=True)
+        return {k: v.value for k, v in (result.outputs or {}).items()}
+
+    def _lookup_vms(self, target: StackTarget, vms: list[PendingCreate],
+                    tmp: Path | None) -> dict[str, Answer]:
+        """``vm_lookup_program`` with the pool's provider and its cloud's plugin. Without
+        the plugin this fails, naming it: nothing is guessed."""
+        from pulumi import automation as auto
+
+        if target.kind is not StackKind.NODE_POOL:
+            return {p.urn: Answer("unknown", detail="only a node-pool stack has VMs")
+                    for p in vms}
+        from stacks.providers import cloud_provider
+
+        plugins = {VM_PLUGINS[c]: "v" + plugin_version(VM_PLUGINS[c], self.environ)
+                   for c in sorted({p.cloud for p in vms if p.cloud})}
+        program = vm_lookup_program(vms, lambda: cloud_provider(target.config))
+        try:
+            outputs = self._run_lookup(target, program, plugins, tmp)
+        except auto.CommandError as exc:
+            needs = ", ".join(f"pulumi-resource-{n} {v}" for n, v in plugins.items())
+            raise EngineFailed(
+                f"stack {target.stack_name} has {len(vms)} VM create(s) left in flight by an "
+                f"interrupted run ({', '.join(p.urn for p in vms)}); looking them up by their "
+                f"anycloud.sh/attempt tag runs the provider's own lookups, which need the "
+                f"{needs} plugin, and the engine could not run it:\n{_diagnostic(exc)}\n"
+                "Nothing was imported or cleared.",
+                code="PENDING_CREATES",
+            ) from exc
+        return answers_from_outputs(outputs, vms)
+
+    def _lookup_objects(self, target: StackTarget, items: list[tuple[PendingCreate, str]],
+                        tmp: Path | None) -> dict[str, Answer]:
+        """``kube_read_program`` with the cluster's provider; a read the engine says found
+        nothing is an absence, and the others are read again without it."""
+        from pulumi import automation as auto
+
+        cluster = getattr(target.config, "cluster", None)
+        if cluster is None:
+            return {p.urn: Answer("unknown", detail="the stack names no cluster")
+                    for p, _ in items}
+        from stacks.providers import kube_provider
+
+        # Every stack's plugins include kubernetes: ``_stack`` has just installed it.
+        plugins: dict[str, str] = {}
+        answers: dict[str, Answer] = {}
+        remaining = list(items)
+        while remaining:
+            program = kube_read_program(remaining, lambda: kube_provider(cluster))
+            try:
+                outputs = self._run_lookup(target, program, plugins, tmp)
+            except auto.CommandError as exc:
+                gone = absent_ids(str(exc), remaining)
+                answers.update({urn: Answer("absent") for urn in gone})
+                if not gone:  # the provider could not tell
+                    answers.update({p.urn: Answer("unknown", detail=_diagnostic(exc))
+                                    for p, _ in remaining})
+                    break
+                remaining = [(p, rid) for p, rid in remaining if p.urn not in gone]
+                continue
+            answers.update(answers_from_outputs(outputs, [p for p, _ in remaining]))
+            break
+        return answers
 
     def _result(self, op: Operation, target: StackTarget, result: Any,
                 findings: list[PolicyFinding]) -> RunResult:

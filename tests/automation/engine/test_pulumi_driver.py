@@ -143,16 +143,25 @@ def test_pending_creates_are_found_in_an_exported_deployment() -> None:
     assert pending_creates({"resources": []}) == []
 
 
-def test_up_refuses_to_run_over_pending_creates_of_vms(tmp_path: Path) -> None:
+def test_up_refuses_to_run_over_pending_creates_it_cannot_look_up(tmp_path: Path) -> None:
+    """A create in flight with no lookup (a VPC) stops the run, naming it, and nothing in
+    the state changes (crash recovery: ``automation.engine.recovery``)."""
+    vpc = "urn:pulumi:s::anycloud::aws:ec2/vpc:Vpc::vpc"
+
     class Exported:
         deployment = {"pending_operations": [
-            {"resource": {"urn": "urn:pulumi:s::anycloud::aws:ec2/instance:Instance::vm"},
+            {"resource": {"urn": vpc, "type": "aws:ec2/vpc:Vpc", "custom": True},
              "type": "creating"}]}
 
     class Stack:
         def export_stack(self) -> Exported:
             return Exported()
 
+        def import_stack(self, _: object) -> None:
+            raise AssertionError("the state was changed")
+
     with pytest.raises(EngineFailed) as err:
-        AutomationRunner._settle_pending_creates(pool_target(), Stack())
-    assert err.value.code == "PENDING_CREATES" and "anycloud.sh/attempt" in err.value.message
+        AutomationRunner(tmp_path)._settle_pending_creates(pool_target(), Stack(), None)
+    assert err.value.code == "PENDING_CREATES"
+    assert f"UNRESOLVED {vpc}: no lookup for aws:ec2/vpc:Vpc" in err.value.message
+    assert "Nothing was changed" in err.value.message

@@ -1,0 +1,358 @@
+"""Settling the creates a killed ``pulumi up`` left in flight.
+
+A run killed mid-create leaves ``pending_operations`` of type ``creating`` in the state: the
+engine asked the provider to create something and never heard back, so the resource may or
+may not exist. Dropping the record blindly could leave a VM nobody owns (and the reconciler
+would buy it again); keeping it blocks the stack. Each such create is looked up through the
+provider by what identifies it:
+
+- **state only** (component resources, explicit providers, ``random:`` values): they exist
+  only in the state; the record is cleared and the next update makes them again;
+- **Kubernetes objects**: kind (the type token) and ``namespace/name`` (the recorded
+  inputs) are the provider's id: ``kube_read_program`` reads them (a resource ``get``, the
+  provider's Read); the engine's ``resource '<id>' does not exist`` confirms one absent;
+- **VMs**: by their ``anycloud.sh/attempt`` tag (AWS ``ec2.getInstances``), or by the name
+  derived from the attempt checked against the attempt label/tag (GCP
+  ``compute.getInstance``, Azure ``compute.getVirtualMachine``): the provider's own invokes
+  in ``vm_lookup_program``;
+- anything else (networks, security groups, ...) has no lookup here and stays unresolved.
+
+Both lookup programs register nothing but a provider, so any engine can run them: the real
+one on a scratch stack beside the pool's (``pulumi_driver``), the mock engine over the
+simulated cloud. ``settle`` turns the answers into a ``Settlement``; only a complete one
+(every create imported, confirmed absent or state-only) changes the state: ``adopted``
+records each one found under the id the provider answered, with no create left in flight,
+and the engine's ``stack import`` writes that in one step. Otherwise nothing changes and
+the stack stops with ``PENDING_CREATES`` naming what is unresolved and why.
+
+Why not the engine's own shortcuts: ``pulumi import`` needs the program's language plugin
+(``pulumi-language-python``, which inline Automation API programs do without), and
+``pulumi refresh --import-pending-creates`` (v3.274) turns the record into an ``importing``
+operation that the refresh then drops, so the resource is never recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# How each cloud spells the attempt tag (components/naming.py: GCP labels allow no "/" or
+# ".", Azure tag names no "/").
+ATTEMPT_TAG_KEYS = ("anycloud.sh/attempt", "anycloud-sh_attempt", "anycloud.sh_attempt")
+VM_CLOUDS = {
+    "aws:ec2/instance:Instance": "aws",
+    "gcp:compute/instance:Instance": "gcp",
+    "azure-native:compute:VirtualMachine": "azure",
+}
+# The provider plugin each cloud's lookup needs.
+VM_PLUGINS = {"aws": "aws", "gcp": "gcp", "azure": "azure-native"}
+STACK_TYPE = "pulumi:pulumi:Stack"
+# AWS instance states in which a VM still exists (everything but "terminated").
+AWS_LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
+
+Kind = Literal["state-only", "kubernetes", "vm", "unsupported"]
+
+
+@dataclass(frozen=True)
+class PendingCreate:
+    """One create an interrupted run left in flight, as the state records it."""
+
+    urn: str
+    type: str
+    custom: bool
+    inputs: Mapping[str, Any]
+    parent: str | None = None
+    provider: str | None = None  # the provider reference, "<urn>::<id>"
+
+    @classmethod
+    def from_operation(cls, op: Mapping[str, Any]) -> PendingCreate:
+        res = op.get("resource") or {}
+        return cls(urn=str(res.get("urn", "?")), type=str(res.get("type", "")),
+                   custom=bool(res.get("custom")), inputs=dict(res.get("inputs") or {}),
+                   parent=res.get("parent") or None, provider=res.get("provider") or None)
+
+    @property
+    def name(self) -> str:
+        """The logical name (the URN's last segment)."""
+        return self.urn.rsplit("::", 1)[-1]
+
+    @property
+    def provider_urn(self) -> str | None:
+        return self.provider.rsplit("::", 1)[0] if self.provider else None
+
+    @property
+    def kind(self) -> Kind:
+        if not self.custom or self.type.startswith(("pulumi:providers:", "random:")):
+            return "state-only"
+        if self.type.startswith("kubernetes:"):
+            return "kubernetes"
+        if self.type in VM_CLOUDS:
+            return "vm"
+        return "unsupported"
+
+    @property
+    def cloud(self) -> str | None:
+        return VM_CLOUDS.get(self.type)
+
+    @property
+    def attempt_id(self) -> str | None:
+        tags = self.inputs.get("labels") if self.cloud == "gcp" else self.inputs.get("tags")
+        if not isinstance(tags, Mapping):
+            return None
+        return next((str(tags[k]) for k in ATTEMPT_TAG_KEYS if k in tags), None)
+
+    @property
+    def kube_id(self) -> str | None:
+        """The provider's id of a Kubernetes object: ``namespace/name``, or ``name`` when
+        cluster-scoped (pulumi-kubernetes)."""
+        metadata = self.inputs.get("metadata")
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+            return None
+        namespace = metadata.get("namespace")
+        name = metadata["name"]
+        return f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name
+
+
+def pending_creates_in(deployment: Mapping[str, Any]) -> list[PendingCreate]:
+    """The creates an interrupted run left in flight, in URN order."""
+    ops = [op for op in deployment.get("pending_operations") or []
+           if op.get("type") == "creating"]
+    return sorted((PendingCreate.from_operation(op) for op in ops), key=lambda p: p.urn)
+
+
+# --------------------------------------------------------------------------- answers
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the provider said about one pending create."""
+
+    state: Literal["found", "absent", "unknown"]
+    id: str | None = None  # the provider's id, when found
+    detail: str = ""  # why it is unknown, in the provider's words
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Answer:
+        state = raw.get("state")
+        if state not in ("found", "absent", "unknown"):
+            return cls("unknown", detail=f"the lookup answered {raw!r}")
+        return cls(state, raw.get("id") or None, str(raw.get("detail") or ""))
+
+
+def _not_found(message: str) -> bool:
+    """Whether a provider's error says the resource does not exist (GCP: HTTP 404
+    ``notFound``; Azure: ``ResourceNotFound``/``NotFound``)."""
+    text = message.lower()
+    return any(s in text for s in ("error 404", "notfound", "was not found", "not found"))
+
+
+def _lookup_aws(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
+    import pulumi_aws as aws
+
+    found = aws.ec2.get_instances(instance_tags={ATTEMPT_TAG_KEYS[0]: attempt},
+                                  instance_state_names=list(AWS_LIVE_STATES), opts=invoke)
+    ids = sorted(found.ids or [])
+    if len(ids) > 1:
+        return Answer("unknown", detail=f"{len(ids)} instances carry {ATTEMPT_TAG_KEYS[0]}="
+                                        f"{attempt}: {', '.join(ids)}")
+    return Answer("found", ids[0]) if ids else Answer("absent")
+
+
+def _lookup_gcp(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
+    import pulumi_gcp as gcp
+
+    name, zone = p.inputs.get("name"), p.inputs.get("zone")
+    if not isinstance(name, str) or not isinstance(zone, str):
+        return Answer("unknown", detail="the recorded create names no instance name and zone")
+    vm = gcp.compute.get_instance(name=name, zone=zone, opts=invoke)
+    labels = dict(vm.labels or {})
+    if attempt not in {labels.get(k) for k in ATTEMPT_TAG_KEYS}:
+        return Answer("unknown", detail=f"instance {name} in {zone} exists but is not labelled "
+                                        f"with attempt {attempt} (labels: {labels})")
+    return Answer("found", vm.id)
+
+
+def _lookup_azure(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
+    import pulumi_azure_native as azure
+
+    group, name = p.inputs.get("resourceGroupName"), p.inputs.get("vmName")
+    if not isinstance(group, str) or not isinstance(name, str):
+        return Answer("unknown", detail="the recorded create names no resource group and VM name")
+    vm = azure.compute.get_virtual_machine(resource_group_name=group, vm_name=name, opts=invoke)
+    tags = dict(vm.tags or {})
+    if attempt not in {tags.get(k) for k in ATTEMPT_TAG_KEYS}:
+        return Answer("unknown", detail=f"VM {name} in {group} exists but is not tagged with "
+                                        f"attempt {attempt} (tags: {tags})")
+    return Answer("found", vm.id)
+
+
+_LOOKUPS: dict[str, Callable[[PendingCreate, str, Any], Answer]] = {
+    "aws": _lookup_aws, "gcp": _lookup_gcp, "azure": _lookup_azure}
+
+
+def lookup_vm(p: PendingCreate, invoke: Any) -> Answer:
+    """Ask the provider whether the VM of a pending create exists (``invoke``: the
+    InvokeOptions carrying the pool's provider). A provider error that says "not found" is
+    an absence; any other error leaves the answer unknown."""
+    attempt = p.attempt_id
+    if p.cloud is None or attempt is None:
+        return Answer("unknown", detail=f"{p.type} {p.name} carries no attempt tag to look up")
+    try:
+        return _LOOKUPS[p.cloud](p, attempt, invoke)
+    except Exception as exc:  # the provider's answer, whatever it is, decides
+        message = str(exc).strip() or type(exc).__name__
+        return Answer("absent") if _not_found(message) else Answer("unknown", detail=message)
+
+
+LOOKUPS_OUTPUT = "lookups"
+
+
+def vm_lookup_program(pending: Sequence[PendingCreate],
+                      provider: Callable[[], Any]) -> Callable[[], None]:
+    """A Pulumi program that looks each pending VM up through the provider ``provider()``
+    registers (the pool's own: same account, region and credentials) and exports the
+    answers as ``lookups`` (URN → {state, id, detail}). It registers nothing but that
+    provider, so any engine can run it on a scratch stack."""
+
+    def program() -> None:
+        import pulumi
+
+        invoke = pulumi.InvokeOptions(provider=provider())
+        answers = {p.urn: lookup_vm(p, invoke) for p in pending}
+        pulumi.export(LOOKUPS_OUTPUT, {urn: {"state": a.state, "id": a.id, "detail": a.detail}
+                                       for urn, a in answers.items()})
+
+    return program
+
+
+def answers_from_outputs(outputs: Mapping[str, Any],
+                         pending: Sequence[PendingCreate]) -> dict[str, Answer]:
+    """The lookup program's ``lookups`` output as answers; a create it did not answer for
+    stays unknown."""
+    raw = outputs.get(LOOKUPS_OUTPUT)
+    raw = raw if isinstance(raw, Mapping) else {}
+    return {p.urn: (Answer.from_json(raw[p.urn]) if isinstance(raw.get(p.urn), Mapping)
+                    else Answer("unknown", detail="the lookup program gave no answer"))
+            for p in pending}
+
+
+def kube_read_program(items: Sequence[tuple[PendingCreate, str]],
+                      provider: Callable[[], Any]) -> Callable[[], None]:
+    """A Pulumi program that reads each Kubernetes object by its id through the provider
+    ``provider()`` registers (a resource ``get``: the provider's Read, by kind from the
+    type token and ``namespace/name``) and exports what it found as ``lookups``. An object
+    that does not exist fails the run with the engine's ``resource '<id>' does not exist``
+    (``absent_ids``): run it again without those."""
+
+    def program() -> None:
+        import pulumi
+
+        opts = pulumi.ResourceOptions(provider=provider())
+        found = {p.urn: pulumi.CustomResource(p.type, f"read-{i}", {},
+                                              pulumi.ResourceOptions.merge(
+                                                  opts, pulumi.ResourceOptions(id=rid)))
+                 for i, (p, rid) in enumerate(items)}
+        pulumi.export(LOOKUPS_OUTPUT, {urn: {"state": "found", "id": r.id}
+                                       for urn, r in found.items()})
+
+    return program
+
+
+def absent_ids(message: str, items: Sequence[tuple[PendingCreate, str]]) -> set[str]:
+    """URNs whose id the engine's error says does not exist (a read of a missing object:
+    ``resource '<id>' does not exist``)."""
+    return {p.urn for p, rid in items if f"resource '{rid}' does not exist" in message}
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+@dataclass
+class Settlement:
+    """What became of each pending create."""
+
+    imported: list[tuple[str, str]] = field(default_factory=list)  # (URN, id)
+    cleared: list[str] = field(default_factory=list)  # confirmed absent, or state only
+    unresolved: list[tuple[str, str]] = field(default_factory=list)  # (URN, why)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unresolved
+
+    def describe(self) -> str:
+        parts = [f"imported {urn} (id {rid})" for urn, rid in self.imported]
+        parts += [f"cleared {urn}" for urn in self.cleared]
+        parts += [f"UNRESOLVED {urn}: {why}" for urn, why in self.unresolved]
+        return "; ".join(parts) or "nothing pending"
+
+
+# Each answers per URN: found (with the provider's id), absent, or unknown.
+LookupVms = Callable[[list[PendingCreate]], dict[str, Answer]]
+LookupObjects = Callable[[list[tuple[PendingCreate, str]]], dict[str, Answer]]
+
+
+def settle(pending: Sequence[PendingCreate], recorded: set[str], *,
+           lookup_vms: LookupVms, lookup_objects: LookupObjects) -> Settlement:
+    """Look each pending create up and decide: import what exists (by the id the provider
+    answered), clear what is confirmed absent or lives only in the state, leave the rest
+    unresolved. ``recorded``: URNs the state holds."""
+    out = Settlement()
+    objects: list[tuple[PendingCreate, str]] = []
+    vms: list[PendingCreate] = []
+    for p in pending:
+        if p.urn in recorded:
+            out.cleared.append(p.urn)  # the state has it already: only the record is left
+        elif p.kind == "state-only":
+            out.cleared.append(p.urn)
+        elif p.parent is not None and p.parent not in recorded and not _is_stack(p.parent):
+            # An import could not place it where the program registers it.
+            out.unresolved.append((p.urn, f"its parent {p.parent} is not in the state"))
+        elif p.kind == "kubernetes":
+            if p.kube_id is None:
+                out.unresolved.append((p.urn, "the recorded create names no metadata.name"))
+            else:
+                objects.append((p, p.kube_id))
+        elif p.kind == "vm":
+            vms.append(p)
+        else:
+            out.unresolved.append((p.urn, f"no lookup for {p.type}: look it up in the cloud, "
+                                          "then `pulumi import` it or confirm it absent"))
+    answers: dict[str, Answer] = {}
+    if vms:
+        answers.update(lookup_vms(vms))
+    if objects:
+        answers.update(lookup_objects(objects))
+    for p in [*vms, *(p for p, _ in objects)]:
+        a = answers.get(p.urn) or Answer("unknown", detail="not looked up")
+        if a.state == "found" and a.id:
+            out.imported.append((p.urn, a.id))
+        elif a.state == "absent":
+            out.cleared.append(p.urn)
+        elif p.kind == "vm":
+            out.unresolved.append((p.urn, f"the {p.cloud} lookup by attempt "
+                                          f"{p.attempt_id} could not tell: {a.detail}"))
+        else:
+            out.unresolved.append((p.urn, f"reading {p.kube_id} could not tell: {a.detail}"))
+    return out
+
+
+def _is_stack(urn: str) -> bool:
+    return urn.split("::")[2].endswith(STACK_TYPE) if urn.count("::") >= 3 else False
+
+
+def adopted(deployment: Mapping[str, Any], outcome: Settlement) -> dict[str, Any]:
+    """The deployment with every pending create settled: each one imported becomes a
+    resource of the state under the id the provider answered (its recorded inputs, parent,
+    provider and options as the create had them; a refresh then reads its outputs), and no
+    create is left in flight. Only for a complete settlement: the engine's own ``stack
+    import`` drops every pending operation."""
+    if not outcome.complete:
+        raise ValueError("an incomplete settlement would drop unresolved creates")
+    ids = dict(outcome.imported)
+    creates = {str((op.get("resource") or {}).get("urn")): op["resource"]
+               for op in deployment.get("pending_operations") or []
+               if op.get("type") == "creating" and op.get("resource")}
+    resources = list(deployment.get("resources") or [])
+    resources += [{**creates[urn], "id": rid} for urn, rid in ids.items()]
+    return {**deployment, "resources": resources, "pending_operations": []}

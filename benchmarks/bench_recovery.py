@@ -1,0 +1,127 @@
+"""Crash recovery on the real engine: what the first ``up`` after a killed one costs, against
+a plain no-change ``up`` of the same stack measured in the same run.
+
+Each run SIGKILLs a real ``up`` of the cluster add-on stack while the engine has the
+DaemonSet's create in flight (the object on the API server, as in
+``tests/automation/engine/test_pending_recovery.py``), unlocks the stack, and times the next
+``up``, split into its phases: export and decision, the lookup through the provider (a
+scratch-stack read), the import (``stack import`` of the settled state plus a refresh of
+what was imported), and the continued update. Two cases: the object exists (imported) and
+the object is gone (record cleared, the update creates it). BENCH_RUNS runs of each
+(median; default 3).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._table import median, print_table
+from benchmarks.bench_engine import engine_env
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+
+
+def timed(fn: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    fn()
+    return time.perf_counter() - began
+
+
+def timed_runner_class() -> Any:
+    from automation.engine.pulumi_driver import AutomationRunner
+
+    class TimedRunner(AutomationRunner):
+        """Records how long the recovery and its lookup take inside an ``up``."""
+
+        settle_s = 0.0
+        lookup_s = 0.0
+
+        def _settle_pending_creates(self, *args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return super()._settle_pending_creates(*args, **kwargs)
+            finally:
+                self.settle_s += time.perf_counter() - began
+
+        def _lookup_objects(self, *args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return super()._lookup_objects(*args, **kwargs)
+            finally:
+                self.lookup_s += time.perf_counter() - began
+
+    return TimedRunner
+
+
+def main() -> None:
+    from automation.devcluster import control_plane
+    from tests.automation.engine.test_pending_recovery import (
+        DS,
+        kill_with_the_daemonset_in_flight,
+    )
+    from tests.automation.engine.test_real_engine import addons_target, remove_addons
+    from tests.automation.kube import objects
+
+    runner_class = timed_runner_class()
+    results: dict[str, dict[str, list[float]]] = {}
+    noop: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp_str:
+        tmp = Path(tmp_str)
+        engine_env(tmp)
+        plane = control_plane.start(tmp / "cp")
+        try:
+            for case in ("found", "gone"):
+                phases = results.setdefault(case, {k: [] for k in (
+                    "total", "settle", "lookup", "continue")})
+                for i in range(RUNS):
+                    key = f"cl-bench-{case}-{i}"
+                    target = addons_target(plane, key)
+                    runner = runner_class(tmp / f"home-{case}-{i}")
+                    remove_addons(plane)
+                    node = f"gpu-{key}"
+                    objects.node(plane, node, {"anycloud.sh/cluster": key,
+                                               "anycloud.sh/accelerator": "nvidia"}, kwok=False)
+                    scratch = tmp / f"kill-{case}-{i}"
+                    scratch.mkdir()
+                    kill_with_the_daemonset_in_flight(plane, runner, target, scratch)
+                    objects.delete(plane, "node", node)
+                    if case == "gone":
+                        objects.delete(plane, "daemonset", DS, namespace="kube-system", wait=True)
+                    runner.unlock(target)
+                    total = timed(lambda r=runner, t=target: r.up(t))
+                    phases["total"].append(total)
+                    phases["settle"].append(runner.settle_s)
+                    phases["lookup"].append(runner.lookup_s)
+                    phases["continue"].append(total - runner.settle_s)
+                    if case == "found":
+                        noop.append(timed(lambda r=runner, t=target: r.up(t)))
+            remove_addons(plane)
+        finally:
+            plane.stop()
+    base = median(noop)
+    rows: list[tuple[str, str, str]] = [("plain up, no change (baseline)", f"{base:.2f}",
+                                         "1.0x")]
+    for case, label in (("found", "object there: imported"),
+                        ("gone", "object gone: cleared, created")):
+        p = results[case]
+        for phase, what in (("total", "first up after the kill, in all"),
+                            ("settle", "  recovery (export, lookup, import, refresh)"),
+                            ("lookup", "    of which the lookup (scratch-stack read)"),
+                            ("continue", "  the continued update")):
+            value = median(p[phase])
+            rows.append((f"{label}: {what}" if phase == "total" else what, f"{value:.2f}",
+                         f"{value / base:.1f}x"))
+    print_table(f"Crash recovery, cluster add-on stack on the real engine, seconds, "
+                f"median of {RUNS}", ["run", "seconds", "vs no-change up"], rows)
+
+
+if __name__ == "__main__":
+    main()

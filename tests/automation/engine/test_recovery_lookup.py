@@ -1,0 +1,234 @@
+"""Crash recovery's decisions, and its VM lookups for the three clouds under the mock engine.
+
+The lookup program is the one the real engine runs (``vm_lookup_program``: the providers'
+own invokes through the pool's provider); here the SDK's mock engine runs it and the
+simulated cloud answers the invokes as the providers do (``VmLookupAnswers``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from automation.clock import ManualClock
+from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.recovery import (
+    Answer,
+    PendingCreate,
+    adopted,
+    answers_from_outputs,
+    pending_creates_in,
+    settle,
+    vm_lookup_program,
+)
+from automation.engine.runner import StackTarget
+from automation.mock_engine import run_program
+from automation.simulators.cloud import CloudSimulator
+from automation.simulators.vm_lookup import VmLookupAnswers
+from stacks.providers import cloud_provider
+from tests.automation.engine.test_mock_runner import with_attempts
+from tests.automation.engine.test_pulumi_driver import pool_target
+
+VM_TYPES = {"aws": "aws:ec2/instance:Instance", "gcp": "gcp:compute/instance:Instance",
+            "azure": "azure-native:compute:VirtualMachine"}
+TOKENS = {"aws": "aws:ec2/getInstances:getInstances",
+          "gcp": "gcp:compute/getInstance:getInstance",
+          "azure": "azure-native:compute:getVirtualMachine"}
+STACK = "urn:pulumi:s::anycloud::pulumi:pulumi:Stack::anycloud-s"
+
+
+def vm_creates(runner: MockEngineRunner, target: StackTarget,
+               cloud: str) -> dict[str, PendingCreate]:
+    """Each VM of the stack as the create a killed ``up`` would have left in flight (its
+    inputs as recorded), by attempt id."""
+    out = {}
+    for urn, rec in runner.load_state(target)["resources"].items():
+        if rec["type"] == VM_TYPES[cloud]:
+            p = PendingCreate(urn=urn, type=rec["type"], custom=True, inputs=rec["inputs"])
+            assert p.attempt_id is not None
+            out[p.attempt_id] = p
+    return out
+
+
+def look_up(cloud: CloudSimulator, target: StackTarget,
+            pending: list[PendingCreate]
+            ) -> tuple[dict[str, Answer], list[tuple[str, dict[str, Any]]]]:
+    program = vm_lookup_program(pending, lambda: cloud_provider(target.config))
+    answering = VmLookupAnswers(cloud)
+    run = run_program(program, cloud=answering, stack="lookup")
+    return answers_from_outputs(run.outputs, pending), answering.asked
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_vm_lookup_finds_the_live_vm_and_confirms_the_released_one_absent(
+        tmp_path: Path, provider: str) -> None:
+    clock = ManualClock()
+    cloud = CloudSimulator(clock, tmp_path / "cloud.json", delete_latency=timedelta(seconds=30))
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(provider), "at-1", "at-2", "at-3")
+    runner.up(target)
+    creates = vm_creates(runner, target, provider)
+    ids = {v.attempt_id: v.id for v in cloud.vms.values()}
+    # at-2 released and gone; at-3 being released (it still exists: import it, the engine
+    # then owns its deletion).
+    cloud.delete_resource(VM_TYPES[provider], ids["at-2"])
+    clock.advance(timedelta(seconds=31))
+    cloud.delete_resource(VM_TYPES[provider], ids["at-3"])
+
+    answers, invokes = look_up(cloud, target, list(creates.values()))
+
+    assert answers[creates["at-1"].urn] == Answer("found", ids["at-1"])
+    assert answers[creates["at-2"].urn] == Answer("absent")
+    assert answers[creates["at-3"].urn] == Answer("found", ids["at-3"])
+    # Through the provider's own lookup, once per VM.
+    assert [token for token, _ in invokes] == [TOKENS[provider]] * 3
+    if provider == "aws":  # by tag: instance ids are the cloud's
+        assert {a["instanceTags"]["anycloud.sh/attempt"] for _, a in invokes} == {
+            "at-1", "at-2", "at-3"}
+        assert "terminated" not in invokes[0][1]["instanceStateNames"]
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_a_provider_that_cannot_answer_leaves_the_vm_unknown(
+        tmp_path: Path, provider: str) -> None:
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(provider), "at-1")
+    runner.up(target)
+    creates = vm_creates(runner, target, provider)
+    cloud.faults.uncertain.append("at-1")
+
+    answers, _ = look_up(cloud, target, [creates["at-1"]])
+
+    answer = answers[creates["at-1"].urn]
+    assert answer.state == "unknown" and "RequestLimitExceeded" in answer.detail
+
+
+def test_aws_two_instances_with_one_attempt_tag_is_not_guessed(tmp_path: Path) -> None:
+    """Two live instances tagged with the same attempt: importing either would be a guess."""
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target("aws"), "at-1")
+    runner.up(target)
+    creates = vm_creates(runner, target, "aws")
+    (vm,) = cloud.vms.values()
+    twin = type(vm)(**{**vm.__dict__, "id": "i-0twin0000000000000"})
+    cloud.vms[twin.id] = twin
+
+    answers, _ = look_up(cloud, target, [creates["at-1"]])
+
+    answer = answers[creates["at-1"].urn]
+    assert answer.state == "unknown"
+    assert vm.id in answer.detail and twin.id in answer.detail
+
+
+def test_gcp_instance_with_the_name_but_another_attempt_label_is_not_imported(
+        tmp_path: Path) -> None:
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target("gcp"), "at-1")
+    runner.up(target)
+    creates = vm_creates(runner, target, "gcp")
+    (vm,) = cloud.vms.values()
+    vm.attempt_id = "someone-else"
+
+    answers, _ = look_up(cloud, target, [creates["at-1"]])
+
+    answer = answers[creates["at-1"].urn]
+    assert answer.state == "unknown" and "not labelled with attempt at-1" in answer.detail
+
+
+# -- the decision ---------------------------------------------------------------------------
+
+
+def create(urn_tail: str, type_: str, custom: bool = True, inputs: dict[str, Any] | None = None,
+           parent: str | None = None) -> PendingCreate:
+    return PendingCreate(urn=f"urn:pulumi:s::anycloud::{type_}::{urn_tail}", type=type_,
+                         custom=custom, inputs=inputs or {}, parent=parent,
+                         provider="urn:pulumi:s::anycloud::pulumi:providers:kubernetes::k::id-1")
+
+
+COMPONENT = "urn:pulumi:s::anycloud::anycloud:cluster:NvidiaAddons::nvidia"
+DS_INPUTS = {"metadata": {"name": "ds", "namespace": "kube-system"}}
+
+
+def test_settle_imports_found_clears_absent_and_state_only_and_names_the_rest() -> None:
+    ds = create("ds", "kubernetes:apps/v1:DaemonSet", inputs=DS_INPUTS, parent=COMPONENT)
+    rc = create("rc", "kubernetes:node.k8s.io/v1:RuntimeClass",
+                inputs={"metadata": {"name": "nvidia"}}, parent=COMPONENT)
+    component = create("nvidia", "anycloud:cluster:NvidiaAddons", custom=False)
+    provider = create("k", "pulumi:providers:kubernetes")
+    vm_live = create("vm-a", VM_TYPES["aws"], inputs={"tags": {"anycloud.sh/attempt": "a"}})
+    vm_gone = create("vm-b", VM_TYPES["aws"], inputs={"tags": {"anycloud.sh/attempt": "b"}})
+    vm_unsure = create("vm-c", VM_TYPES["aws"], inputs={"tags": {"anycloud.sh/attempt": "c"}})
+    vpc = create("vpc", "aws:ec2/vpc:Vpc")
+    asked_vms: list[list[str]] = []
+    asked_objects: list[list[tuple[str, str]]] = []
+
+    def lookup_vms(vms: list[PendingCreate]) -> dict[str, Answer]:
+        asked_vms.append([p.urn for p in vms])
+        return {vm_live.urn: Answer("found", "i-1"), vm_gone.urn: Answer("absent"),
+                vm_unsure.urn: Answer("unknown", detail="throttled")}
+
+    def lookup_objects(items: list[tuple[PendingCreate, str]]) -> dict[str, Answer]:
+        asked_objects.append([(p.urn, rid) for p, rid in items])
+        return {ds.urn: Answer("found", "kube-system/ds"), rc.urn: Answer("absent")}
+
+    out = settle([ds, rc, component, provider, vm_live, vm_gone, vm_unsure, vpc], {COMPONENT},
+                 lookup_vms=lookup_vms, lookup_objects=lookup_objects)
+
+    assert asked_vms == [[vm_live.urn, vm_gone.urn, vm_unsure.urn]]
+    assert asked_objects == [[(ds.urn, "kube-system/ds"), (rc.urn, "nvidia")]]
+    assert sorted(out.imported) == sorted([(ds.urn, "kube-system/ds"), (vm_live.urn, "i-1")])
+    assert sorted(out.cleared) == sorted([component.urn, provider.urn, vm_gone.urn, rc.urn])
+    assert sorted(u for u, _ in out.unresolved) == sorted([vm_unsure.urn, vpc.urn])
+    assert not out.complete
+    assert "throttled" in out.describe() and "no lookup for aws:ec2/vpc:Vpc" in out.describe()
+
+
+def test_settle_does_not_look_up_what_the_state_already_holds_or_cannot_place() -> None:
+    ds = create("ds", "kubernetes:apps/v1:DaemonSet", inputs=DS_INPUTS, parent=COMPONENT)
+
+    def refuse(*_: Any) -> dict[str, Answer]:
+        raise AssertionError("looked up")
+
+    held = settle([ds], {ds.urn, COMPONENT}, lookup_vms=refuse, lookup_objects=refuse)
+    assert held.complete and held.cleared == [ds.urn] and held.imported == []
+    orphan = settle([ds], set(), lookup_vms=refuse, lookup_objects=refuse)
+    assert orphan.unresolved == [(ds.urn, f"its parent {COMPONENT} is not in the state")]
+
+
+def test_a_complete_settlement_adopts_what_was_found_and_leaves_nothing_in_flight() -> None:
+    ds = {"urn": "urn:pulumi:s::anycloud::anycloud:cluster:NvidiaAddons$kubernetes:apps/v1:"
+                 "DaemonSet::nvidia-device-plugin",
+          "type": "kubernetes:apps/v1:DaemonSet", "custom": True, "inputs": DS_INPUTS,
+          "parent": COMPONENT, "retainOnDelete": True,
+          "provider": "urn:pulumi:s::anycloud::pulumi:providers:kubernetes::cluster::uuid-1"}
+    top = {"urn": "urn:pulumi:s::anycloud::kubernetes:core/v1:Namespace::ns", "custom": True,
+           "type": "kubernetes:core/v1:Namespace", "inputs": {"metadata": {"name": "ns"}},
+           "parent": STACK}
+    held = [{"urn": COMPONENT, "type": "anycloud:cluster:NvidiaAddons"}]
+    deployment = {"resources": held,
+                  "pending_operations": [{"type": "creating", "resource": ds},
+                                         {"type": "updating", "resource": held[0]},
+                                         {"type": "creating", "resource": top}]}
+    found = pending_creates_in(deployment)
+    assert [p.urn for p in found] == sorted([ds["urn"], top["urn"]])
+    by_urn = {p.urn: p for p in found}
+    assert by_urn[ds["urn"]].kube_id == "kube-system/ds"
+    assert by_urn[ds["urn"]].name == "nvidia-device-plugin"
+    assert by_urn[top["urn"]].kube_id == "ns"  # cluster-scoped
+
+    outcome = settle(found, {COMPONENT}, lookup_vms=lambda _: {}, lookup_objects=lambda items: {
+        ds["urn"]: Answer("found", "kube-system/ds"), top["urn"]: Answer("absent")})
+    after = adopted(deployment, outcome)
+
+    assert after["pending_operations"] == []
+    assert after["resources"] == [*held, {**ds, "id": "kube-system/ds"}]
+    assert deployment["pending_operations"]  # the original is left as it was
+    with pytest.raises(ValueError):
+        adopted(deployment, settle(found, set(), lookup_vms=lambda _: {},
+                                   lookup_objects=lambda _: {}))
