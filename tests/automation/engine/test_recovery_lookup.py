@@ -141,6 +141,49 @@ def test_gcp_instance_with_the_name_but_another_attempt_label_is_not_imported(
     assert answer.state == "unknown" and "not labelled with attempt at-1" in answer.detail
 
 
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_vms_left_in_flight_are_settled_from_the_provider_answers(
+        tmp_path: Path, provider: str) -> None:
+    """The whole decision for a pool's VMs under the mock engine: the live VM is adopted
+    under the id the cloud gave it, the released one is cleared, and nothing is left in
+    flight; with one VM the provider cannot answer for, nothing is adopted at all."""
+    clock = ManualClock()
+    cloud = CloudSimulator(clock, tmp_path / "cloud.json", delete_latency=timedelta(seconds=1))
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(provider), "at-1", "at-2")
+    runner.up(target)
+    creates = vm_creates(runner, target, provider)
+    ids = {v.attempt_id: v.id for v in cloud.vms.values()}
+    cloud.delete_resource(VM_TYPES[provider], ids["at-2"])
+    clock.advance(timedelta(seconds=2))
+    # What a killed `up` leaves: both creates in flight, the state without them.
+    deployment = {"resources": [], "pending_operations": [
+        {"type": "creating", "resource": {"urn": p.urn, "type": p.type, "custom": True,
+                                          "inputs": dict(p.inputs)}}
+        for p in creates.values()]}
+
+    def lookup_vms(vms: list[PendingCreate]) -> dict[str, Answer]:
+        return look_up(cloud, target, vms)[0]
+
+    def no_objects(_: list[tuple[PendingCreate, str]]) -> dict[str, Answer]:
+        raise AssertionError("no Kubernetes object is pending")
+
+    outcome = settle(pending_creates_in(deployment), set(), lookup_vms=lookup_vms,
+                     lookup_objects=no_objects)
+    after = adopted(deployment, outcome)
+    assert outcome.imported == [(creates["at-1"].urn, ids["at-1"])]
+    assert outcome.cleared == [creates["at-2"].urn]
+    assert [(r["urn"], r["id"]) for r in after["resources"]] == outcome.imported
+    assert after["pending_operations"] == []
+
+    cloud.faults.uncertain.append("at-1")
+    unsure = settle(pending_creates_in(deployment), set(), lookup_vms=lookup_vms,
+                    lookup_objects=no_objects)
+    assert not unsure.complete and unsure.imported == []
+    assert f"UNRESOLVED {creates['at-1'].urn}: the {provider} lookup by attempt at-1" in (
+        unsure.describe())
+
+
 # -- the decision ---------------------------------------------------------------------------
 
 
