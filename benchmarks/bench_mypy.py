@@ -1,0 +1,167 @@
+"""mypy with the full provider SDKs (the [tool.mypy] config as is, what `make lint` runs)
+against the trimmed SDK stubs of `make typecheck` (tools/mypy/), on a snapshot of HEAD.
+
+For each configuration: a cold run (fresh --cache-dir), a warm run (cache present, nothing
+changed) and a run after editing one of our modules (components/vm/aws.py, which imports
+pulumi_aws); then the trimmed configuration through the mypy daemon. Wall time, CPU time
+and the peak RSS of the mypy process, median of --runs runs; the old cold run is slow
+(minutes, ~7.6 GB) so it runs --old-cold-runs times (default 1).
+
+    python benchmarks/bench_mypy.py [--runs 3] [--old-cold-runs 1] [--skip-daemon]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks._table import median, print_table  # noqa: E402
+from tools.mypy import typecheck  # noqa: E402
+
+EDITED = Path("components/vm/aws.py")
+
+
+@dataclass(frozen=True)
+class Sample:
+    wall: float
+    cpu: float
+    peak_mb: float
+
+
+def run_measured(cmd: Sequence[str], cwd: Path) -> Sample:
+    """One mypy run; its peak RSS from the kernel's rusage of that very child."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1) or b"error:" in output:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output.decode()}")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+def edit(snapshot: Path, n: int) -> None:
+    path = snapshot / EDITED
+    path.write_text(path.read_text() + f"# bench edit {n}\n")
+
+
+def measure(cmd: list[str], snapshot: Path, caches: Path, cold_runs: int,
+            runs: int) -> dict[str, list[Sample]]:
+    out: dict[str, list[Sample]] = {"cold": [], "warm": [], "edit": []}
+    for i in range(cold_runs):
+        cache = caches / f"cold-{i}"
+        out["cold"].append(run_measured([*cmd, "--cache-dir", str(cache)], snapshot))
+        print(f"  cold {i + 1}/{cold_runs}: {out['cold'][-1]}", file=sys.stderr)
+    cache = caches / "cold-0"
+    for _ in range(runs):
+        out["warm"].append(run_measured([*cmd, "--cache-dir", str(cache)], snapshot))
+    for i in range(runs):
+        edit(snapshot, i)
+        out["edit"].append(run_measured([*cmd, "--cache-dir", str(cache)], snapshot))
+    return out
+
+
+def daemon_peak_mb(status_file: Path) -> float:
+    pid = json.loads(status_file.read_text())["pid"]
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure_daemon(config: Path, snapshot: Path, caches: Path,
+                   runs: int) -> dict[str, list[Sample]]:
+    status = caches / "dmypy.json"
+    dmypy = [sys.executable, "-m", "mypy.dmypy", "--status-file", str(status)]
+    out: dict[str, list[Sample]] = {"daemon start": [], "daemon edit": []}
+    try:
+        run = [*dmypy, "run", "--", "--config-file", str(config),
+               "--cache-dir", str(caches / "daemon")]
+        start = run_measured(run, snapshot)
+        out["daemon start"].append(Sample(start.wall, float("nan"), daemon_peak_mb(status)))
+        for i in range(runs):
+            edit(snapshot, 100 + i)
+            sample = run_measured(run, snapshot)
+            out["daemon edit"].append(Sample(sample.wall, float("nan"), daemon_peak_mb(status)))
+    finally:
+        subprocess.run([*dmypy, "stop"], cwd=snapshot, capture_output=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--old-cold-runs", type=int, default=1)
+    parser.add_argument("--skip-daemon", action="store_true")
+    args = parser.parse_args()
+    mypy = str(Path(sys.executable).with_name("mypy"))
+    with tempfile.TemporaryDirectory(prefix="bench-mypy-") as tmp:
+        root = Path(tmp)
+        snapshot = root / "snapshot"
+        subprocess.run(["git", "worktree", "add", "--detach", str(snapshot), "HEAD"],
+                       cwd=REPO, check=True, capture_output=True)
+        try:
+            stub_root = root / "stubs"
+            t0 = time.perf_counter()
+            config, plan = typecheck.prepare(snapshot, cache_root=stub_root)
+            first_build = time.perf_counter() - t0
+            shutil.rmtree(stub_root / plan.key())  # keep the premise markers: a later build
+            t0 = time.perf_counter()
+            typecheck.prepare(snapshot, cache_root=stub_root)
+            cached_build = time.perf_counter() - t0
+            print("trimmed:", {n: sorted(k) for n, (_, k) in plan.sdks.items()},
+                  "untrimmed:", plan.untrimmed, file=sys.stderr)
+            print("old configuration", file=sys.stderr)
+            old = measure([mypy], snapshot, root / "old", args.old_cold_runs, args.runs)
+            subprocess.run(["git", "checkout", "--", str(EDITED)], cwd=snapshot, check=True)
+            print("trimmed configuration", file=sys.stderr)
+            new = measure([mypy, "--config-file", str(config)], snapshot, root / "new",
+                          args.runs, args.runs)
+            subprocess.run(["git", "checkout", "--", str(EDITED)], cwd=snapshot, check=True)
+            if not args.skip_daemon:
+                new |= measure_daemon(config, snapshot, root / "new", args.runs)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(snapshot)], cwd=REPO,
+                           capture_output=True)
+    rows: list[list[object]] = []
+    for scenario in ("cold", "warm", "edit"):
+        base = median([s.wall for s in old[scenario]])
+        base_cpu = median([s.cpu for s in old[scenario]])
+        for name, results in (("full SDKs (old)", old), ("trimmed stubs (new)", new)):
+            samples = results[scenario]
+            wall, cpu = median([s.wall for s in samples]), median([s.cpu for s in samples])
+            rows.append([f"{scenario}: {name}", len(samples), f"{wall:.1f}",
+                         f"{min(s.wall for s in samples):.1f}", f"{cpu:.1f}",
+                         f"{median([s.peak_mb for s in samples]):.0f}",
+                         f"{wall / base:.2f}x", f"{cpu / base_cpu:.2f}x"])
+    for scenario in ("daemon start", "daemon edit"):
+        if scenario in new:
+            samples = new[scenario]
+            wall = median([s.wall for s in samples])
+            rows.append([f"{scenario}: trimmed (dmypy)", len(samples), f"{wall:.1f}",
+                         f"{min(s.wall for s in samples):.1f}", "-",
+                         f"{median([s.peak_mb for s in samples]):.0f}",
+                         f"{wall / median([s.wall for s in old['edit']]):.2f}x vs old edit", "-"])
+    print_table(
+        f"mypy on a snapshot of HEAD (old cold: {args.old_cold_runs} run(s); others median of "
+        f"{args.runs}); stub build {first_build:.1f} s first (reads the SDKs once), "
+        f"{cached_build:.1f} s after",
+        ["run", "n", "wall s", "min s", "cpu s", "peak MB", "wall vs old", "cpu vs old"], rows)
+
+
+if __name__ == "__main__":
+    main()
