@@ -29,6 +29,7 @@ from automation.engine.recovery import (
     kube_read_program,
     pending_creates_in,
     settle,
+    unread_imports,
     vm_lookup_program,
 )
 from automation.engine.runner import (
@@ -230,6 +231,11 @@ class AutomationRunner:
         deployment = stack.export_stack()
         pending = pending_creates_in(deployment.deployment or {})
         if not pending:
+            # A recovery killed between its import and its refresh left resources recorded
+            # without their outputs: read them now, before anything uses those outputs.
+            unread = unread_imports(deployment.deployment or {})
+            if unread:
+                stack.refresh(target=unread, color="never")
             return None
         recorded = {str(r.get("urn")) for r in (deployment.deployment or {}).get("resources")
                     or []}

@@ -356,3 +356,12 @@ def adopted(deployment: Mapping[str, Any], outcome: Settlement) -> dict[str, Any
     resources = list(deployment.get("resources") or [])
     resources += [{**creates[urn], "id": rid} for urn, rid in ids.items()]
     return {**deployment, "resources": resources, "pending_operations": []}
+
+
+def unread_imports(deployment: Mapping[str, Any]) -> list[str]:
+    """URNs of resources ``adopted`` recorded whose outputs no refresh has read yet (the
+    recovery was killed in between): custom, with an id, without outputs. Providers are
+    left out: their outputs are their configuration, possibly empty."""
+    return [str(r.get("urn")) for r in deployment.get("resources") or []
+            if r.get("custom") and r.get("id") and not r.get("outputs")
+            and not str(r.get("type", "")).startswith("pulumi:providers:")]

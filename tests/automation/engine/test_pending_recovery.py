@@ -190,3 +190,23 @@ def test_the_vm_lookup_on_the_real_engine_names_the_missing_plugin(
     message = failed.value.message
     assert "pulumi-resource-aws" in message and vm.urn in message
     assert "Nothing was imported or cleared" in message
+
+
+def test_an_import_whose_outputs_were_never_read_is_refreshed_before_the_next_run(
+    control_plane: ControlPlane, addons: tuple[AutomationRunner, StackTarget],  # noqa: F811
+) -> None:
+    """A recovery killed between its ``stack import`` and the refresh of what it imported
+    leaves the object recorded without outputs: the next run reads them first."""
+    runner, target = addons
+    runner.up(target)
+    stack = runner._stack(target)
+    exported = stack.export_stack()
+    ds = next(r for r in exported.deployment["resources"] if r["type"] == DS_TYPE)
+    uid = ds["outputs"]["metadata"]["uid"]
+    del ds["outputs"]  # as ``adopted`` records it
+    stack.import_stack(exported)
+
+    runner.up(target)
+
+    state = recorded(runner, target, ds["urn"])
+    assert state is not None and state["outputs"]["metadata"]["uid"] == uid

@@ -22,6 +22,7 @@ from automation.engine.recovery import (
     answers_from_outputs,
     pending_creates_in,
     settle,
+    unread_imports,
     vm_lookup_program,
 )
 from automation.engine.runner import StackTarget
@@ -271,6 +272,7 @@ def test_a_complete_settlement_adopts_what_was_found_and_leaves_nothing_in_fligh
 
     assert after["pending_operations"] == []
     assert after["resources"] == [*held, {**ds, "id": "kube-system/ds"}]
+    assert unread_imports(after) == [ds["urn"]]  # until a refresh reads its outputs
     assert deployment["pending_operations"]  # the original is left as it was
     with pytest.raises(ValueError):
         adopted(deployment, settle(found, set(), lookup_vms=lambda _: {},
