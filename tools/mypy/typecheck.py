@@ -4,8 +4,8 @@
     python tools/mypy/typecheck.py --daemon   # the same through dmypy: re-checks in seconds
     python tools/mypy/typecheck.py --print-config   # only write the config, print its path
 
-It scans our packages (the `packages` of [tool.mypy] in pyproject.toml) for the SDK
-subpackages they read, writes the trimmed stubs for exactly those under
+It scans our packages (the `packages` of [tool.mypy] in pyproject.toml) for the SDK names
+they read, writes the trimmed package stubs for exactly those under
 ~/.cache/anycloud/mypy-stubs (ANYCLOUD_MYPY_STUBS moves it), and runs mypy with the
 [tool.mypy] settings plus `mypy_path` pointing there. Extra arguments go to mypy.
 """
@@ -57,7 +57,7 @@ def prepare(repo: Path = REPO, cache_root: Path | None = None) -> tuple[Path, st
         repo / f for f in settings.get("files", [])]
     found = usage.scan_files(usage.python_files(roots))
     cache_root = cache_root or stubs.default_cache_root()
-    stub_plan = stubs.plan(found.subpackages, found.untrimmable, cache_root)
+    stub_plan = stubs.plan(found, usage.BIG_SDKS, cache_root)
     stub_dir = stubs.write(stub_plan, cache_root)
     cache_dir = repo / ".mypy_cache" / "trimmed"
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -73,8 +73,8 @@ def main(argv: list[str]) -> int:
     print_only = "--print-config" in argv
     extra = [a for a in argv if a not in ("--daemon", "--print-config")]
     config, stub_plan = prepare()
-    for name, why in sorted(stub_plan.untrimmed.items()):
-        print(f"typecheck: {name} checked in full ({why})", file=sys.stderr)
+    for name, why in sorted(stub_plan.whole.items()):
+        print(f"typecheck: {name} kept whole ({why})", file=sys.stderr)
     if print_only:
         print(config)
         return 0

@@ -1,9 +1,13 @@
-"""Which subpackages of the big provider SDKs our code reaches through their top-level module.
+"""Which names of the big provider SDKs our code reads, as full dotted paths.
 
 `import pulumi_aws as aws` followed by `aws.ec2.Instance(...)` reads `ec2` from the
-`pulumi_aws` namespace. That namespace is what the trimmed stubs shrink, so every such read
-must be found here. Anything this scanner cannot follow (the module object passed around,
-`getattr`, a star import) makes the whole SDK "untrimmable": it is then checked in full.
+`pulumi_aws` namespace and `Instance` from the `pulumi_aws.ec2` namespace. Those package
+namespaces are what the trimmed stubs shrink, so every such read must be found here.
+
+Two kinds of reads: a *path* (`pulumi_aws.ec2.Instance`: each package on the way is read for
+the next name) and a *terminal* (the last name of an expression). A terminal that turns out
+to be a package means the module object itself is used as a value (`helpers = [aws]`,
+`getattr(aws.ec2, name)`), which could read any name in it: that package is then kept whole.
 """
 
 from __future__ import annotations
@@ -14,99 +18,95 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The SDKs whose top-level __init__ imports hundreds of subpackages under TYPE_CHECKING.
+# The SDKs whose package __init__ files import hundreds of modules for the type checker.
 BIG_SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_kubernetes")
 
 
 @dataclass
 class SdkUsage:
-    """Per SDK: the subpackage names read from its top-level module, or untrimmable."""
-
-    subpackages: dict[str, set[str]] = field(default_factory=lambda: {s: set() for s in BIG_SDKS})
-    untrimmable: dict[str, str] = field(default_factory=dict)  # sdk -> why, naming file:line
+    paths: dict[str, str] = field(default_factory=dict)  # dotted path -> first file:line
+    terminals: dict[str, str] = field(default_factory=dict)  # dotted path -> first file:line
 
     def add(self, other: SdkUsage) -> None:
-        for sdk, names in other.subpackages.items():
-            self.subpackages[sdk] |= names
-        for sdk, why in other.untrimmable.items():
-            self.untrimmable.setdefault(sdk, why)
+        for path, where in other.paths.items():
+            self.paths.setdefault(path, where)
+        for path, where in other.terminals.items():
+            self.terminals.setdefault(path, where)
+
+    def in_sdk(self, sdk: str) -> SdkUsage:
+        def mine(path: str) -> bool:
+            return path == sdk or path.startswith(sdk + ".")
+
+        return SdkUsage({p: w for p, w in self.paths.items() if mine(p)},
+                        {p: w for p, w in self.terminals.items() if mine(p)})
 
 
-class _ModuleScanner:
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.usage = SdkUsage()
-        self.aliases: dict[str, str] = {}  # local name -> SDK whose top-level module it is
-        self.chain_heads: set[int] = set()  # ids of Name nodes that start an a.b chain
+def _is_sdk(dotted: str) -> bool:
+    return dotted.split(".")[0] in BIG_SDKS
 
-    def _refuse(self, sdk: str, node: ast.AST, why: str) -> None:
-        line = getattr(node, "lineno", 0)
-        self.usage.untrimmable.setdefault(sdk, f"{self.where}:{line}: {why}")
 
-    def add_import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            top, _, rest = alias.name.partition(".")
-            if top not in BIG_SDKS:
-                continue
-            if rest:
-                # `import pulumi_aws.ec2 [as x]` loads the subpackage itself; without `as`
-                # the name bound is the top-level module, read as `pulumi_aws.ec2...` later.
-                self.usage.subpackages[top].add(rest.split(".")[0])
-                if alias.asname is None:
-                    self.aliases[top] = top
-            else:
-                self.aliases[alias.asname or top] = top
-
-    def add_import_from(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module:
-            return
-        top, _, rest = node.module.partition(".")
-        if top not in BIG_SDKS:
-            return
-        if rest:
-            self.usage.subpackages[top].add(rest.split(".")[0])
-            return
-        for alias in node.names:
-            if alias.name == "*":
-                self._refuse(top, node, f"`from {top} import *` reads the whole namespace")
-            else:
-                # A subpackage or a top-level name (Provider, ...): keep it either way.
-                self.usage.subpackages[top].add(alias.name)
-
-    def add_string(self, node: ast.Constant) -> None:
-        # Quoted annotations ("aws.ec2.Instance") are strings to the AST.
-        if isinstance(node.value, str):
-            for local, sdk in self.aliases.items():
-                for match in re.finditer(rf"\b{re.escape(local)}\.(\w+)", node.value):
-                    self.usage.subpackages[sdk].add(match.group(1))
-
-    def check_bare_uses(self, tree: ast.Module) -> None:
-        """A bare use of an SDK alias (not `alias.x`) may read any attribute at run time."""
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Name) and node.id in self.aliases
-                    and id(node) not in self.chain_heads and isinstance(node.ctx, ast.Load)):
-                self._refuse(self.aliases[node.id], node,
-                             f"`{node.id}` used as a value, not as `{node.id}.<name>`")
+def _chain(node: ast.Attribute) -> tuple[ast.Name, list[str]] | None:
+    """`a.b.c` -> (Name a, ["b", "c"]); None when the chain does not start at a name."""
+    attrs: list[str] = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        attrs.append(current.attr)
+        current = current.value
+    return (current, attrs[::-1]) if isinstance(current, ast.Name) else None
 
 
 def scan_source(source: str, where: str) -> SdkUsage:
     tree = ast.parse(source, filename=where)
-    scanner = _ModuleScanner(where)
-    # Two passes: aliases first (imports may sit below their first use in a function).
+    found = SdkUsage()
+    aliases: dict[str, str] = {}  # local name -> the SDK module path it is bound to
+
+    def read(path: str, node: ast.AST, terminal: bool) -> None:
+        at = f"{where}:{getattr(node, 'lineno', 0)}"
+        (found.terminals if terminal else found.paths).setdefault(path, at)
+
+    # Aliases first: an import may sit below its first use (inside a function).
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            scanner.add_import(node)
-        elif isinstance(node, ast.ImportFrom):
-            scanner.add_import_from(node)
+            for alias in node.names:
+                if _is_sdk(alias.name):
+                    read(alias.name, node, terminal=False)
+                    if alias.asname:
+                        aliases[alias.asname] = alias.name
+                    else:
+                        aliases[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if not _is_sdk(node.module):
+                continue
+            for alias in node.names:
+                if alias.name == "*":
+                    read(node.module, node, terminal=True)  # every name of the module
+                else:
+                    path = f"{node.module}.{alias.name}"
+                    read(path, node, terminal=False)
+                    aliases[alias.asname or alias.name] = path
+
+    chain_names: set[int] = set()  # Name nodes that head a chain already recorded
+    extended: set[int] = set()  # Attribute nodes that are the value of a longer chain
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            if isinstance(node.value, ast.Name) and node.value.id in scanner.aliases:
-                scanner.usage.subpackages[scanner.aliases[node.value.id]].add(node.attr)
-                scanner.chain_heads.add(id(node.value))
-        elif isinstance(node, ast.Constant):
-            scanner.add_string(node)
-    scanner.check_bare_uses(tree)
-    return scanner.usage
+            extended.add(id(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in extended:
+            chain = _chain(node)
+            if chain is not None and chain[0].id in aliases:
+                head, attrs = chain
+                read(".".join([aliases[head.id], *attrs]), node, terminal=True)
+                chain_names.add(id(head))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            # Quoted annotations ("aws.ec2.Instance") are strings to the AST.
+            for local, path in aliases.items():
+                for m in re.finditer(rf"(?<![\w.]){re.escape(local)}((?:\.\w+)+)", node.value):
+                    read(path + m.group(1), node, terminal=True)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                and node.id in aliases and id(node) not in chain_names):
+            read(aliases[node.id], node, terminal=True)  # the bound object used as a value
+    return found
 
 
 def python_files(roots: Iterable[Path]) -> list[Path]:
