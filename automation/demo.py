@@ -328,12 +328,12 @@ class ReportingRunner:
 class LocalSide:
     description = (
         "a real local control plane (etcd, kube-apiserver, controller-manager, scheduler; "
-        "kwok plays the kubelets) and the real Pulumi engine for the cluster add-ons; a "
-        "simulated cloud with node-pool stacks on the mock Pulumi engine (their bootstrap-"
-        "token Secrets and Traefik HelmCharts are not written to the API server); "
+        "kwok plays the kubelets) and the real Pulumi engine for the cluster add-ons and "
+        "the pools' Traefik releases; a simulated cloud with node-pool stacks on the mock "
+        "Pulumi engine (their bootstrap-token Secrets are not written to the API server); "
         "accelerated clock")
-    traefik_note = ("and its node-pool stack (mock engine) gets its own Traefik release, "
-                    "which is not written to the API server")
+    traefik_note = ("and its own Traefik HelmChart is applied to the API server by the real "
+                    "engine (no helm-controller runs locally to install it)")
 
     def __init__(self, tools: LocalTools | None = None) -> None:
         self.tools = tools

@@ -1,9 +1,11 @@
 """TraefikIngress: a pinned Traefik release for one pool that hosts a Service.
 
-Installed as a K3s ``helm.cattle.io/v1`` HelmChart (the helm-controller runs the install Job).
-The release runs as a DaemonSet on the pool's elected entry Node only, binds host port 80,
-tolerates only that pool's taint, and serves only routes labelled for that pool.
-Deleting the pool's stack deletes the HelmChart, which uninstalls the release.
+Installed as a K3s ``helm.cattle.io/v1`` HelmChart (the helm-controller runs the install Job)
+by the pool's ingress release stack (``stacks/ingress_release.py``), through the cluster
+add-on mechanism. The release runs as a DaemonSet on the pool's elected entry Node only,
+binds host port 80, tolerates only that pool's taint, and serves only routes labelled for
+that pool. Destroying the stack (the pool is deleted) deletes the HelmChart, and the
+helm-controller's finalizer uninstalls the release.
 """
 
 from __future__ import annotations
@@ -90,6 +92,14 @@ class TraefikIngress(pulumi.ComponentResource):
                 "version": chart.version,
                 "targetNamespace": release,
                 "createNamespace": True,
+                # The install (and uninstall) Job on the management Node, as the seed asks.
+                # helm-controller (pkg/controllers/chart/chart.go) gives a bootstrap chart's
+                # Job the nodeSelector node-role.kubernetes.io/control-plane=true, hostNetwork
+                # (it reaches the API server on 127.0.0.1) and tolerations of the
+                # control-plane, etcd, CriticalAddonsOnly and not-ready taints; HelmChart has
+                # no other field that places the Job. Without it the Job may run on any
+                # untainted agent of the cluster.
+                "bootstrap": True,
                 "valuesContent": yaml.safe_dump(values, sort_keys=False),
             },
             opts=pulumi.ResourceOptions(parent=self),

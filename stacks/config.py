@@ -93,3 +93,10 @@ class ClusterAddonsStackConfig(_Frozen):
     # False when K3s installed RuntimeClass nvidia itself (nvidia handler, no overrides): the
     # stack then reads that object and uses it as is, and never writes it.
     manage_runtime_class: bool = True
+
+
+class IngressReleaseStackConfig(_Frozen):
+    """A pool's ingress release (Traefik), one stack per pool that hosts a Service."""
+
+    cluster: ClusterRef
+    pool_id: str = Field(min_length=1)

@@ -1,4 +1,6 @@
-"""Stack program for one node pool: network, one VM + token per attempt, optional ingress."""
+"""Stack program for one node pool: network (with the port-80 rule once the pool hosts a
+Service), one VM + token per attempt. The pool's ingress release is a stack of its own
+(``stacks/ingress_release.py``), installed through the cluster add-on mechanism."""
 
 from __future__ import annotations
 
@@ -134,11 +136,6 @@ def build_program(config: NodePoolStackConfig, pins: Pins | None = None) -> Call
                 # What the reconciler records on the attempt and passes back (AttemptSpec).
                 "image": vm.image,
             }
-
-        if config.hosts_service:
-            from components.traefik import TraefikIngress
-
-            TraefikIngress("ingress", config.cluster.id, config.pool_id, p.traefik, on_cluster)
 
         pulumi.export("networkId", network.network_id)
         pulumi.export("attempts", attempts)

@@ -21,14 +21,18 @@ Operation = Literal["preview", "up", "destroy", "refresh"]
 class StackKind(StrEnum):
     NODE_POOL = "node-pool"
     CLUSTER_ADDONS = "cluster-addons"
+    # A pool's Traefik HelmChart, keyed by the pool id: Kubernetes objects only, like the
+    # cluster add-ons, so it runs on the real engine wherever the cluster is reachable.
+    INGRESS_RELEASE = "ingress-release"
 
 
 class StackTarget(BaseModel):
     """One stack: which program, for which pool or cluster, with what config."""
 
     kind: StackKind
-    key: str  # the pool id or the cluster id
-    config: Any  # stacks.config.NodePoolStackConfig | ClusterAddonsStackConfig
+    key: str  # the pool id (node pool, ingress release) or the cluster id
+    # stacks.config.NodePoolStackConfig | ClusterAddonsStackConfig | IngressReleaseStackConfig
+    config: Any
 
     @property
     def stack_name(self) -> str:
@@ -38,6 +42,8 @@ class StackTarget(BaseModel):
         # Imported on use: the stack programs pull in the provider SDKs.
         if self.kind is StackKind.NODE_POOL:
             from stacks.node_pool import build_program
+        elif self.kind is StackKind.INGRESS_RELEASE:
+            from stacks.ingress_release import build_program  # type: ignore[assignment]
         else:
             from stacks.cluster_addons import build_program  # type: ignore[assignment]
         return build_program(self.config)

@@ -353,6 +353,28 @@ class KubernetesCluster(ClusterPort):
 
     # -- the pool's ingress release ---------------------------------------------------------
 
+    def ingress_helm_chart(self, pool_id: str) -> dict[str, Any] | None:
+        from kubernetes import client
+
+        custom = client.CustomObjectsApi(self._client())
+        release = ingress_release_name(pool_id)
+        return self._get(HELM_PLURAL, release, lambda: custom.get_namespaced_custom_object(
+            HELM_GROUP, HELM_VERSION, HELM_NAMESPACE, HELM_PLURAL, release, **self._opts()),
+            HELM_NAMESPACE)
+
+    def delete_ingress_helm_chart(self, pool_id: str) -> None:
+        from kubernetes import client
+
+        custom = client.CustomObjectsApi(self._client())
+        release = ingress_release_name(pool_id)
+        # Background: the helm-controller's finalizer uninstalls the release; the stack
+        # creates the HelmChart again once it is gone.
+        self._json("delete", HELM_PLURAL, release,
+                   lambda: custom.delete_namespaced_custom_object(
+                       HELM_GROUP, HELM_VERSION, HELM_NAMESPACE, HELM_PLURAL, release,
+                       propagation_policy="Background", **self._opts()),
+                   HELM_NAMESPACE, tolerate=(404,))
+
     def ingress_objects(self, pool_id: str) -> IngressObjects:
         from kubernetes import client
 

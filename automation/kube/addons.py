@@ -214,6 +214,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def same_content(a: Any, b: Any) -> bool:
+    """Equal once what the API server omits (None, empty containers, "") is dropped."""
+    return bool(_clean(a) == _clean(b))
+
+
 def _holds(want: Any, got: Any, *, exact: bool) -> bool:
     """Does ``got`` still carry every field of ``want`` (server defaults ignored)?"""
     want, got = _clean(want), _clean(got)
@@ -233,4 +238,4 @@ def _holds(want: Any, got: Any, *, exact: bool) -> bool:
 
 
 __all__ = ["ADDON_KINDS", "DELETE_COMMANDS", "AddonPlan", "Classification", "ObjectVerdict",
-           "classify", "compare", "plan_addons", "plan_from_observation"]
+           "classify", "compare", "plan_addons", "plan_from_observation", "same_content"]

@@ -215,6 +215,14 @@ class ClusterPort(Protocol):
         """Recreate path: remove our add-on object whose immutable field differs; absent=ok."""
         ...
 
+    def ingress_helm_chart(self, pool_id: str) -> dict[str, Any] | None:
+        """Read only the pool's ingress HelmChart (kube-system/<release>); None when absent."""
+        ...
+
+    def delete_ingress_helm_chart(self, pool_id: str) -> None:
+        """Recreate path: remove our HelmChart whose release cannot be changed in place."""
+        ...
+
     def ingress_objects(self, pool_id: str) -> IngressObjects:
         """Read the pool's ingress release: HelmChart, install Job and Pods, DaemonSet, entry
         Nodes and Events (see IngressObjects). Read-only."""

@@ -24,8 +24,9 @@ INGRESS_FAILOVER = timedelta(minutes=2)
 BACKOFF_FIRST = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(minutes=30)
 MAX_PROVIDER_FAILURES = 5
-# A pool failed only by its cluster's add-on check: replacing and releasing its existing VMs
-# goes on, nothing new is bought, and the failure clears once a later check passes.
+# A pool failed only by the add-on mechanism (its cluster's NVIDIA check, or its own ingress
+# release): replacing and releasing its existing VMs goes on, nothing new is bought, and the
+# failure clears once a later check passes.
 ADDONS_FAILED = "ADDONS_FAILED"
 POOL_FAILED = "POOL_FAILED"
 
@@ -57,6 +58,11 @@ class PoolView:
     ingress_entry: str | None = None  # the attempt currently elected
     applied_digest: str | None = None  # stack_digest of the last successful apply
     last_error_code: str | None = None  # why a failed pool failed (ADDONS_FAILED, …)
+    # The pool's ingress release as checked this pass (a hosts_service pool): its HelmChart's
+    # class (absent, ours-unchanged, ours-edited, ours-immutable-differs, foreign) or None
+    # when not checked; a diagnostic fails the pool like an add-on failure.
+    ingress_release: str | None = None
+    ingress_diagnostic: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,20 @@ class ApplyStack:
 
 
 @dataclass(frozen=True)
+class EnsureIngressRelease:
+    """Install or rewrite the pool's ingress release, after the stack holds the port-80
+    rule; ``found`` is what the check saw (absent, ours-edited, ours-immutable-differs)."""
+
+    found: str
+
+
+@dataclass(frozen=True)
+class RemoveIngressRelease:
+    """Deletion: every VM is confirmed released; remove the pool's ingress release (before
+    the network goes)."""
+
+
+@dataclass(frozen=True)
 class DeleteNamespace:
     """Deletion: remove the namespace the pool owns on the cluster."""
 
@@ -130,7 +150,9 @@ class DestroyStack:
 
 
 Action = (NewAttempt | Release | DropToken | RemoveNode | LabelNode | ApplyStack
-          | DeleteNamespace | DestroyStack)
+          | EnsureIngressRelease | RemoveIngressRelease | DeleteNamespace | DestroyStack)
+# The ingress release's classes that need a write.
+INGRESS_WRITES = ("absent", "ours-edited", "ours-immutable-differs")
 
 
 @dataclass(frozen=True)
@@ -155,6 +177,15 @@ class Decision:
 
     def of(self, kind: type) -> list:  # type: ignore[type-arg]
         return [a for a in self.actions if isinstance(a, kind)]
+
+
+def fail_addons(decision: Decision, diagnostic: str) -> Decision:
+    """An add-on write failed while acting (a denied or failed ingress release install): the
+    pool fails as if the check had, keeping whatever else already failed it."""
+    if decision.state == "failed":
+        return replace(decision, last_error="; ".join(
+            x for x in (decision.last_error, diagnostic) if x))
+    return replace(decision, state="failed", last_error=diagnostic, error_code=ADDONS_FAILED)
 
 
 def stack_digest(hosts_service: bool, attempts: list[AttemptView]) -> str:
@@ -266,7 +297,7 @@ def decide(
         actions += [Release(a.id, reason), NewAttempt(replaces=a.id)]
 
     blocked = parked or bool(errors)
-    addons_failed = bool(pool.addons_diagnostic)
+    addons_failed = bool(pool.addons_diagnostic or pool.ingress_diagnostic)
     failed = blocked or addons_failed
     backing_off = pool.backoff_until is not None and now < pool.backoff_until
     if blocked or backing_off:
@@ -285,6 +316,12 @@ def decide(
             a.state in ("pending", "creating") for a in attempts
         ) or stack_digest(pool.hosts_service, after) != pool.applied_digest:
             actions.append(ApplyStack())
+    if not blocked and pool.ingress_release in INGRESS_WRITES and (
+        _has(actions, ApplyStack) or stack_digest(
+            pool.hosts_service, [updated.get(a.id, a) for a in attempts]) == pool.applied_digest
+    ):
+        # Only once the pool's stack holds the port-80 rule (applied this pass, before it).
+        actions.append(EnsureIngressRelease(pool.ingress_release))
 
     entry = pool.ingress_entry
     if pool.hosts_service and not blocked:
@@ -298,7 +335,7 @@ def decide(
 
     code = None
     if failed:
-        shown = errors + ([pool.addons_diagnostic] if pool.addons_diagnostic else [])
+        shown = errors + [x for x in (pool.addons_diagnostic, pool.ingress_diagnostic) if x]
         state, last_error = "failed", "; ".join(shown) if shown else None
         code = POOL_FAILED if blocked else ADDONS_FAILED
     elif ready == pool.vm_count and not _has(actions, NewAttempt):
@@ -435,6 +472,9 @@ def _decide_delete(
     if open_attempts:
         actions.append(ApplyStack())
     elif not pool.network_removed:
+        # The release goes with the pool, once its VMs are gone and before its network.
+        if pool.hosts_service:
+            actions.append(RemoveIngressRelease())
         actions.append(DestroyStack())
     else:
         return Decision("deleted", None, pool.replacements_in_row, Counts())

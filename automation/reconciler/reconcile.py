@@ -25,6 +25,7 @@ from automation.errors import AnycloudError
 from automation.kube.port import ClusterPort, ClusterUnavailable
 from automation.ledger import schema
 from automation.reconciler import decide as d
+from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
 from automation.reconciler.workers import Limits, Serialized, WorkerRunner, is_throttling, run_turns
 from automation.reports import write_crash_report
@@ -49,6 +50,8 @@ class Ports:
     # (pool id, attempt ids) → per attempt: one provider or engine query for the whole pool.
     vm_lookup: Callable[[str, list[str]], dict[str, Lookup]]
     ensure_addons: Callable[[RowMapping, ClusterPort], str | None] | None = None
+    # A Service pool's ingress release (``ingress_step``); None: no release is managed.
+    ensure_ingress: IngressReleaseStep | None = None
 
 
 @dataclass
@@ -265,6 +268,10 @@ class Reconciler:
             describe = getattr(self.ports.ensure_addons, "addons_state", None)
             if describe is not None:
                 addons_state = describe(cluster, port)
+        release = None
+        if pool["hosts_service"] and addons_due and self.ports.ensure_ingress:
+            # Read-only here; a write is an action, taken under the pool's lease.
+            release = self.ports.ensure_ingress.check(cluster, pool["id"], port)
         view = d.PoolView(
             id=pool["id"], state=pool["state"], vm_count=pool["max_vms"], gpus=gpus,
             replacements_in_row=pool["replacements_in_row"], backoff_until=pool["backoff_until"],
@@ -273,6 +280,8 @@ class Reconciler:
             hosts_service=bool(pool["hosts_service"]),
             ingress_entry=pool["ingress_entry_attempt_id"], applied_digest=pool["applied_digest"],
             last_error_code=pool["last_error_code"],
+            ingress_release=release.classification if release else None,
+            ingress_diagnostic=release.diagnostic if release else None,
         )
         return d.decide(view, [_attempt_view(r) for r in rows], [n.to_view() for n in nodes],
                         now)
@@ -403,8 +412,12 @@ class Reconciler:
                     self._sync_attempts(pool_id, result.outputs, now)
                     crashpoint("after-ledger-sync")
                     self._record_applied(pool, now)
+        if error is None:
+            decision = self._install_ingress(pool, decision, port, now)
         self._confirm_releases(pool, now)
 
+        if decision.of(d.RemoveIngressRelease):
+            self._remove_ingress(pool, now)
         if decision.of(d.DestroyStack):
             self.ports.runner.destroy(pool_target(self.app, pool_id, planned=False))
             crashpoint("after-destroy")
@@ -418,6 +431,46 @@ class Reconciler:
         if error is None and namespace_note is not None:
             error, code = namespace_note, NOT_OWNED
         self._store(pool, rows, decision, failures, backoff_until, error, code, now, outcome)
+
+    # -- the pool's ingress release (``ingress_step``) ----------------------------------
+
+    def _install_ingress(self, pool: RowMapping, decision: d.Decision, port: ClusterPort,
+                         now: datetime) -> d.Decision:
+        """After the pool's stack holds the port-80 rule: install or rewrite the release.
+        A denied or failed write fails the pool as an add-on failure."""
+        step = self.ports.ensure_ingress
+        wanted = decision.of(d.EnsureIngressRelease)
+        if step is None or not wanted:
+            return decision
+        result = step.install(self._cluster_row(pool), pool["id"], port, wanted[0].found)
+        if result.actions:
+            message = f"ingress release: {', '.join(result.actions)}"
+            with self.app.ledger.write() as conn:
+                self._event(conn, now, pool["id"], "ingress_release", message)
+            self.report("ingress", f"{pool['name']}: {message}", {"pool": pool["id"]})
+        if result.skipped is not None:
+            # Transient (cluster blip, stack locked by another update): the next pass retries.
+            self.report("ingress", f"{pool['name']}: ingress release not written this pass: "
+                        f"{result.skipped}", {"pool": pool["id"]})
+        if result.diagnostic is not None:
+            return d.fail_addons(decision, result.diagnostic)
+        return decision
+
+    def _remove_ingress(self, pool: RowMapping, now: datetime) -> None:
+        """Deletion: destroy the release's stack; an engine error propagates (the turn
+        records it) and the network is not removed until a later pass succeeds."""
+        if self.ports.ensure_ingress is None:
+            return
+        self.ports.ensure_ingress.remove(self._cluster_row(pool), pool["id"])
+        with self.app.ledger.write() as conn:
+            self._event(conn, now, pool["id"], "ingress_release_removed",
+                        "ingress release removed")
+        self.report("ingress", f"{pool['name']}: ingress release removed", {"pool": pool["id"]})
+
+    def _cluster_row(self, pool: RowMapping) -> RowMapping:
+        with self.app.ledger.read() as conn:
+            return conn.execute(sa.select(schema.clusters).where(
+                schema.clusters.c.id == pool["cluster_id"])).mappings().one()
 
     def _delete_namespace(self, pool: RowMapping, port: ClusterPort) -> str | None:
         name = pool_namespace(pool["id"])

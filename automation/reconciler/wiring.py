@@ -28,7 +28,8 @@ def real_ports(app: App, engine: str | None = None, report: Report | None = None
         return found  # type: ignore[return-value]
 
     return Ports(runner=runner, cluster_for=_kubernetes_clusters(), vm_lookup=vm_lookup,
-                 ensure_addons=_addon_ensurer(app, runner, None, report))
+                 ensure_addons=_addon_ensurer(app, runner, None, report),
+                 ensure_ingress=_ingress_step(runner, None))
 
 
 def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> Ports:
@@ -38,7 +39,8 @@ def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> 
     runner = MockEngineRunner(app.home, cloud=world.cloud)
     return Ports(runner=runner, cluster_for=lambda row: world.cluster,
                  vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
-                 ensure_addons=_addon_ensurer(app, runner, world, report))
+                 ensure_addons=_addon_ensurer(app, runner, world, report),
+                 ensure_ingress=_ingress_step(runner, world))
 
 
 def local_ports(app: App, world: SimWorld, report: Report | None = None, *,
@@ -60,7 +62,8 @@ def local_ports(app: App, world: SimWorld, report: Report | None = None, *,
     runner = MockEngineRunner(app.home, cloud=world.cloud)
     return Ports(runner=runner, cluster_for=_kubernetes_clusters(),
                  vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
-                 ensure_addons=_addon_ensurer(app, addons_runner, None, report))
+                 ensure_addons=_addon_ensurer(app, addons_runner, None, report),
+                 ensure_ingress=_ingress_step(addons_runner, None))
 
 
 def _kubernetes_clusters() -> Callable[[RowMapping], Any]:
@@ -87,3 +90,13 @@ def _addon_ensurer(app: App, runner: Any, world: SimWorld | None,
     # The mock engine writes nothing to the simulated cluster: the hook mirrors the write.
     return AddonEnsurer(app, runner, apply=simulated_apply(runner, world.cluster),
                         report=report)
+
+
+def _ingress_step(runner: Any, world: SimWorld | None) -> Any:
+    from automation.reconciler.ingress_step import IngressReleaseStep, simulated_release_hooks
+
+    if world is None:
+        return IngressReleaseStep(runner)
+    # The mock engine writes nothing to the simulated cluster: the hooks mirror the writes.
+    apply, destroy = simulated_release_hooks(runner, world.cluster)
+    return IngressReleaseStep(runner, apply=apply, destroy=destroy)

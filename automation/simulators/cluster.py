@@ -504,6 +504,33 @@ class SimulatedCluster(ClusterPort):
         self._changed()
 
     @_locked
+    def ingress_helm_chart(self, pool_id: str) -> dict[str, Any] | None:
+        self._read("get", "helmcharts", f"{HELM_NAMESPACE}/{ingress_release_name(pool_id)}")
+        chart = (self.helm.get(pool_id) or {}).get("chart")
+        return copy.deepcopy(chart) if chart is not None else None
+
+    @_locked
+    def delete_ingress_helm_chart(self, pool_id: str) -> None:
+        self._write("delete", "helmcharts", f"{HELM_NAMESPACE}/{ingress_release_name(pool_id)}")
+        self.helm.pop(pool_id, None)
+        self._changed()
+
+    @_locked
+    def apply_helm_chart(self, pool_id: str, obj: dict[str, Any] | None) -> None:
+        """The ingress release stack writes (None: deletes) the pool's HelmChart; journaled
+        like a port write, and refused like one by RBAC."""
+        name = f"{HELM_NAMESPACE}/{ingress_release_name(pool_id)}"
+        exists = (self.helm.get(pool_id) or {}).get("chart") is not None
+        if obj is None:
+            if exists:
+                self._write("delete", "helmcharts", name)
+            self.helm.pop(pool_id, None)
+        else:
+            self._write("patch" if exists else "create", "helmcharts", name)
+            self._helm(pool_id)["chart"] = self._copy(obj)
+        self._changed()
+
+    @_locked
     def ingress_objects(self, pool_id: str) -> IngressObjects:
         from automation.kube.ingress import job_name
 

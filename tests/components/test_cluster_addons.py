@@ -1,4 +1,4 @@
-"""NvidiaAddons and TraefikIngress."""
+"""NvidiaAddons (cluster add-on stack) and TraefikIngress (a pool's ingress release stack)."""
 
 from __future__ import annotations
 
@@ -119,22 +119,40 @@ def test_addon_checks_hung_on_the_resources_own_outputs() -> None:
 # ---------------------------------------------------------------- Traefik
 
 
+def _release(pool_id: str = "np-7f3k") -> ProgramRun:
+    from stacks.config import IngressReleaseStackConfig
+    from stacks.ingress_release import build_program as release_program
+
+    return run_program(release_program(IngressReleaseStackConfig(cluster=CLUSTER,
+                                                                 pool_id=pool_id)))
+
+
 def _values(run: ProgramRun) -> tuple[Any, dict[str, Any]]:
     chart = run.one("kubernetes:helm.cattle.io/v1:HelmChart")
     return chart, yaml.safe_load(chart.inputs["spec"]["valuesContent"])
 
 
-def test_no_ingress_release_for_jobs_only_pools(h: Any) -> None:
-    assert h.run_pool("aws").of_type("kubernetes:helm.cattle.io/v1:HelmChart") == []
+@pytest.mark.parametrize("hosts_service", [False, True])
+def test_the_pool_stack_never_holds_the_ingress_release(h: Any, hosts_service: bool) -> None:
+    """The release is its own stack (the add-on mechanism); the pool stack keeps only the
+    network's port-80 rule for a pool that hosts a Service."""
+    run = h.run_pool("aws", hosts_service=hosts_service)
+    assert run.of_type("kubernetes:helm.cattle.io/v1:HelmChart") == []
+    assert not [r for r in run.resources if "TraefikIngress" in r.type]
 
 
-def test_traefik_release_is_pinned_and_pool_scoped(h: Any) -> None:
-    chart, values = _values(h.run_pool("aws", hosts_service=True))
+def test_traefik_release_is_pinned_and_pool_scoped() -> None:
+    chart, values = _values(_release())
     pin = load_pins().traefik
     spec = chart.inputs["spec"]
     assert (spec["repo"], spec["chart"], spec["version"]) == (pin.repo, pin.chart, pin.version)
     assert chart.inputs["apiVersion"] == "helm.cattle.io/v1" and chart.inputs["kind"] == "HelmChart"
     assert chart.urn.split("::")[2].startswith("anycloud:cluster:TraefikIngress$")
+    assert chart.inputs["metadata"]["name"] == "anycloud-ingress-np-7f3k"
+    assert chart.inputs["metadata"]["namespace"] == "kube-system"
+    assert chart.inputs["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "anycloud", "anycloud.sh/cluster": "cl-42",
+        "anycloud.sh/node-pool": "np-7f3k"}
     assert values["deployment"]["kind"] == "DaemonSet"
     assert values["nodeSelector"]["anycloud.sh/ingress-entry"] == "np-7f3k"
     assert values["ports"]["web"]["hostPort"] == 80
@@ -151,3 +169,22 @@ def test_traefik_release_is_pinned_and_pool_scoped(h: Any) -> None:
     assert values["providers"]["kubernetesIngress"]["labelSelector"] == selector
     assert values["service"]["enabled"] is False
     assert values["ingressClass"]["enabled"] is False
+
+
+def test_install_job_runs_on_the_management_node() -> None:
+    """``bootstrap: true`` is the one HelmChart field that places the helm-controller's install
+    Job: control-plane nodeSelector, hostNetwork, the control-plane taints tolerated. Traefik's
+    own Pods are placed by the values, never on the management Node."""
+    chart, values = _values(_release())
+    assert chart.inputs["spec"]["bootstrap"] is True
+    assert "node-role.kubernetes.io/control-plane" not in values["nodeSelector"]
+    assert not [t for t in values["tolerations"]
+                if t["key"] in ("node-role.kubernetes.io/control-plane", "CriticalAddonsOnly")
+                or t.get("operator") == "Exists"]
+
+
+def test_each_pool_gets_its_own_release() -> None:
+    a, b = _release("np-a").one("kubernetes:helm.cattle.io/v1:HelmChart"), _release(
+        "np-b").one("kubernetes:helm.cattle.io/v1:HelmChart")
+    assert a.inputs["metadata"]["name"] != b.inputs["metadata"]["name"]
+    assert a.inputs["spec"]["targetNamespace"] == a.inputs["metadata"]["name"]
