@@ -1,7 +1,10 @@
-"""Run a Pulumi stack program under the SDK's mock engine and return what it registered.
+"""Run a Pulumi stack program under a mock engine and return what it registered.
 
 This is the engine-less half of the StackRunner story: the real resource registration path
-of the Pulumi SDK runs, but a pluggable *cloud* object answers instead of provider plugins.
+of the Pulumi SDK runs (its mock settings, ``pulumi.runtime.mocks``), our in-process monitor
+(``automation.mock_monitor``: no thread per RPC, no collection mid-run, so a run's cost grows
+with the pool's size and no faster) takes the engine's RPCs, and a pluggable *cloud* object
+answers instead of provider plugins.
 It fills in what a provider's ``Check`` would (``check``: autonames, known in a preview),
 assigns ids, addresses and the other outputs the real providers return (``new_resource``:
 ARNs, GCP selfLinks, ARM ids and names) and answers invokes (``call``, e.g.
@@ -22,14 +25,18 @@ Pulumi is imported lazily so importing this module costs nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
+import copy
+import gc
 import hashlib
 import ipaddress
 import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -151,6 +158,8 @@ class ProgramRun:
     secret_outputs: tuple[str, ...]
     stack_urn: str
     invokes: tuple[dict[str, Any], ...] = ()
+    # Resource-monitor RPCs the program sent, per method: the engine's work for the run.
+    rpcs: dict[str, int] = field(default_factory=dict)
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -241,6 +250,7 @@ class SimulatedCloud:
         self._fail = fail
         self._lock = threading.Lock()
         self._ips: dict[str, str] = {}
+        self._ips_taken: set[str] = set()  # the values of _ips, kept so a lookup is O(1)
         self._ip_owner: dict[str, str] = {}  # Azure public IP name -> VM resource name
         # Published images per lookup key, oldest first (``publish_image``); a key nobody
         # published to answers with one deterministic image. Pass another cloud's ``images``
@@ -252,6 +262,7 @@ class SimulatedCloud:
         self._providers: dict[tuple[str, str], dict[str, Any]] = {}
         self._subnets: dict[str, dict[str, str]] = {}
         self._private: dict[str, dict[str, str]] = {}
+        self._private_taken: dict[str, set[str]] = {}  # the values of _private per subnet
 
     # -- images ---------------------------------------------------------------------------
     #
@@ -292,11 +303,13 @@ class SimulatedCloud:
                 return self._ips[key]
             size = self._PUBLIC_NET.num_addresses
             n = int.from_bytes(_digest("ip", key)[:4], "big") % size
-            taken = set(self._ips.values())
+            if len(self._ips_taken) != len(self._ips):  # _ips restored from saved state
+                self._ips_taken = set(self._ips.values())
             while True:
                 ip = str(self._PUBLIC_NET.network_address + n)
-                if ip not in taken and not ip.endswith((".0", ".255")):
+                if ip not in self._ips_taken and not ip.endswith((".0", ".255")):
                     self._ips[key] = ip
+                    self._ips_taken.add(ip)
                     return ip
                 n = (n + 1) % size
 
@@ -313,13 +326,16 @@ class SimulatedCloud:
             if key in given:
                 return given[key]
             n = int.from_bytes(_digest("private", subnet, key)[:4], "big") % usable
-            taken = set(given.values())
+            taken = self._private_taken.setdefault(subnet, set())
+            if len(taken) != len(given):
+                taken.update(given.values())
             for _ in range(usable):
                 ip = str(net.network_address + reserved + n)
                 if ip not in taken:
                     break
                 n = (n + 1) % usable
             given[key] = ip
+            taken.add(ip)
             return ip
 
     # -- what a provider's Check fills in ---------------------------------------------------
@@ -780,27 +796,26 @@ def _make_mocks(cloud: Cloud, record: dict[str, Any], preview: bool) -> Any:
     return _Mocks()
 
 
-def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None) -> Any:
+def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None, stack: str,
+                  project: str) -> Any:
     from pulumi.runtime import rpc
-    from pulumi.runtime.mocks import MockMonitor
-    from pulumi.runtime.sync_await import _ensure_event_loop
 
-    class _Monitor(MockMonitor):  # type: ignore[misc]
+    from automation.mock_monitor import LeanMonitor
+
+    class _Monitor(LeanMonitor):
         def make_urn(self, parent: str, type_: str, name: str) -> str:
             # Like the real engine: children of the root stack carry no parent type.
             if parent and parent.split("::")[2].split("$")[-1] == STACK_TYPE:
                 parent = ""
-            result: str = super().make_urn(parent, type_, name)
-            return result
+            return super().make_urn(parent, type_, name)
 
         def RegisterResource(self, request: Any) -> Any:
+            resp = super().RegisterResource(request)
             if request.type == STACK_TYPE:
-                resp = super().RegisterResource(request)
                 record["stack_urn"] = resp.urn
-                return resp
-            _ensure_event_loop()
-            urn = self.make_urn(request.parent, request.type, request.name)
-            inputs = rpc.deserialize_properties(request.object)
+            return resp
+
+        def register(self, request: Any, urn: str, inputs: dict[str, Any]) -> Any:
             options = {
                 "additionalSecretOutputs": list(request.additionalSecretOutputs),
                 "replaceOnChanges": list(request.replaceOnChanges),
@@ -819,7 +834,7 @@ def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None) -
                 ))
             _local.step = step
             try:
-                resp = super().RegisterResource(request)
+                resp = super().register(request, urn, inputs)
             finally:
                 _local.step = None
             with record["lock"]:
@@ -840,7 +855,7 @@ def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None) -
                 record["stack_outputs"] = rpc.deserialize_properties(request.outputs)
             return super().RegisterResourceOutputs(request)
 
-    return _Monitor(mocks)
+    return _Monitor(mocks, stack=stack, project=project)
 
 
 def run_program(
@@ -854,6 +869,7 @@ def run_program(
     logger: logging.Logger | None = None,
     reveal_secrets: bool = False,
     planner: Planner | None = None,
+    aliases: bool = False,
 ) -> ProgramRun:
     """Run ``program`` as a Pulumi stack under mocks; return every registered resource.
 
@@ -864,21 +880,112 @@ def run_program(
     (without one: every resource) get unknown ids and computed outputs. ``planner`` decides
     each resource's step before the cloud answers (see the module docstring).
     ``reveal_secrets`` keeps secret values readable (still listed as secret): for tests
-    only, never for anything printed. Raises whatever the program (or the cloud) raised.
+    only, never for anything printed. ``aliases``: let the SDK evaluate the resources'
+    aliases (see ``_without_aliases``; the result is the same either way). Raises whatever
+    the program (or the cloud) raised.
     """
     ctx = contextvars.copy_context()
-    return ctx.run(
-        _run,
-        program,
-        cloud or SimulatedCloud(),
-        project,
-        stack,
-        dict(config or {}),
-        preview,
-        logger,
-        reveal_secrets,
-        planner,
-    )
+    with _gc_paused():
+        return ctx.run(
+            _run,
+            program,
+            cloud or SimulatedCloud(),
+            project,
+            stack,
+            dict(config or {}),
+            preview,
+            logger,
+            reveal_secrets,
+            planner,
+            aliases,
+        )
+
+
+def _without_aliases(program: Callable[[], None]) -> Callable[[], None]:
+    """``program`` with the resources' ``aliases`` option dropped before the SDK reads it.
+
+    Aliases name the URNs a resource may have had under older type tokens, for the real
+    engine to match against its state. The mock engine's state is keyed by URN and never
+    matches an alias, so they change nothing here -- but the SDK turns every alias into a
+    chain of outputs when the resource is constructed, and azure-native gives each resource
+    dozens of them (one per API version): about 40% of an Azure pool's evaluation. The
+    SDK's own stack transformation drops them; the registered resources are identical.
+    """
+    import pulumi
+
+    def drop(args: pulumi.ResourceTransformationArgs
+             ) -> pulumi.ResourceTransformationResult | None:
+        if args.opts is None or not args.opts.aliases:
+            return None
+        opts = copy.copy(args.opts)
+        opts.aliases = None
+        return pulumi.ResourceTransformationResult(props=args.props, opts=opts)
+
+    def with_drop() -> None:
+        pulumi.runtime.register_stack_transformation(drop)
+        program()
+
+    return with_drop
+
+
+_gc_lock = threading.Lock()
+_gc_runs = 0  # runs in flight (any thread) that paused the collector
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while programs run.
+
+    A run allocates tens of thousands of futures and tasks that stay alive until it ends;
+    every full collection walks all of them plus the provider SDKs' modules, and the number
+    of collections grows with the run: the quadratic term of a pool's evaluation. Their
+    memory is freed by reference counting or by the next collection after the run.
+    """
+    global _gc_runs, _gc_was_enabled
+    with _gc_lock:
+        if _gc_runs == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_runs += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_runs -= 1
+            if _gc_runs == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+@contextlib.contextmanager
+def _own_event_loop() -> Iterator[None]:
+    """A fresh event loop for one run, whose executor answers monitor RPCs inline (no
+    thread hand-off per resource); the thread's previous loop is put back afterwards."""
+    from automation.mock_monitor import fresh_loop
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # as it should be: no loop is running in this thread
+    else:
+        raise RuntimeError("run_program runs its own event loop: call it from synchronous "
+                           "code (or another thread), not from inside a running loop")
+    policy = asyncio.get_event_loop_policy()
+    try:
+        previous: asyncio.AbstractEventLoop | None = policy.get_event_loop()
+    except RuntimeError:  # no loop in this (non-main) thread
+        previous = None
+    loop = fresh_loop()
+    try:
+        yield
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:  # left behind by a program that raised
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+        asyncio.set_event_loop(previous)
 
 
 def _run(
@@ -891,6 +998,7 @@ def _run(
     logger: logging.Logger | None,
     reveal_secrets: bool,
     planner: Planner | None,
+    aliases: bool,
 ) -> ProgramRun:
     from google.protobuf import empty_pb2
     from pulumi.runtime import config as pconfig
@@ -906,7 +1014,7 @@ def _run(
         "invokes": [],
     }
     mocks = _make_mocks(cloud, record, preview)
-    monitor = _make_monitor(mocks, record, planner)
+    monitor = _make_monitor(mocks, record, planner, stack, project)
     features = set(monitor.GetDeploymentInfo(empty_pb2.Empty()).supportedFeatures)
     settings.configure(
         pmocks.MockSettings(
@@ -924,11 +1032,12 @@ def _run(
     settings.ROOT.set(None)
     pconfig.set_all_config(config, [])
 
-    _sync_await(run_in_stack(program))
+    with _own_event_loop():
+        _sync_await(run_in_stack(program if aliases else _without_aliases(program)))
 
     resources: list[RegisteredResource] = []
     registered = monitor.get_registered_resources()
-    # Registration order depends on thread scheduling; URN order is stable across runs.
+    # URN order is stable across runs, whatever order the program registered in.
     for urn in sorted(record["order"]):
         req = record["requests"][urn]
         inputs, secret_inputs = _plain_props(req["inputs"], reveal_secrets)
@@ -962,4 +1071,5 @@ def _run(
         outputs=stack_outputs,
         secret_outputs=secret_stack_outputs,
         stack_urn=record.get("stack_urn", ""),
+        rpcs=dict(monitor.calls),
     )

@@ -285,7 +285,8 @@ def _topological(deps: Mapping[str, Iterable[str]]) -> list[str]:
             pending[user].discard(u)
             if not pending[user]:
                 heapq.heappush(ready, user)
-    return order + sorted(u for u in pending if u not in set(order))  # cycles: URN order
+    placed = set(order)
+    return order + sorted(u for u in pending if u not in placed)  # cycles: URN order
 
 
 def _dependencies(r: RegisteredResource) -> list[str]:
