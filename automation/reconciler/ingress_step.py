@@ -128,7 +128,7 @@ class IngressReleaseStep:
         try:
             observed = _release_port(port).ingress_helm_chart(pool_id)
         except ClusterForbidden as exc:
-            return ReleaseCheck(None, _failed(exc))
+            return ReleaseCheck(None, f"checking the ingress release failed: {exc}")
         except ClusterUnavailable:
             return ReleaseCheck(None)
         plan = plan_release(observed, desired, cluster_id=str(cluster_row["id"]),

@@ -6,7 +6,8 @@ left alone while unchanged, rewritten when edited, recreated when its namespace 
 never adopted when foreign (that pool alone fails, with the object and the kubectl delete),
 kept while the pool lives and removed when it is deleted — after its VMs are released and
 before its network. The pure rules (``plan_release``) and the decision (``decide``) are tested
-here too; ``test_ingress_release_real`` runs the step on the real engine and API server.
+here too, and the last tests (markers kube, engine) run the step and a reconciler pass on the
+real Pulumi engine against the real API server.
 """
 
 from __future__ import annotations
@@ -319,7 +320,8 @@ def test_a_denied_read_fails_the_pool_naming_verb_and_resource(
     rig.world.cluster.deny("get", "helmcharts")
     passes(rig, sim, 1)
     s = pool_status.node_pool_status(rig.app.ledger, pool)
-    assert s.state == "failed" and "denies `get` on `helmcharts`" in (s.last_error or "")
+    assert s.state == "failed" and (s.last_error or "").startswith(
+        "checking the ingress release failed: the cluster's RBAC denies `get` on `helmcharts`")
 
 
 # -- the pure rules --------------------------------------------------------------------------
@@ -617,4 +619,85 @@ def test_real_release_created_by_a_pass_and_deleted_with_the_pool(
     finally:
         control_plane.kubectl("delete", "helmchart", release_name(pool), "-n", "kube-system",
                               "--ignore-not-found")
+        ledger.dispose()
+
+
+@pytest.mark.kube
+@pytest.mark.engine
+@pytest.mark.slow
+def test_real_rbac_denials_name_the_verb_and_resource(
+    control_plane: Any, engine_env: dict[str, str], sqlite_url: str, tmp_path: Any,
+) -> None:
+    """An identity that may read HelmCharts but not write them: the engine's 403 becomes the
+    diagnostic; one that may not even read them: the port's 403 at the check."""
+    import secrets
+
+    from automation.clock import ManualClock
+    from automation.engine.pulumi_driver import AutomationRunner
+    from automation.kube.adapter import KubernetesCluster
+    from automation.kube.probe import KubernetesProbe
+    from automation.ledger import open_ledger
+    from automation.reconciler.ingress_step import IngressReleaseStep
+    from automation.services import clusters
+    from automation.services.context import App
+    from tests.automation.kube import objects
+
+    plane = control_plane
+    namespace = f"ingress-{secrets.token_hex(3)}"
+    grant = f"anycloud-test-{namespace}"
+    ledger = open_ledger(sqlite_url)
+    app = App(ledger=ledger, clock=ManualClock(), probe=KubernetesProbe(),
+              home=tmp_path / "home")
+    step = IngressReleaseStep(AutomationRunner(tmp_path / "home"))
+    pool = f"np-rbac-{secrets.token_hex(3)}"
+
+    def identity(name: str, rules: list[dict[str, Any]]) -> tuple[Any, Any]:
+        path = plane.token_kubeconfig(tmp_path / f"{name}.kubeconfig", name, namespace)
+        plane.apply({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": f"{grant}-{name}"},
+            "rules": [{"apiGroups": [""], "resources": ["namespaces"],
+                       "resourceNames": ["kube-system"], "verbs": ["get"]}, *rules]}, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{grant}-{name}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": f"{grant}-{name}"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})
+        user = f"system:serviceaccount:{namespace}:{name}"
+        objects.wait_for(f"{user} may get kube-system", lambda: plane.kubectl(
+            "auth", "can-i", "get", "namespaces/kube-system", f"--as={user}",
+            check=False).stdout.strip() == "yes")
+        record = clusters.register_cluster(app, clusters.RegisterCluster(
+            name=name, kubeconfig=path, server_url=PUBLIC))
+        with ledger.read() as conn:
+            row = conn.execute(sa.select(schema.clusters).where(
+                schema.clusters.c.id == record.id)).mappings().one()
+        return row, KubernetesCluster(path, timeout_seconds=10)
+
+    grant_text = "; grant it to the identity in the registered kubeconfig"
+    try:
+        row, port = identity("reader", [{"apiGroups": ["helm.cattle.io"],
+                                         "resources": ["helmcharts"],
+                                         "verbs": ["get", "list", "watch"]}])
+        assert step.check(row, pool, port) == _check("absent")
+        result = step.install(row, pool, port, "absent")
+        assert result.diagnostic is not None and result.diagnostic.startswith(
+            "installing the ingress release failed: the cluster's RBAC denies `")
+        assert result.diagnostic.endswith(
+            f"` on `helmcharts` in namespace kube-system{grant_text}"), result.diagnostic
+        assert objects.get(plane, "helmchart", release_name(pool), "kube-system") is None
+        port.close()
+
+        row, port = identity("blind", [])
+        check = step.check(row, pool, port)
+        assert check.diagnostic is not None and check.diagnostic.startswith(
+            "checking the ingress release failed: the cluster's RBAC denies `get` on "
+            f"`helmcharts` in namespace kube-system{grant_text} (")  # then the server's text
+        assert not check.needs_write
+        port.close()
+    finally:
+        for name in ("reader", "blind"):
+            plane.kubectl("delete", "clusterrolebinding", f"{grant}-{name}", "--ignore-not-found")
+            plane.kubectl("delete", "clusterrole", f"{grant}-{name}", "--ignore-not-found")
+        plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         ledger.dispose()
