@@ -186,6 +186,7 @@ def main() -> None:
         run_program(build_program(_config(cloud, 1)))  # warm this cloud's SDK imports
         run_program(_sdk_floor(cloud, 1))
         wall: dict[tuple[str, int], float] = {}
+        cpu_ms: dict[tuple[str, int], float] = {}
         for n in SIZES:
             pool = build_program(_config(cloud, n))
             count = len(run_program(pool).resources)
@@ -195,7 +196,7 @@ def main() -> None:
             for kind, program in programs.items():
                 resources = count if kind == "pool" else len(run_program(program).resources)
                 t, cpu = _time(lambda p=program: run_program(p), runs)  # type: ignore[misc]
-                wall[kind, n] = t * 1000
+                wall[kind, n], cpu_ms[kind, n] = t * 1000, cpu * 1000
                 marginal = ""
                 if n == 100 and (kind, 10) in wall:
                     marginal = f"{(wall[kind, 100] - wall[kind, 10]) / 90:.1f}"
@@ -207,11 +208,14 @@ def main() -> None:
                     f"{cloud:<6} {kind:<9} {n:>4} {resources:>9} {wall[kind, n]:>8.0f}"
                     f" {cpu * 1000:>7.0f} {wall[kind, n] / n:>7.1f} {marginal:>15}{ratios}"
                 )
-        met = wall["pool", 100] <= 3000 if ("pool", 100) in wall else False
-        verdicts.append(f"{cloud} {wall.get(('pool', 100), float('nan')):.0f} ms"
-                        f" ({'met' if met else 'NOT met'})")
+        if ("pool", 100) in wall:
+            met = "met" if wall["pool", 100] < 3000 else "NOT met"
+            verdicts.append(f"{cloud} {wall['pool', 100]:.0f} ms wall ({met}),"
+                            f" {cpu_ms['pool', 100]:.0f} ms cpu")
     print()
-    print("goal (100 VMs under 3000 ms wall, every cloud):", "; ".join(verdicts))
+    # On a shared machine wall time includes waiting for a core; the run itself is one
+    # thread, so its CPU time is what it costs on an idle one.
+    print("goal (100 VMs under 3000 ms, every cloud):", "; ".join(verdicts))
 
 
 if __name__ == "__main__":
