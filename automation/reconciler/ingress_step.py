@@ -204,8 +204,10 @@ def simulated_release_hooks(runner: StackRunner, cluster: HelmChartWriter,
         cluster.apply_helm_chart(target.key, dict(chart.inputs))
 
     def destroy(target: StackTarget) -> None:
-        runner.destroy(target)
-        cluster.apply_helm_chart(target.key, None)
+        # Only what the stack holds goes (a foreign HelmChart under the name stays): the
+        # stack registers its provider, component and HelmChart together, or nothing.
+        if runner.destroy(target).summary.delete:
+            cluster.apply_helm_chart(target.key, None)
 
     return apply, destroy
 

@@ -252,6 +252,23 @@ def test_a_foreign_helmchart_fails_only_that_pool_and_is_never_adopted(
     assert found is not None and found["spec"]["bootstrap"] is True
 
 
+def test_deleting_a_pool_leaves_a_foreign_helmchart_in_place(rig: Rig, sim: Reconciler) -> None:
+    pool = rig.pool("web", count=1)
+    theirs = foreign_chart(pool, {"app.kubernetes.io/managed-by": "Helm"})
+    rig.world.cluster.set_helm_chart(pool, theirs)
+    workloads.create_workload(rig.app, "site", "web", WorkloadKind.SERVICE)
+    passes(rig, sim, 3)
+    assert pool_status.node_pool_status(rig.app.ledger, pool).state == "failed"
+    workloads.delete_workload(rig.app, "site")
+    passes(rig, sim, 2)
+    node_pools.delete_node_pool(rig.app, pool)
+    passes(rig, sim, 8)
+    assert pool_status.node_pool_status(rig.app.ledger, pool).state == "deleted"
+    found = chart(rig, pool)
+    assert found is not None and found["metadata"]["labels"] == theirs["metadata"]["labels"]
+    assert not [w for w in rig.world.cluster.journal if w.resource == "helmcharts"]
+
+
 def test_a_release_labelled_for_another_pool_is_foreign(rig: Rig, sim: Reconciler) -> None:
     pool = rig.pool("web", count=1)
     cluster = pool_row(rig, pool)["cluster_id"]
