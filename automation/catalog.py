@@ -270,6 +270,10 @@ class Catalog:
             )
         }
 
+    def __reduce__(self) -> tuple[type[Catalog], tuple[Path]]:
+        # Pickled as its path (connections are per process): a worker process reopens it.
+        return (Catalog, (self.path,))
+
     def provider(self, key: str) -> ProviderCatalog | None:
         return self.providers.get(key)
 

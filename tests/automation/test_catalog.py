@@ -1,14 +1,16 @@
 """The shipped VM catalog (data/catalog.sqlite): every row valid, sources dated, the API."""
 
+import pickle
 import re
 import shutil
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from automation.catalog import ListFilter, load_catalog
-from tools.catalog import generate
+from tools.catalog import generate, wheels
 
 CATALOG = load_catalog()
 
@@ -162,3 +164,24 @@ def test_check_names_a_missing_row(tmp_path: Path) -> None:
         db.execute("DELETE FROM other_types WHERE name = 'r5.large'")
     diff = generate.first_difference(copy, CATALOG.path)
     assert diff is not None and "table other_types" in diff and "'r5.large'" in diff
+
+
+def test_catalog_is_usable_from_threads_and_after_pickling() -> None:
+    # SQLite connections may not cross threads or processes: each gets its own.
+    aws = CATALOG.providers["aws"]
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda region: aws.offering("m5.xlarge", region),
+                              ["us-east-1", "us-east-2", "us-west-2", "eu-west-1"] * 2))
+    assert all(o is not None and o.vm_type == "m5.xlarge" for o in found)
+    copy = pickle.loads(pickle.dumps(CATALOG))
+    assert copy.path == CATALOG.path
+    assert copy.providers["gcp"].offering("n2-standard-4", "us-central1") is not None
+
+
+def test_a_wheel_that_does_not_match_its_pin_is_refused(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pin = wheels.pins()["botocore"]
+    (tmp_path / pin.wheel).write_bytes(b"not the pinned wheel")
+    monkeypatch.setenv(wheels.CACHE_ENV, str(tmp_path))
+    with pytest.raises(wheels.WheelError, match=f"does not match the pin {pin.sha256}"):
+        wheels.Wheel(pin)
