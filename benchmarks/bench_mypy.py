@@ -5,7 +5,8 @@ For each configuration: a cold run (fresh --cache-dir), a warm run (cache presen
 changed) and a run after editing one of our modules (components/vm/aws.py, which imports
 pulumi_aws); then the trimmed configuration through the mypy daemon. Wall time, CPU time
 and the peak RSS of the mypy process, median of --runs runs; the old cold run is slow
-(minutes, ~7.6 GB) so it runs --old-cold-runs times (default 1).
+(minutes, ~7.6 GB) so it runs --old-cold-runs times (default 1). The last column counts the
+type errors each run found in the snapshot: it must be the same for every configuration.
 
     python benchmarks/bench_mypy.py [--runs 3] [--old-cold-runs 1] [--skip-daemon]
 """
@@ -42,6 +43,7 @@ class Sample:
     wall: float
     cpu: float
     peak_mb: float
+    errors: int = 0  # type errors found in the snapshot: the same for every configuration
 
 
 def run_measured(cmd: Sequence[str], cwd: Path) -> Sample:
@@ -53,9 +55,10 @@ def run_measured(cmd: Sequence[str], cwd: Path) -> Sample:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0, 1) or b"error:" in output:
+    if proc.returncode not in (0, 1):  # 1: type errors found; anything else: mypy failed
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output.decode()}")
-    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+    errors = output.count(b": error:")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, errors)
 
 
 def edit(snapshot: Path, n: int) -> None:
@@ -96,11 +99,13 @@ def measure_daemon(config: Path, snapshot: Path, caches: Path,
         run = [*dmypy, "run", "--", "--config-file", str(config),
                "--cache-dir", str(caches / "daemon")]
         start = run_measured(run, snapshot)
-        out["daemon start"].append(Sample(start.wall, float("nan"), daemon_peak_mb(status)))
+        out["daemon start"].append(
+            Sample(start.wall, float("nan"), daemon_peak_mb(status), start.errors))
         for i in range(runs):
             edit(snapshot, 100 + i)
             sample = run_measured(run, snapshot)
-            out["daemon edit"].append(Sample(sample.wall, float("nan"), daemon_peak_mb(status)))
+            out["daemon edit"].append(
+                Sample(sample.wall, float("nan"), daemon_peak_mb(status), sample.errors))
     finally:
         subprocess.run([*dmypy, "stop"], cwd=snapshot, capture_output=True)
     return out
@@ -154,11 +159,12 @@ def main() -> None:
             rows.append([f"{scenario}: {name}", len(samples), f"{wall:.1f}",
                          f"{min(s.wall for s in samples):.1f}", f"{cpu:.1f}",
                          f"{median([s.peak_mb for s in samples]):.0f}",
-                         f"{wall / base:.2f}x", f"{cpu / base_cpu:.2f}x"])
+                         f"{wall / base:.2f}x", f"{cpu / base_cpu:.2f}x",
+                         "/".join(sorted({str(s.errors) for s in samples}))])
     rows.append(["cold: SDKs skipped (floor, not a valid config)", 1, f"{floor.wall:.1f}",
                  f"{floor.wall:.1f}", f"{floor.cpu:.1f}", f"{floor.peak_mb:.0f}",
                  f"{floor.wall / median([s.wall for s in old['cold']]):.2f}x",
-                 f"{floor.cpu / median([s.cpu for s in old['cold']]):.2f}x"])
+                 f"{floor.cpu / median([s.cpu for s in old['cold']]):.2f}x", str(floor.errors)])
     for scenario in ("daemon start", "daemon edit"):
         if scenario in new:
             samples = new[scenario]
@@ -166,12 +172,14 @@ def main() -> None:
             rows.append([f"{scenario}: trimmed (dmypy)", len(samples), f"{wall:.1f}",
                          f"{min(s.wall for s in samples):.1f}", "-",
                          f"{median([s.peak_mb for s in samples]):.0f}",
-                         f"{wall / median([s.wall for s in old['edit']]):.2f}x vs old edit", "-"])
+                         f"{wall / median([s.wall for s in old['edit']]):.2f}x vs old edit", "-",
+                         "/".join(sorted({str(s.errors) for s in samples}))])
     print_table(
         f"mypy on a snapshot of HEAD (old cold: {args.old_cold_runs} run(s); others median of "
         f"{args.runs}); stub build {first_build:.1f} s first (reads the SDKs once), "
         f"{cached_build:.1f} s after",
-        ["run", "n", "wall s", "min s", "cpu s", "peak MB", "wall vs old", "cpu vs old"], rows)
+        ["run", "n", "wall s", "min s", "cpu s", "peak MB", "wall vs old", "cpu vs old",
+         "type errors"], rows)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,8 @@ def test_sdk_reads_of_its_own_packages(tmp_path: Path) -> None:
     ("from fake_sdk.ec2 import *", "fake_sdk.ec2"),
     ("from ... import ec2 as _ec2", None),  # above the SDK: not ours
     ("import typing\nif typing.TYPE_CHECKING:\n    from .. import ec2 as _ec2", "fake_sdk.ec2"),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import fake_sdk", "fake_sdk"),
+    ('def f():\n    """\n    import fake_sdk\n    """', None),  # a docstring example
 ])
 def test_sdk_reads_of_a_whole_package(tmp_path: Path, line: str, whole: str | None) -> None:
     reads = stubs.sdk_read_packages(make_sdk(tmp_path, {"s3/bucket.py": line + "\n"}))

@@ -26,16 +26,18 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.mypy.usage import SdkUsage
 
-STUB_FORMAT = 3  # bump when the generated files or the SDK read check change
+STUB_FORMAT = 4  # bump when the generated files or the SDK read check change
 
 _FROM_IMPORT = re.compile(r"^from\s+(\.*)([\w.]*)\s+import\s+(.+)$")
 _IMPORT = re.compile(r"^import\s+(.+)$")
+_TYPE_CHECKING_BLOCK = re.compile(r"^\s*if\s+(typing\.)?TYPE_CHECKING\s*:", re.MULTILINE)
 _ALL = re.compile(r"^__all__\s*=\s*\[(.*?)\]", re.MULTILINE | re.DOTALL)
 
 
@@ -129,7 +131,8 @@ def sdk_read_packages(sdk: InstalledSdk) -> SdkReads:
         package = ".".join([sdk.name, *rel.parts[:-1]])
         is_init = rel.name == "__init__.py"
         text = path.read_text(encoding="utf-8")
-        for lineno, line in _import_lines(text, indented_absolute=is_init):
+        typed_block = is_init or _TYPE_CHECKING_BLOCK.search(text) is not None
+        for lineno, line in _import_lines(text, indented_absolute=typed_block):
             where = f"{path}:{lineno}: {line.strip()}"
             if (m := _IMPORT.match(line)) is not None:
                 for item in m.group(1).split(","):
@@ -244,6 +247,8 @@ def _sdk_reads_cached(sdk: InstalledSdk, cache_root: Path) -> SdkReads:
     marker = cache_root / "sdk-reads" / f"{sdk.name}-{digest}.json"
     if marker.is_file():
         return SdkReads.from_json(marker.read_text())
+    print(f"typecheck: reading {sdk.name} {sdk.version} once, for the packages it reads "
+          f"itself", file=sys.stderr)
     reads = sdk_read_packages(sdk)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(reads.to_json())
