@@ -156,20 +156,30 @@ def preview_addons(ctx: click.Context, ref: str, diff: bool, detailed: bool,
 
 
 def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
-            as_json: bool) -> None:
+            as_json: bool, also: Any = None) -> None:
+    """Unlock the stack ``target_of`` names and, with ``also``, a second one that belongs
+    to it (a pool's ingress release), shown under ``ingressRelease``."""
     from automation.engine.select import make_runner
 
     app = app_from(ctx)
     target = target_of(app, ref)
+    extra = also(app, ref) if also is not None else None
     runner = make_runner(app.home, engine)
-    unlocked = runner.unlock(target)
+    results = [(t, runner.unlock(t)) for t in (target, extra) if t is not None]
     if as_json:
-        print_json({"stack": target.stack_name, "engine": runner.engine, "unlocked": unlocked})
-    elif unlocked:
-        info(f"stack {target.stack_name} unlocked")
-    else:
-        info(f"stack {target.stack_name}: the {runner.engine} engine keeps no lock; "
-             "nothing to unlock")
+        doc: dict[str, Any] = {"stack": target.stack_name, "engine": runner.engine,
+                               "unlocked": results[0][1]}
+        if also is not None:
+            doc["ingressRelease"] = ({"stack": results[1][0].stack_name,
+                                      "unlocked": results[1][1]} if extra else None)
+        print_json(doc)
+        return
+    for t, unlocked in results:
+        if unlocked:
+            info(f"stack {t.stack_name} unlocked")
+        else:
+            info(f"stack {t.stack_name}: the {runner.engine} engine keeps no lock; "
+                 "nothing to unlock")
 
 
 @click.command()
@@ -179,10 +189,11 @@ def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
 @handle_errors
 @click.pass_context
 def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
-    """Clear a lock left on the pool's stack by a killed run (pulumi cancel)."""
-    from automation.services.stacks import pool_target
+    """Clear a lock left on the pool's stacks (its own and, for a pool that hosts a Service,
+    its ingress release) by a killed run (pulumi cancel)."""
+    from automation.services.stacks import pool_release_target, pool_target
 
-    _unlock(ctx, pool_target, ref, engine, as_json)
+    _unlock(ctx, pool_target, ref, engine, as_json, also=pool_release_target)
 
 
 @click.command("unlock")

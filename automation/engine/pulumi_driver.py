@@ -157,8 +157,10 @@ class AutomationRunner:
                 raise EngineMissing() from exc
             raise
         except auto.ConcurrentUpdateError as exc:
-            hint = (f"anycloud node-pool unlock {target.key}" if target.kind is StackKind.NODE_POOL
-                    else f"anycloud cluster unlock {target.key}")
+            # A pool's own stack and its ingress release are both unlocked by the pool.
+            hint = (f"anycloud cluster unlock {target.key}"
+                    if target.kind is StackKind.CLUSTER_ADDONS
+                    else f"anycloud node-pool unlock {target.key}")
             raise StackLocked(target.stack_name, hint, _diagnostic(exc)) from exc
         except auto.StackNotFoundError as exc:
             raise StackMissing(target.stack_name) from exc

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from automation.engine.errors import EngineFailed, StackLocked
-from automation.engine.runner import StackKind, StackRunner, StackTarget
+from automation.engine.runner import StackRunner, StackTarget
 from automation.kube.ingress_release import ReleaseClass, plan_release
 from automation.kube.port import ClusterForbidden, ClusterUnavailable, parse_forbidden
 from automation.reconciler.addons_step import check_run, mock_evaluator
-from automation.services.stacks import cluster_ref
+from automation.services.stacks import release_target
 
 if TYPE_CHECKING:
     from automation.mock_engine import ProgramRun
@@ -80,13 +80,6 @@ class ReleaseResult:
     diagnostic: str | None  # the pool fails with this; None when fine
     actions: tuple[str, ...] = ()  # what was written, in order
     skipped: str | None = None  # why nothing was decided (transient)
-
-
-def release_target(cluster_row: ClusterRow, pool_id: str) -> StackTarget:
-    from stacks.config import IngressReleaseStackConfig
-
-    config = IngressReleaseStackConfig(cluster=cluster_ref(cluster_row), pool_id=pool_id)
-    return StackTarget(kind=StackKind.INGRESS_RELEASE, key=pool_id, config=config)
 
 
 class IngressReleaseStep:

@@ -128,6 +128,31 @@ def addons_target(cluster_row: Any, *, adopt_from: Collection[str] = (),
     return StackTarget(kind=StackKind.CLUSTER_ADDONS, key=str(cluster_row["id"]), config=config)
 
 
+def release_target(cluster_row: Any, pool_id: str) -> StackTarget:
+    """A Service pool's ingress release stack (its Traefik HelmChart)."""
+    from stacks.config import IngressReleaseStackConfig
+
+    config = IngressReleaseStackConfig(cluster=cluster_ref(cluster_row), pool_id=pool_id)
+    return StackTarget(kind=StackKind.INGRESS_RELEASE, key=pool_id, config=config)
+
+
+def pool_release_target(app: App, ref: str) -> StackTarget | None:
+    """The ingress release stack of the pool ``ref``, or None when it hosts no Service."""
+    pools = schema.node_pools
+    with app.ledger.read() as conn:
+        pool = conn.execute(sa.select(pools).where(sa.or_(
+            pools.c.id == ref,
+            sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
+        ))).mappings().first()
+        if pool is None:
+            raise NotFound("node pool", ref, field="node_pool")
+        if not pool["hosts_service"]:
+            return None
+        cluster = conn.execute(sa.select(schema.clusters).where(
+            schema.clusters.c.id == pool["cluster_id"])).mappings().one()
+    return release_target(cluster, pool["id"])
+
+
 def gpu_cluster_rows(app: App) -> list[Any]:
     """Clusters with at least one live GPU pool: the only ones whose add-on stack matters."""
     pools = schema.node_pools

@@ -153,7 +153,31 @@ def test_unlock_with_the_mock_engine(run) -> None:  # type: ignore[no-untyped-de
     assert result.exit_code == 0
     # The mock engine keeps no lock: it says so rather than claim it unlocked something.
     assert json.loads(result.stdout) == {"stack": json.loads(result.stdout)["stack"],
-                                         "engine": "mock", "unlocked": False}
+                                         "engine": "mock", "unlocked": False,
+                                         "ingressRelease": None}  # it hosts no Service
+
+
+def test_unlock_of_a_service_pool_also_unlocks_its_ingress_release(  # type: ignore[no-untyped-def]
+        run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlalchemy as sa
+
+    from automation.engine.mock_runner import MockEngineRunner
+    from automation.ledger import open_ledger, schema
+    from automation.settings import Settings
+
+    with open_ledger(Settings.from_env(None).database_url).write() as conn:
+        conn.execute(sa.update(schema.node_pools).where(schema.node_pools.c.name == "cpu")
+                     .values(hosts_service=True))
+    unlocked: list[str] = []
+    monkeypatch.setattr(MockEngineRunner, "unlock",
+                        lambda self, target: unlocked.append(target.stack_name) or True)
+    result = run("node-pool", "unlock", "cpu", "--engine", "mock", "--json")
+    doc = json.loads(result.stdout)
+    release = doc["ingressRelease"]
+    assert release["stack"].startswith("ingress-release-np-") and release["unlocked"] is True
+    assert unlocked == [doc["stack"], release["stack"]]
+    human = run("node-pool", "unlock", "cpu", "--engine", "mock")
+    assert f"stack {release['stack']} unlocked" in human.stderr
 
 
 # -- the JSON convention ---------------------------------------------------------------------

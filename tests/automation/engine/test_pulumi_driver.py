@@ -165,3 +165,17 @@ def test_up_refuses_to_run_over_pending_creates_it_cannot_look_up(tmp_path: Path
     assert err.value.code == "PENDING_CREATES"
     assert f"UNRESOLVED {vpc}: no lookup for aws:ec2/vpc:Vpc" in err.value.message
     assert "Nothing was changed" in err.value.message
+
+
+@pytest.mark.parametrize(("kind", "hint"), [
+    (StackKind.NODE_POOL, "anycloud node-pool unlock np-1"),
+    (StackKind.INGRESS_RELEASE, "anycloud node-pool unlock np-1"),  # the pool unlocks both
+    (StackKind.CLUSTER_ADDONS, "anycloud cluster unlock np-1"),
+])
+def test_a_locked_stack_names_the_command_that_unlocks_it(tmp_path: Path, kind: StackKind,
+                                                          hint: str) -> None:
+    target = pool_target().model_copy(update={"kind": kind})
+    locked = auto.ConcurrentUpdateError(auto.CommandResult("", "locked by 1 lock(s)", 255))
+    with pytest.raises(StackLocked) as err, AutomationRunner(tmp_path, environ={})._errors(target):
+        raise locked
+    assert hint in err.value.message
