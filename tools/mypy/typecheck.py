@@ -2,7 +2,8 @@
 
     python tools/mypy/typecheck.py            # one mypy run, incremental cache in .mypy_cache/
     python tools/mypy/typecheck.py --daemon   # the same through dmypy: re-checks in seconds
-    python tools/mypy/typecheck.py --print-config   # only write the config, print its path
+    python tools/mypy/typecheck.py --print-config   # write the config, print its path (and
+                                                    # which SDK packages stay whole, and why)
 
 It scans our packages (the `packages` of [tool.mypy] in pyproject.toml) for the SDK names
 they read, writes the trimmed package stubs for exactly those under
@@ -73,9 +74,12 @@ def main(argv: list[str]) -> int:
     print_only = "--print-config" in argv
     extra = [a for a in argv if a not in ("--daemon", "--print-config")]
     config, stub_plan = prepare()
-    for name, why in sorted(stub_plan.whole.items()):
-        print(f"typecheck: {name} kept whole ({why})", file=sys.stderr)
+    if stub_plan.whole:
+        # Only the names: the reasons (file:line) are long; --print-config lists them.
+        print(f"typecheck: not trimmed: {', '.join(sorted(stub_plan.whole))}", file=sys.stderr)
     if print_only:
+        for name, why in sorted(stub_plan.whole.items()):
+            print(f"typecheck: {name} not trimmed: {why}", file=sys.stderr)
         print(config)
         return 0
     if daemon:
