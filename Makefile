@@ -25,6 +25,7 @@ demo: setup
 
 test: setup tools
 	$(VENV)/bin/ruff check .
+	$(PY) -m tools.catalog.generate --check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
