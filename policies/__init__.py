@@ -25,7 +25,7 @@ Config keys per policy (defaults):
   Azure admin password is accepted only if the user data turns password SSH off; false
   refuses any).
 - ``vm-type-x86-64``: ``allowedVmTypes`` ``{aws|gcp|azure: [types]}`` (x86_64 entries of
-  data/catalog.toml).
+  data/catalog.sqlite; a data/catalog.toml beside it overrides).
 - ``bootstrap-token-ttl-and-secret``: ``maxTokenTtlMinutes`` (60).
 - ``gpu-workload-requests``: ``gpuPools`` ``{pool id: GPUs per Node}`` ({}: every pool is CPU).
 - ``guardrail-vms-per-pool``: ``maxVmsPerPool`` (20). ``guardrail-gpus-per-pool``:
