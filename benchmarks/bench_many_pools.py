@@ -255,7 +255,9 @@ def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
                 t0 = time.perf_counter()
                 outcomes = reconciler.run_once()
                 times.append(time.perf_counter() - t0)
-                assert sum(o.actions.count("ApplyStack") for o in outcomes) == pools
+                applied = sum(o.actions.count("ApplyStack") for o in outcomes)
+                skipped = [o.skipped for o in outcomes if o.skipped]
+                assert applied == pools, (label, r, applied, skipped[:3])
             reconciler.close()
             app.ledger.dispose()
         figures[label] = median(times)

@@ -53,6 +53,7 @@ DEFAULT_OVERALL = 8
 
 T = TypeVar("T")
 R = TypeVar("R")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 # Held by whatever runs the SDK in this process while turns run on threads (the add-on and
 # ingress steps, a runner no worker can rebuild): its settings are process-global.
@@ -108,10 +109,10 @@ class SlotPolicy:
         self.caps[credential] = max(1, self.cap(credential) // 2)
 
 
-class TurnExecutor(Protocol[T, R]):
+class TurnExecutor(Protocol[T_contra, R]):
     """Runs admitted turns; ``wait_any`` blocks until at least one has finished."""
 
-    def submit(self, index: int, item: T) -> None: ...
+    def submit(self, index: int, item: T_contra) -> None: ...
 
     def wait_any(self) -> list[tuple[int, R]]: ...
 
@@ -308,7 +309,7 @@ class CloudServer:
         self.authkey = secrets.token_bytes(16)
         self.server = _CloudManager(address=("127.0.0.1", 0), authkey=self.authkey).get_server()
         # What Server.serve_forever would set; its accepter threads are all this needs.
-        self.server.stop_event = threading.Event()
+        self.server.stop_event = threading.Event()  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.server.accepter, daemon=True,
                                        name="cloud-server")
         self.thread.start()
@@ -318,8 +319,8 @@ class CloudServer:
         return ((self.server.address, self.token), self.authkey)
 
     def close(self) -> None:
-        self.server.stop_event.set()
-        self.server.listener.close()
+        self.server.stop_event.set()  # type: ignore[attr-defined]
+        self.server.listener.close()  # type: ignore[attr-defined]
         _served.pop(self.token, None)
 
 
@@ -451,10 +452,10 @@ class WorkerRunner:
         except BrokenProcessPool:
             executor.shutdown(wait=False)
             executor = None  # type: ignore[assignment]
-            raise WorkerDied(f"the worker process running {op} of {target.stack_name} died "
-                             "mid-operation (killed or out of memory); the next pass takes "
-                             "the pool up again from what the ledger and the stack recorded"
-                             ) from None
+            raise WorkerDied(f"the worker process running {op} of {target.stack_name} exited "
+                             "before answering (killed, out of memory, or it failed to start); "
+                             "the next pass takes the pool up again from what the ledger and "
+                             "the stack recorded") from None
         finally:
             self._idle.put(executor)
         for event in events:

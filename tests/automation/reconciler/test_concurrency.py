@@ -174,7 +174,8 @@ class _Evidence:
     def events(self) -> list[tuple[str, str, int]]:
         if not self.log.exists():
             return []
-        return [tuple(json.loads(line)) for line in self.log.read_text().splitlines()]
+        rows = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [(str(kind), str(key), int(at)) for kind, key, at in rows]
 
     @contextmanager
     def counting(self) -> Iterator[dict[str, Any]]:
