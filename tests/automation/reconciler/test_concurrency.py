@@ -502,3 +502,44 @@ def test_cli_reconciles_pools_concurrently_on_the_simulators(tmp_path: Path) -> 
     ledger.dispose()
     assert sorted(states) == sorted((pool, "running") for pool in ids)
     assert len(SimWorld(tmp_path / "sim").cloud.vms) == 2  # bought in the one persisted cloud
+
+
+@pytest.mark.kube
+@pytest.mark.engine
+@pytest.mark.slow
+def test_the_real_engine_runs_in_workers_side_by_side(
+        control_plane: Any, engine_env: dict[str, str], tmp_path: Path) -> None:
+    """The Automation API's inline program (its language server is per process) in spawned
+    workers: two stacks previewed at once, one taken up, against the real API server."""
+    import threading
+
+    from automation.engine.pulumi_driver import AutomationRunner
+    from tests.automation.engine.test_real_engine import addons_target, remove_addons
+    from tests.automation.kube import objects
+
+    remove_addons(control_plane)
+    runner = WorkerRunner(AutomationRunner(tmp_path / "home"), workers=2)
+    assert runner.spec is not None and runner.spec.factory.endswith(":pulumi_runner")
+    targets = [addons_target(control_plane, f"cl-workers-{i}") for i in range(2)]
+    previews: dict[str, Any] = {}
+
+    def preview(target: StackTarget) -> None:
+        previews[target.key] = runner.preview(target)
+
+    threads = [threading.Thread(target=preview, args=(t,)) for t in targets]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(previews) == sorted(t.key for t in targets)
+        assert all(p.engine == "pulumi" and p.summary.create >= 3 for p in previews.values())
+        events: list[Any] = []
+        up = runner.up(targets[0], on_progress=events.append)
+        assert up.outputs["runtimeClass"] == "nvidia"
+        assert any(e.kind == "resource" for e in events)  # the worker's progress, replayed
+        assert objects.get(control_plane, "runtimeclass", "nvidia") is not None
+        runner.destroy(targets[0])
+    finally:
+        runner.close()
+        remove_addons(control_plane)
