@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import sqlalchemy as sa
@@ -52,6 +55,29 @@ class Leases:
             conn.execute(leases.update().where(leases.c.pool_id == pool_id)
                          .values(holder=self.holder, expires_at=now + self.ttl))
             return True
+
+    @contextmanager
+    def renewed(self, pool_id: str, every: float | None = None) -> Iterator[None]:
+        """Keep renewing the pool's lease (every third of its TTL, in real seconds) while the
+        block runs: a stack operation can outlast the TTL (an Azure VM takes ~150 s), and a
+        lease that lapsed mid-operation would let another replica act on the pool."""
+        interval = every if every is not None else self.ttl.total_seconds() / 3
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.acquire(pool_id)
+                except Exception:  # the ledger blinked: the next tick retries
+                    continue
+
+        thread = threading.Thread(target=renew, name=f"lease-{pool_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def release(self, pool_id: str) -> None:
         with self.ledger.write() as conn:

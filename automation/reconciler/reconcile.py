@@ -248,7 +248,8 @@ class Reconciler:
                 return outcome
             decision = self._decide(pool, cluster, rows, nodes, referenced, port, now)
             outcome.actions = [type(a).__name__ for a in decision.actions]
-            self._act(pool, rows, decision, port, now, outcome)
+            with self.leases.renewed(pool_id):
+                self._act(pool, rows, decision, port, now, outcome)
         finally:
             self.leases.release(pool_id)
         return outcome

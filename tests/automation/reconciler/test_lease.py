@@ -54,3 +54,29 @@ def test_racing_replicas_exactly_one_wins(ledger_url: str) -> None:
             t.join()
         assert len(won) == 1, (pool, won)
     ledger.dispose()
+
+
+def test_a_lease_is_renewed_while_the_holder_works(ledger_url: str) -> None:
+    """A stack operation longer than the TTL keeps its lease: without renewal another
+    replica would take the pool over mid-operation."""
+    ledger, clock = open_ledger(ledger_url), ManualClock()
+    worker, other = Leases(ledger, clock, "worker"), Leases(ledger, clock, "other")
+    assert worker.acquire("np-1")
+    renewed = threading.Event()
+    real_acquire = worker.acquire
+
+    def counting(pool_id: str) -> bool:
+        taken = real_acquire(pool_id)
+        renewed.set()
+        return taken
+
+    worker.acquire = counting  # type: ignore[method-assign]
+    with worker.renewed("np-1", every=0.01):
+        clock.advance(DEFAULT_TTL - timedelta(seconds=1))
+        renewed.clear()
+        assert renewed.wait(5)  # a renewal after the clock moved: expiry pushed out
+        clock.advance(timedelta(seconds=30))  # past the first expiry
+        assert not other.acquire("np-1")
+    clock.advance(DEFAULT_TTL)  # renewal stopped with the block: the lease lapses
+    assert other.acquire("np-1")
+    ledger.dispose()
