@@ -395,6 +395,12 @@ class Reconciler:
                     # applies the stack again (this pass gives the credential fewer slots).
                     error, code, outcome.throttled = _throttled(exc), "THROTTLED", True
                     self.report("provider", f"{pool['name']}: {error}", {"pool": pool_id})
+                elif exc.code == "PENDING_CREATES":
+                    # Creates a killed run left that no lookup could settle: a person must
+                    # look (the message says what). Not the cloud failing, so no failure is
+                    # counted and the pool is never parked for it; each pass looks again.
+                    error, code = exc.message, exc.code
+                    self.report("error", f"{pool['name']}: [{code}] {error}", {"pool": pool_id})
                 else:
                     failures += 1
                     backoff_until = now + d.backoff_after(failures)

@@ -543,3 +543,35 @@ def test_the_real_engine_runs_in_workers_side_by_side(
     finally:
         runner.close()
         remove_addons(control_plane)
+
+
+def test_creates_no_lookup_settles_need_a_person_and_never_park_the_pool(rig: Rig) -> None:
+    """``PENDING_CREATES`` (a killed run's creates the providers could not settle) is shown
+    with its code on every pass, but counts no provider failure: the pool is never parked
+    for it, and the first pass after it is settled goes on."""
+    pool = rig.pool("stuck", count=1)
+    unresolved = EngineFailed("stack node-pool-x has 1 create(s) left in flight: vpc "
+                              "(no lookup for aws:ec2/vpc:Vpc)", code="PENDING_CREATES")
+
+    class Stuck(Throttling):
+        def up(self, target: StackTarget, **kw: Any) -> RunResult:
+            if self.errors:
+                raise unresolved
+            result: RunResult = self.inner.up(target, **kw)
+            return result
+
+    runner = Stuck(rig.reconciler.ports.runner, {pool: unresolved})
+    reconciler = Reconciler(rig.app, Ports(**{**rig.reconciler.ports.__dict__,
+                                               "runner": runner}))
+    for _ in range(7):  # more passes than the five failures that park a pool
+        reconciler.run_once()
+        rig.world.advance(timedelta(seconds=30))
+    with rig.app.ledger.read() as conn:
+        row = conn.execute(sa.select(schema.node_pools).where(
+            schema.node_pools.c.id == pool)).mappings().one()
+    assert row["state"] != "failed" and row["consecutive_failures"] == 0
+    assert row["last_error_code"] == "PENDING_CREATES" and "no lookup" in row["last_error"]
+    runner.errors.clear()  # settled by hand
+    reconciler.run_once()
+    assert [r["state"] for r in attempts(rig, pool)] == ["running"]
+    assert status(rig, pool).last_error_code is None
