@@ -43,7 +43,7 @@ class Sample:
     wall: float
     cpu: float
     peak_mb: float
-    errors: int = 0  # type errors found in the snapshot: the same for every configuration
+    errors: tuple[str, ...] = ()  # the type errors found: the same for every configuration
 
 
 def run_measured(cmd: Sequence[str], cwd: Path) -> Sample:
@@ -57,7 +57,7 @@ def run_measured(cmd: Sequence[str], cwd: Path) -> Sample:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):  # 1: type errors found; anything else: mypy failed
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output.decode()}")
-    errors = output.count(b": error:")
+    errors = tuple(line for line in output.decode().splitlines() if ": error:" in line)
     return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, errors)
 
 
@@ -143,7 +143,9 @@ def main() -> None:
             if not args.skip_daemon:
                 new |= measure_daemon(config, snapshot, root / "new", args.runs)
             floor_config = root / "floor.ini"
-            floor_config.write_text(config.read_text() + FLOOR_OVERRIDE)
+            floor_config.write_text("".join(
+                line for line in config.read_text().splitlines(keepends=True)
+                if not line.startswith("mypy_path")) + FLOOR_OVERRIDE)
             floor = run_measured([mypy, "--config-file", str(floor_config), "--cache-dir",
                                   str(root / "floor")], snapshot)
         finally:
@@ -160,11 +162,11 @@ def main() -> None:
                          f"{min(s.wall for s in samples):.1f}", f"{cpu:.1f}",
                          f"{median([s.peak_mb for s in samples]):.0f}",
                          f"{wall / base:.2f}x", f"{cpu / base_cpu:.2f}x",
-                         "/".join(sorted({str(s.errors) for s in samples}))])
+                         "/".join(sorted({str(len(s.errors)) for s in samples}))])
     rows.append(["cold: SDKs skipped (floor, not a valid config)", 1, f"{floor.wall:.1f}",
                  f"{floor.wall:.1f}", f"{floor.cpu:.1f}", f"{floor.peak_mb:.0f}",
                  f"{floor.wall / median([s.wall for s in old['cold']]):.2f}x",
-                 f"{floor.cpu / median([s.cpu for s in old['cold']]):.2f}x", str(floor.errors)])
+                 f"{floor.cpu / median([s.cpu for s in old['cold']]):.2f}x", "-"])
     for scenario in ("daemon start", "daemon edit"):
         if scenario in new:
             samples = new[scenario]
@@ -173,11 +175,13 @@ def main() -> None:
                          f"{min(s.wall for s in samples):.1f}", "-",
                          f"{median([s.peak_mb for s in samples]):.0f}",
                          f"{wall / median([s.wall for s in old['edit']]):.2f}x vs old edit", "-",
-                         "/".join(sorted({str(s.errors) for s in samples}))])
+                         "/".join(sorted({str(len(s.errors)) for s in samples}))])
+    same = old["cold"][0].errors == new["cold"][0].errors
     print_table(
         f"mypy on a snapshot of HEAD (old cold: {args.old_cold_runs} run(s); others median of "
         f"{args.runs}); stub build {first_build:.1f} s first (reads the SDKs once), "
-        f"{cached_build:.1f} s after",
+        f"{cached_build:.1f} s after; old and new report the same type errors: "
+        f"{'yes' if same else 'NO'}",
         ["run", "n", "wall s", "min s", "cpu s", "peak MB", "wall vs old", "cpu vs old",
          "type errors"], rows)
 
