@@ -128,8 +128,10 @@ class Reconciler:
                 runner = WorkerRunner(runner, limits.overall)
             # The cluster-wide steps (add-ons, ingress) run their stacks in this process and
             # keep per-pass state: one turn at a time.
-            steps = {f.name: Serialized(getattr(self.ports, f.name)) for f in fields(Ports)
-                     if f.name.startswith("ensure_") and getattr(self.ports, f.name)}
+            # (A Serialized stands in for the step it wraps: same calls, one at a time.)
+            steps: dict[str, Any] = {
+                f.name: Serialized(getattr(self.ports, f.name)) for f in fields(Ports)
+                if f.name.startswith("ensure_") and getattr(self.ports, f.name)}
             self._concurrent_ports = replace(self.ports, runner=runner, **steps)
         serial_ports, self.ports = self.ports, self._concurrent_ports
         try:
