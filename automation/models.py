@@ -167,6 +167,21 @@ class IngressView(_CamelView):
     release: IngressRelease | None = None
 
 
+class Cost(CamelModel):
+    """A pool's rate: ``vms`` x the hourly list price. Prices None: the catalog has none
+    (``hint`` says why and where to look). Built by automation.services.cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    vms: int
+    hourly_usd: float | None
+    monthly_usd: float | None
+    source: str | None = None
+    as_of: str | None = None
+    stale: bool = False  # the source is known to be out of date (apache-libcloud's EC2 prices)
+    hint: str | None = None
+
+
 class NodePoolStatus(CamelModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 
@@ -189,6 +204,8 @@ class NodePoolStatus(CamelModel):
     ingress_entry_ip: str | None = None
     # Only ``node-pool status`` reads it (automation.services.ingress_status); None elsewhere.
     ingress: IngressView | None = None
+    # The VMs billed now (confirmed by the provider, not yet released) x the list price.
+    cost: Cost | None = None
     created_at: datetime
     updated_at: datetime
 

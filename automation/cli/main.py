@@ -7,6 +7,7 @@ import click
 from automation import __version__
 from automation.cli.catalog import catalog
 from automation.cli.cluster import cluster
+from automation.cli.cost import cost
 from automation.cli.credentials import credentials
 from automation.cli.demo import demo
 from automation.cli.deployment import deployment
@@ -36,7 +37,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
-                serve, demo, catalog):
+                serve, demo, catalog, cost):
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)

@@ -41,7 +41,7 @@ def node_pool() -> None:
 def create(ctx: click.Context, name: str, cluster: str | None, credentials: str, region: str,
            zone: str | None, vm_type: str, min_vms: int, max_vms: int, as_json: bool) -> None:
     """Store the intent for a new node pool; the reconciler provisions it."""
-    from automation.services import node_pools, pool_status
+    from automation.services import cost, node_pools, pool_status
 
     app = app_from(ctx)
     pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
@@ -55,8 +55,11 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
     if zone_chosen:
         info(f"zone {pool.zone} chosen: the first zone of {pool.region} that offers "
              f"{pool.vm_type} (pass --zone to pick another)")
+    estimate = cost.pool_rate(pool.provider, pool.vm_type, pool.region, pool.max_vms)
+    info(f"estimated cost: {cost.describe(estimate)}")
     if as_json:
-        print_json({**to_jsonable(pool), "zoneChosen": zone_chosen, "warnings": warnings})
+        print_json({**to_jsonable(pool), "zoneChosen": zone_chosen, "warnings": warnings,
+                    "cost": to_jsonable(estimate)})
     else:
         info(f"node pool {pool.name} ({pool.id}) created; the reconciler provisions it")
         _show(pool_status.node_pool_status(ledger_from(ctx), pool.id))
@@ -76,9 +79,16 @@ def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
         print_json(items)
         return
     print_table("Node pools", ["ID", "NAME", "CLUSTER", "CLOUD", "REGION", "VM TYPE", "VMS",
-                               "STATE", "READY"],
+                               "STATE", "READY", "USD/HOUR"],
                 [(p.id, p.name, p.cluster, p.provider, p.zone or p.region, p.vm_type, p.vms,
-                  p.state, f"{p.counts.ready}/{p.vms}") for p in items])
+                  p.state, f"{p.counts.ready}/{p.vms}", _hourly(p)) for p in items])
+
+
+def _hourly(p: NodePoolStatus) -> str:
+    """The running cost column: billed VMs x list price; ``?`` when the price is unknown."""
+    if p.cost is None or p.cost.hourly_usd is None:
+        return "?"
+    return f"{p.cost.hourly_usd:.4f}"
 
 
 def _show(p: NodePoolStatus) -> None:
@@ -90,8 +100,15 @@ def _show(p: NodePoolStatus) -> None:
          f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
         ("Last error", f"[{p.last_error_code}] {p.last_error}" if p.last_error_code
          else p.last_error),
+        ("Running cost", _running_cost(p)),
         *(_ingress_lines(p) if p.hosts_service else []),
     ])
+
+
+def _running_cost(p: NodePoolStatus) -> str | None:
+    from automation.services.cost import describe
+
+    return None if p.cost is None else describe(p.cost)
 
 
 def _ingress_lines(p: NodePoolStatus) -> list[tuple[str, str]]:

@@ -1,7 +1,9 @@
 """The read side of node pools: ``list`` and ``status``.
 
 Plain SQL through ``Ledger.query`` (no SQLAlchemy import) because these are the commands
-people and scripts run most; 1,000 pools must list in well under 300 ms.
+people and scripts run most; 1,000 pools must list in well under 300 ms. Each pool's cost is
+its billed VMs x the list price, read one offering row per distinct (cloud, type, region)
+from the catalog file (``services.cost.lookup_prices``), never by loading the catalog.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
 from automation.models import NodePoolStatus, VmCounts
 from automation.redact import known_values, redact
+from automation.services.cost import Price, PriceKey, lookup_prices, rate
 
 # Ready: running with a Ready Node (for GPU types: advertising the catalog's count). Starting:
 # not yet running, or running without such a Node (a wrong GPU count is never counted).
@@ -23,7 +26,8 @@ SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state
        c.name AS cluster, cr.name AS credentials, c.server_url AS cluster_server,
        c.kubeconfig_path AS cluster_kubeconfig, cr.reference AS credential_reference,
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
-       COALESCE(a.draining, 0) AS draining, e.public_ip AS ingress_entry_ip
+       COALESCE(a.draining, 0) AS draining, COALESCE(a.billed, 0) AS billed,
+       e.public_ip AS ingress_entry_ip
 FROM node_pools p
 JOIN clusters c ON c.id = p.cluster_id
 JOIN credentials cr ON cr.id = p.credential_id
@@ -34,7 +38,9 @@ LEFT JOIN (
                       OR (state = 'running'
                           AND COALESCE(node_state, '') NOT IN ('Ready', 'Mismatch'))
                     THEN 1 ELSE 0 END) AS starting,
-           SUM(CASE WHEN state = 'releasing' THEN 1 ELSE 0 END) AS draining
+           SUM(CASE WHEN state = 'releasing' THEN 1 ELSE 0 END) AS draining,
+           -- billed: the provider confirmed the VM and it is not released yet (services.cost)
+           SUM(CASE WHEN vm_created_at IS NOT NULL THEN 1 ELSE 0 END) AS billed
     FROM vm_attempts
     WHERE state <> 'released'
     GROUP BY pool_id
@@ -56,7 +62,11 @@ def hidden_values(r: dict[str, Any]) -> list[str]:
     return known_values(r["cluster_server"], r["cluster_kubeconfig"], r["credential_reference"])
 
 
-def _to_status(r: dict[str, Any]) -> NodePoolStatus:
+def _price_key(r: dict[str, Any]) -> PriceKey:
+    return (r["provider"], r["vm_type"], r["region"])
+
+
+def _to_status(r: dict[str, Any], prices: dict[PriceKey, Price]) -> NodePoolStatus:
     return NodePoolStatus(
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
@@ -65,6 +75,7 @@ def _to_status(r: dict[str, Any]) -> NodePoolStatus:
         last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
+        cost=rate(prices[_price_key(r)], int(r["billed"])),
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 
@@ -80,7 +91,8 @@ def list_node_pools(ledger: Ledger, cluster: str | None = None) -> list[NodePool
             raise NotFound("cluster", cluster, field="--cluster")
         where, params = f"{_LIVE} AND p.cluster_id = :cluster", {"cluster": found[0]["id"]}
     rows = ledger.query(f"{_STATUS_SQL} WHERE {where} ORDER BY c.name, p.name", params)
-    return [_to_status(r) for r in rows]
+    prices = lookup_prices(_price_key(r) for r in rows)
+    return [_to_status(r, prices) for r in rows]
 
 
 def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
@@ -94,4 +106,4 @@ def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
         raise InvalidInput(
             "node_pool", ref, "names node pools on several clusters: give the node pool id"
         )
-    return _to_status(rows[0])
+    return _to_status(rows[0], lookup_prices([_price_key(rows[0])]))
