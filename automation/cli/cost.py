@@ -18,7 +18,7 @@ from automation.cli.output import handle_errors, info, json_option, print_json, 
 def cost(ctx: click.Context, by: str, since: str | None, as_json: bool) -> None:
     """VM hours and their cost at list price, from each VM's start to its release (or now)."""
     from automation.clock import SystemClock
-    from automation.services import cost as costs
+    from automation.services import cost_report as costs
 
     report = costs.cost_report(
         ledger_from(ctx), SystemClock().now(), by=costs.group_by(by),

@@ -13,9 +13,9 @@ from typing import Any
 
 from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
-from automation.models import NodePoolStatus, VmCounts
+from automation.models import Cost, NodePoolStatus, VmCounts
 from automation.redact import known_values, redact
-from automation.services.cost import Price, PriceKey, lookup_prices, rate
+from automation.services.cost import PriceKey, lookup_prices, rate
 
 # Ready: running with a Ready Node (for GPU types: advertising the catalog's count). Starting:
 # not yet running, or running without such a Node (a wrong GPU count is never counted).
@@ -66,7 +66,22 @@ def _price_key(r: dict[str, Any]) -> PriceKey:
     return (r["provider"], r["vm_type"], r["region"])
 
 
-def _to_status(r: dict[str, Any], prices: dict[PriceKey, Price]) -> NodePoolStatus:
+class _Rates:
+    """Each pool's rate from the prices looked up for the pools shown; pools of one type,
+    region and VM count share one (frozen) Cost instead of computing it a thousand times."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self._prices = lookup_prices(_price_key(r) for r in rows)
+        self._rates: dict[tuple[PriceKey, int], Cost] = {}
+
+    def of(self, r: dict[str, Any]) -> Cost:
+        key = (_price_key(r), int(r["billed"]))
+        if key not in self._rates:
+            self._rates[key] = rate(self._prices[key[0]], key[1])
+        return self._rates[key]
+
+
+def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
     return NodePoolStatus(
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
@@ -75,7 +90,7 @@ def _to_status(r: dict[str, Any], prices: dict[PriceKey, Price]) -> NodePoolStat
         last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
-        cost=rate(prices[_price_key(r)], int(r["billed"])),
+        cost=rates.of(r),
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 
@@ -91,8 +106,8 @@ def list_node_pools(ledger: Ledger, cluster: str | None = None) -> list[NodePool
             raise NotFound("cluster", cluster, field="--cluster")
         where, params = f"{_LIVE} AND p.cluster_id = :cluster", {"cluster": found[0]["id"]}
     rows = ledger.query(f"{_STATUS_SQL} WHERE {where} ORDER BY c.name, p.name", params)
-    prices = lookup_prices(_price_key(r) for r in rows)
-    return [_to_status(r, prices) for r in rows]
+    rates = _Rates(rows)
+    return [_to_status(r, rates) for r in rows]
 
 
 def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
@@ -106,4 +121,4 @@ def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
         raise InvalidInput(
             "node_pool", ref, "names node pools on several clusters: give the node pool id"
         )
-    return _to_status(rows[0], lookup_prices([_price_key(rows[0])]))
+    return _to_status(rows[0], _Rates(rows))

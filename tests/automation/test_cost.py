@@ -13,13 +13,14 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
-from automation.catalog import load_catalog
+from automation.catalog import CATALOG_FILE, data_dir, load_catalog
 from automation.cli import cli
 from automation.clock import ManualClock
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services import cost, node_pools, pool_status
 from automation.services.context import App
+from automation.services.cost_report import cost_report, parse_since
 from tests.automation.conftest import credential, ready_cluster
 from tests.automation.reconciler.conftest import Rig, rig  # noqa: F401  (fixture)
 
@@ -92,6 +93,11 @@ def test_no_pools_reads_no_price(tmp_path: Path) -> None:
     assert cost.lookup_prices([], tmp_path / "absent.sqlite") == {}
 
 
+def test_prices_come_from_the_catalog_file_the_catalog_opens() -> None:
+    # cost finds the file without importing automation.catalog (start-up time): same rule.
+    assert cost._catalog_path() == data_dir() / CATALOG_FILE
+
+
 # -- status and list: the VMs billed now ---------------------------------------------------
 
 
@@ -128,7 +134,7 @@ def test_cost_sums_are_exact_over_known_lifetimes(world: App) -> None:
     p_aws = _list_price("aws", "m5.xlarge", "us-west-2")
     p_gcp = _list_price("gcp", "n2-standard-4", "us-central1")
 
-    by_pool = cost.cost_report(world.ledger, now, by="pool")
+    by_pool = cost_report(world.ledger, now, by="pool")
     assert [(line.group, line.pool_id, line.vm_hours) for line in by_pool.lines] == [
         ("prod/cpu", aws, 5.0), ("prod/gcp", gcp, 2.0)]
     assert [line.usd for line in by_pool.lines] == [round(5 * p_aws, 6), round(2 * p_gcp, 6)]
@@ -136,25 +142,25 @@ def test_cost_sums_are_exact_over_known_lifetimes(world: App) -> None:
     assert (by_pool.total_vm_hours, by_pool.unpriced_vm_hours) == (7.0, 0.0)
     assert by_pool.lines[0].sources == ["apache-libcloud 2025-03-02"]
 
-    by_provider = cost.cost_report(world.ledger, now, by="provider")
+    by_provider = cost_report(world.ledger, now, by="provider")
     assert [(line.group, line.vm_hours) for line in by_provider.lines] == [
         ("aws", 5.0), ("gcp", 2.0)]
-    (cluster,) = cost.cost_report(world.ledger, now, by="cluster").lines
+    (cluster,) = cost_report(world.ledger, now, by="cluster").lines
     assert (cluster.group, cluster.vm_hours, cluster.usd) == ("prod", 7.0, by_pool.total_usd)
 
     # Since T0 + 1h30: aws 30 min + 2 h 30, gcp 0 + 1 h (the released-at-1h30 one is out).
-    since = cost.cost_report(world.ledger, now, by="pool", since=T0 + 3 * H / 2)
+    since = cost_report(world.ledger, now, by="pool", since=T0 + 3 * H / 2)
     assert [(line.group, line.vm_hours) for line in since.lines] == [
         ("prod/cpu", 3.0), ("prod/gcp", 1.0)]
     assert since.total_usd == round(3 * p_aws + p_gcp, 6)
-    assert cost.cost_report(world.ledger, now, since=now).lines == []
+    assert cost_report(world.ledger, now, since=now).lines == []
 
 
 def test_deleted_pools_still_count_and_unpriced_hours_are_kept_apart(world: App) -> None:
     unpriced = _pool(world, "old", "aws", "us-east-1", "m5.xlarge", vms=1)
     _attempt(world, unpriced, "released", T0, T0 + 90 * timedelta(minutes=1))
     node_pools.delete_node_pool(world, unpriced)
-    report = cost.cost_report(world.ledger, T0 + 10 * H, by="provider")
+    report = cost_report(world.ledger, T0 + 10 * H, by="provider")
     (line,) = report.lines
     assert (line.vm_hours, line.usd, line.unpriced_vm_hours) == (1.5, 0.0, 1.5)
     assert line.hints and "no list price in the catalog for m5.xlarge in us-east-1" in (
@@ -168,7 +174,7 @@ def test_deleted_pools_still_count_and_unpriced_hours_are_kept_apart(world: App)
 ])
 def test_bad_since_names_field_value_and_rule(world: App, text: str, rule: str) -> None:
     with pytest.raises(InvalidInput) as err:
-        cost.cost_report(world.ledger, T0, since=cost.parse_since(text))
+        cost_report(world.ledger, T0, since=parse_since(text))
     assert (err.value.field, err.value.value) == ("--since", text)
     assert rule in str(err.value)
 
@@ -193,7 +199,7 @@ def test_reconciler_records_the_lifetimes_cost_sums(rig: Rig) -> None:  # noqa: 
     (released,) = {r["released_at"] for r in rows}
     assert released in released_by[:-1]  # stamped by the pass that confirmed it
     hours = (released - started) / H
-    report = cost.cost_report(rig.app.ledger, clock.now() + 5 * H)
+    report = cost_report(rig.app.ledger, clock.now() + 5 * H)
     price = _list_price("aws", "m7i.large", "us-east-1")
     (line,) = report.lines
     assert line.vm_hours == pytest.approx(2 * hours, abs=1e-6)
