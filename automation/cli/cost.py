@@ -27,12 +27,16 @@ def cost(ctx: click.Context, by: str, since: str | None, as_json: bool) -> None:
     if as_json:
         print_json(report)
         return
-    print_table(f"Cost by {by}", [by.upper(), "VM HOURS", "USD", "UNPRICED VM HOURS", "PRICES"],
+    print_table(f"Cost by {by}", [by.upper(), "VM HOURS", "USD", "UNPRICED VM HOURS",
+                                  "MOCK VM HOURS", "PRICES"],
                 [(line.group, f"{line.vm_hours:.2f}", f"{line.usd:.2f}",
-                  f"{line.unpriced_vm_hours:.2f}", ", ".join(line.sources) or "-")
-                 for line in report.lines])
+                  f"{line.unpriced_vm_hours:.2f}", f"{line.simulated_vm_hours:.2f}",
+                  ", ".join(line.sources) or "-") for line in report.lines])
     info(f"total: ${report.total_usd:.2f} over {report.total_vm_hours:.2f} VM hours at list "
          f"price" + (f" (+{report.unpriced_vm_hours:.2f} VM hours with no price)"
                      if report.unpriced_vm_hours else ""))
+    if report.simulated_vm_hours:
+        info(f"{report.simulated_vm_hours:.2f} VM hours ran under the mock engine: nothing was "
+             "bought, so they are not counted")
     for hint in sorted({h for line in report.lines for h in line.hints}):
         info(f"price unknown: {hint}")

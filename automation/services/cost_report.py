@@ -22,7 +22,9 @@ GroupBy = Literal["pool", "cluster", "provider"]
 
 class CostLine(CamelModel):
     """One group's cost since ``since``: VM hours billed and what they cost at list price.
-    ``unpriced_vm_hours``: hours of VMs the catalog has no price for (not in ``usd``)."""
+    ``unpriced_vm_hours``: hours of VMs the catalog has no price for (not in ``usd``).
+    ``simulated_vm_hours``: hours of VMs the mock engine ran; it bought nothing, so they are
+    in neither ``vm_hours`` nor ``usd``."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -31,6 +33,7 @@ class CostLine(CamelModel):
     vm_hours: float
     usd: float
     unpriced_vm_hours: float
+    simulated_vm_hours: float
     sources: list[str]
     hints: list[str]
 
@@ -45,12 +48,13 @@ class CostReport(CamelModel):
     total_usd: float
     total_vm_hours: float
     unpriced_vm_hours: float
+    simulated_vm_hours: float
 
 
 # Every attempt whose VM the provider confirmed (vm_created_at) and that was not released
 # before ``since``: it was billed from vm_created_at until released_at (or now).
 _LIFETIMES_SQL = """
-SELECT a.vm_created_at, a.released_at, p.id AS pool_id, p.name AS pool, p.provider,
+SELECT a.vm_created_at, a.released_at, a.engine, p.id AS pool_id, p.name AS pool, p.provider,
        p.region, p.vm_type, c.name AS cluster
 FROM vm_attempts a
 JOIN node_pools p ON p.id = a.pool_id
@@ -73,8 +77,12 @@ class _Sum:
     seconds: Decimal = Decimal(0)
     unpriced_seconds: Decimal = Decimal(0)
     usd_seconds: Decimal = Decimal(0)  # sum of seconds x hourly price (divide by 3600 once)
+    simulated_seconds: Decimal = Decimal(0)
 
-    def add(self, seconds: Decimal, price: Price) -> None:
+    def add(self, seconds: Decimal, price: Price, simulated: bool) -> None:
+        if simulated:  # the mock engine: nothing was bought, nothing is billed
+            self.simulated_seconds += seconds
+            return
         self.seconds += seconds
         if price.usd_hour is None:
             self.unpriced_seconds += seconds
@@ -115,7 +123,7 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
         key, label = _group(r, by)
         line = sums.setdefault(key, _Sum(label, r["pool_id"] if by == "pool" else None))
         price = prices[(r["provider"], r["vm_type"], r["region"])]
-        line.add(Decimal((end - start).total_seconds()), price)
+        line.add(Decimal((end - start).total_seconds()), price, r["engine"] == "mock")
         sources, hints = per_group.setdefault(key, (set(), set()))
         if price.usd_hour is not None and price.source:
             sources.add(f"{short_source(price.source)} {price.as_of}")
@@ -123,6 +131,7 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
             hints.add(price.hint)
     lines = [CostLine(group=s.group, pool_id=s.pool_id, vm_hours=_hours(s.seconds),
                       usd=usd(s.usd_seconds / 3600), unpriced_vm_hours=_hours(s.unpriced_seconds),
+                      simulated_vm_hours=_hours(s.simulated_seconds),
                       sources=sorted(per_group[k][0]), hints=sorted(per_group[k][1]))
              for k, s in sorted(sums.items(), key=lambda kv: (kv[1].group, kv[0]))]
     return CostReport(
@@ -130,6 +139,7 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
         total_usd=usd(sum((s.usd_seconds for s in sums.values()), Decimal(0)) / 3600),
         total_vm_hours=_hours(sum((s.seconds for s in sums.values()), Decimal(0))),
         unpriced_vm_hours=_hours(sum((s.unpriced_seconds for s in sums.values()), Decimal(0))),
+        simulated_vm_hours=_hours(sum((s.simulated_seconds for s in sums.values()), Decimal(0))),
     )
 
 

@@ -39,8 +39,10 @@ LEFT JOIN (
                           AND COALESCE(node_state, '') NOT IN ('Ready', 'Mismatch'))
                     THEN 1 ELSE 0 END) AS starting,
            SUM(CASE WHEN state = 'releasing' THEN 1 ELSE 0 END) AS draining,
-           -- billed: the provider confirmed the VM and it is not released yet (services.cost)
-           SUM(CASE WHEN vm_created_at IS NOT NULL THEN 1 ELSE 0 END) AS billed
+           -- billed: the provider confirmed the VM and it is not released yet (services.cost);
+           -- the mock engine bought nothing
+           SUM(CASE WHEN vm_created_at IS NOT NULL AND COALESCE(engine, '') <> 'mock'
+                    THEN 1 ELSE 0 END) AS billed
     FROM vm_attempts
     WHERE state <> 'released'
     GROUP BY pool_id

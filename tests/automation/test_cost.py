@@ -51,13 +51,13 @@ def _pool(app: App, name: str, provider: str, region: str, vm_type: str, vms: in
 
 
 def _attempt(app: App, pool_id: str, state: str, start: datetime | None,
-             end: datetime | None = None) -> None:
+             end: datetime | None = None, engine: str = "pulumi") -> None:
     """An attempt whose VM the provider confirmed at ``start`` and released at ``end``."""
     with app.ledger.write() as conn:
         conn.execute(schema.vm_attempts.insert().values(
             id=f"at-{next(_ids):06d}", pool_id=pool_id, state=state, token_generation=0,
             created_at=start or T0, updated_at=end or start or T0, vm_created_at=start,
-            released_at=end, gpu_ready_seen=False))
+            released_at=end, gpu_ready_seen=False, engine=engine))
 
 
 # -- the rate -----------------------------------------------------------------------------
@@ -110,6 +110,7 @@ def test_status_and_list_count_only_vms_the_provider_confirmed_and_not_released(
     _attempt(world, pool, "releasing", T0)  # still billed until the provider confirms it gone
     _attempt(world, pool, "pending", None)  # nothing bought yet
     _attempt(world, pool, "released", T0, T0 + H)
+    _attempt(world, pool, "running", T0, engine="mock")  # the mock engine bought nothing
     price = _list_price("aws", "m5.xlarge", "us-west-2")
     status = pool_status.node_pool_status(world.ledger, pool)
     assert status.cost is not None and status.cost.vms == 2
@@ -130,6 +131,7 @@ def test_cost_sums_are_exact_over_known_lifetimes(world: App) -> None:
     _attempt(world, aws, "pending", None)  # never bought: nothing
     _attempt(world, gcp, "released", T0 + H / 2, T0 + 3 * H / 2)  # 1 h
     _attempt(world, gcp, "releasing", T0 + 3 * H, None)  # 1 h, not confirmed gone yet
+    _attempt(world, gcp, "running", T0, engine="mock")  # 4 h simulated: bought nothing
     now = T0 + 4 * H
     p_aws = _list_price("aws", "m5.xlarge", "us-west-2")
     p_gcp = _list_price("gcp", "n2-standard-4", "us-central1")
@@ -140,6 +142,8 @@ def test_cost_sums_are_exact_over_known_lifetimes(world: App) -> None:
     assert [line.usd for line in by_pool.lines] == [round(5 * p_aws, 6), round(2 * p_gcp, 6)]
     assert by_pool.total_usd == round(5 * p_aws + 2 * p_gcp, 6)
     assert (by_pool.total_vm_hours, by_pool.unpriced_vm_hours) == (7.0, 0.0)
+    assert [line.simulated_vm_hours for line in by_pool.lines] == [0.0, 4.0]
+    assert by_pool.simulated_vm_hours == 4.0
     assert by_pool.lines[0].sources == ["apache-libcloud 2025-03-02"]
 
     by_provider = cost_report(world.ledger, now, by="provider")
@@ -180,8 +184,8 @@ def test_bad_since_names_field_value_and_rule(world: App, text: str, rule: str) 
 
 
 def test_reconciler_records_the_lifetimes_cost_sums(rig: Rig) -> None:  # noqa: F811
-    """The real pass: VMs start when the provider confirms them and end when their release
-    is confirmed; the sum is VMs x that lifetime x the list price."""
+    """The real pass (over the mock engine): VMs start when the provider confirms them and
+    end when their release is confirmed; the sum is VMs x that lifetime."""
     clock: ManualClock = rig.world.clock
     started = clock.now()
     pool = rig.pool("cpu", count=2)
@@ -199,11 +203,11 @@ def test_reconciler_records_the_lifetimes_cost_sums(rig: Rig) -> None:  # noqa: 
     (released,) = {r["released_at"] for r in rows}
     assert released in released_by[:-1]  # stamped by the pass that confirmed it
     hours = (released - started) / H
-    report = cost_report(rig.app.ledger, clock.now() + 5 * H)
-    price = _list_price("aws", "m7i.large", "us-east-1")
-    (line,) = report.lines
-    assert line.vm_hours == pytest.approx(2 * hours, abs=1e-6)
-    assert line.usd == round(2 * hours * price, 6)
+    assert {r["engine"] for r in rows} == {"mock"}
+    (line,) = cost_report(rig.app.ledger, clock.now() + 5 * H).lines
+    # The mock engine bought nothing: its hours are shown apart and cost nothing.
+    assert line.simulated_vm_hours == pytest.approx(2 * hours, abs=1e-6)
+    assert (line.vm_hours, line.usd) == (0.0, 0.0)
 
 
 # -- the CLI -------------------------------------------------------------------------------
@@ -258,7 +262,7 @@ def test_cli_create_list_status_and_cost(run, world: App) -> None:  # type: igno
     (line,) = report["lines"]
     assert line["group"] == "aws" and line["vmHours"] > 0 and line["usd"] > 0
     assert set(report) == {"by", "since", "until", "lines", "totalUsd", "totalVmHours",
-                           "unpricedVmHours"}
+                           "unpricedVmHours", "simulatedVmHours"}
     human = run("cost", "--by", "cluster")
     assert human.exit_code == 0 and "prod" in human.stdout and "total: $" in human.stderr
     bad = run("cost", "--since", "last-week", "--json")
