@@ -108,9 +108,8 @@ def plan_addons(
         # Nothing is written while a foreign object holds a name: the pool fails until a
         # person removes it; installing the other half alone would not make GPUs usable.
         diagnostic = "; ".join(
-            f"{addon_display(v.kind)} exists but Anycloud does not own it ({v.detail}); "
-            f"Anycloud never adopts or replaces foreign objects: remove it with "
-            f"`{DELETE_COMMANDS[v.kind]}` and the next pass installs Anycloud's"
+            foreign_diagnostic(addon_display(v.kind), v.detail, DELETE_COMMANDS[v.kind],
+                               "Anycloud's")
             for v in foreign
         )
         return AddonPlan(rc, ds, rc.classification != "k3s-builtin", (), (), False,
@@ -121,6 +120,14 @@ def plan_addons(
                 for v in verdicts)
     return AddonPlan(rc, ds, rc.classification != "k3s-builtin", relabel, recreate, apply,
                      None, summary)
+
+
+def foreign_diagnostic(display: str, detail: str, delete_command: str, installs: str) -> str:
+    """Why a pool fails over an object under one of our names that is not ours, and the
+    command that clears it (the same sentence for every add-on)."""
+    return (f"{display} exists but Anycloud does not own it ({detail}); Anycloud never adopts "
+            f"or replaces foreign objects: remove it with `{delete_command}` and the next pass "
+            f"installs {installs}")
 
 
 def plan_from_observation(
@@ -238,4 +245,5 @@ def _holds(want: Any, got: Any, *, exact: bool) -> bool:
 
 
 __all__ = ["ADDON_KINDS", "DELETE_COMMANDS", "AddonPlan", "Classification", "ObjectVerdict",
-           "classify", "compare", "plan_addons", "plan_from_observation", "same_content"]
+           "classify", "compare", "foreign_diagnostic", "plan_addons", "plan_from_observation",
+           "same_content"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from automation.kube.addons import same_content
+from automation.kube.addons import foreign_diagnostic, same_content
 from automation.kube.port import (
     CLUSTER_LABEL,
     HELM_NAMESPACE,
@@ -79,10 +79,8 @@ def plan_release(observed: dict[str, Any] | None, desired: dict[str, Any], *,
         detail = f"managed by {manager}"
     else:
         detail = "not labelled as Anycloud's"
-    return ReleasePlan("foreign", diagnostic=(
-        f"{display(pool_id)} exists but Anycloud does not own it ({detail}); Anycloud never "
-        f"adopts or replaces foreign objects: remove it with `{delete_command(pool_id)}` and "
-        "the next pass installs the pool's ingress release"))
+    return ReleasePlan("foreign", diagnostic=foreign_diagnostic(
+        display(pool_id), detail, delete_command(pool_id), "the pool's ingress release"))
 
 
 def compare_release(desired: dict[str, Any], observed: dict[str, Any]) -> Drift:

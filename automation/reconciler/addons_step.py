@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import sqlalchemy as sa
 
 from automation.engine.errors import EngineFailed, StackLocked
-from automation.engine.runner import RunResult, StackRunner, StackTarget
+from automation.engine.runner import StackRunner, StackTarget
 from automation.kube.addons import AddonPlan, plan_addons
 from automation.kube.port import (
     ADDON_KINDS,
@@ -292,9 +292,8 @@ class AddonEnsurer:
         return desired
 
     def stack_apply(self, target: StackTarget, plan: AddonPlan) -> None:
-        """The default apply: refresh (so the engine sees outside edits and deletions), up."""
-        self.runner.refresh(target)
-        check_run(self.runner.up(target))
+        """The default apply."""
+        refresh_and_up(self.runner, target)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -377,8 +376,12 @@ class AddonEnsurer:
         return tuple(k for k in edited if after.verdict(k).classification == "ours-edited")
 
 
-def check_run(result: RunResult) -> None:
-    """A mandatory policy violation stops ``up`` without raising: make it an EngineFailed."""
+def refresh_and_up(runner: StackRunner, target: StackTarget) -> None:
+    """An add-on stack's apply: refresh first, so the engine sees edits and deletions made
+    outside it, then ``up``. A mandatory policy violation stops ``up`` without raising:
+    make it an EngineFailed."""
+    runner.refresh(target)
+    result = runner.up(target)
     if result.mandatory_violations:
         raise EngineFailed("policy: " + "; ".join(
             f"{v.policy}: {v.message}" for v in result.mandatory_violations))
@@ -391,8 +394,7 @@ def simulated_apply(runner: StackRunner, cluster: AddonWriter,
     evaluate_ = evaluate or mock_evaluator(runner)
 
     def apply(target: StackTarget, plan: AddonPlan) -> None:
-        runner.refresh(target)
-        check_run(runner.up(target))
+        refresh_and_up(runner, target)
         desired = DesiredAddons.from_run(evaluate_(target))
         for kind in planned_writes(plan):
             obj = desired.get(kind)
@@ -443,5 +445,6 @@ def _after(plan: AddonPlan, recreated: Collection[AddonKind] = ()) -> str:
 
 
 __all__ = ["ADDON_TYPES", "AddonEnsurer", "AddonPort", "AddonResult", "AddonRunCache",
-           "AdoptableLookup", "ApplyHook", "DesiredAddons", "addons_target", "check_run",
-           "destroyed_records", "mock_evaluator", "planned_writes", "simulated_apply"]
+           "AdoptableLookup", "ApplyHook", "DesiredAddons", "addons_target",
+           "destroyed_records", "mock_evaluator", "planned_writes", "refresh_and_up",
+           "simulated_apply"]

@@ -35,7 +35,7 @@ from automation.engine.errors import EngineFailed, StackLocked
 from automation.engine.runner import StackRunner, StackTarget
 from automation.kube.ingress_release import ReleaseClass, plan_release
 from automation.kube.port import ClusterForbidden, ClusterUnavailable, parse_forbidden
-from automation.reconciler.addons_step import check_run, mock_evaluator
+from automation.reconciler.addons_step import mock_evaluator, refresh_and_up
 from automation.services.stacks import release_target
 
 if TYPE_CHECKING:
@@ -169,8 +169,7 @@ class IngressReleaseStep:
             actions.append("apply helmchart")
 
     def stack_apply(self, target: StackTarget) -> None:
-        self.runner.refresh(target)
-        check_run(self.runner.up(target))
+        refresh_and_up(self.runner, target)
 
     def stack_destroy(self, target: StackTarget) -> None:
         self.runner.destroy(target)
@@ -191,8 +190,7 @@ def simulated_release_hooks(runner: StackRunner, cluster: HelmChartWriter,
     evaluate_ = evaluate or mock_evaluator(runner)
 
     def apply(target: StackTarget) -> None:
-        runner.refresh(target)
-        check_run(runner.up(target))
+        refresh_and_up(runner, target)
         (chart,) = evaluate_(target).of_type(HELMCHART_TYPE)
         cluster.apply_helm_chart(target.key, dict(chart.inputs))
 
