@@ -31,20 +31,25 @@ def cluster_ref(cluster: Any) -> Any:
     )
 
 
+def _pool_row(conn: Any, ref: str) -> Any:
+    """A pool by id (any state) or by the name of a live one; NotFound otherwise."""
+    pools = schema.node_pools
+    pool = conn.execute(sa.select(pools).where(sa.or_(
+        pools.c.id == ref,
+        sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
+    ))).mappings().first()
+    if pool is None:
+        raise NotFound("node pool", ref, field="node_pool")
+    return pool
+
+
 def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
     """The pool's stack as the ledger says it should be. A pool with no attempts yet is
     planned (``planned=True``) with the attempts it would create."""
     from stacks.config import AttemptSpec, CloudCredentialRef, NodePoolStackConfig
 
-    pools = schema.node_pools
     with app.ledger.read() as conn:
-        rows = conn.execute(sa.select(pools).where(sa.or_(
-            pools.c.id == ref,
-            sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
-        ))).mappings().all()
-        if not rows:
-            raise NotFound("node pool", ref, field="node_pool")
-        pool = rows[0]
+        pool = _pool_row(conn, ref)
         cluster = conn.execute(sa.select(schema.clusters).where(
             schema.clusters.c.id == pool["cluster_id"])).mappings().one()
         cred = conn.execute(sa.select(schema.credentials).where(
@@ -94,16 +99,10 @@ def image_warnings(provider: str, gpus: int) -> list[str]:
 
 def pool_warnings(app: App, ref: str) -> list[str]:
     """Warnings about a pool as the ledger has it (``node-pool create`` and ``plan``)."""
-    pools = schema.node_pools
     with app.ledger.read() as conn:
-        pool = conn.execute(sa.select(pools.c.provider, pools.c.vm_type).where(sa.or_(
-            pools.c.id == ref,
-            sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
-        ))).first()
-    if pool is None:
-        raise NotFound("node pool", ref, field="node_pool")
-    provider = app.catalog.providers.get(pool.provider)
-    vm = provider.vm_type(pool.vm_type) if provider else None
+        pool = _pool_row(conn, ref)
+    provider = app.catalog.providers.get(pool["provider"])
+    vm = provider.vm_type(pool["vm_type"]) if provider else None
     return image_warnings(pool.provider, vm.gpus if vm else 0)
 
 
@@ -138,14 +137,8 @@ def release_target(cluster_row: Any, pool_id: str) -> StackTarget:
 
 def pool_release_target(app: App, ref: str) -> StackTarget | None:
     """The ingress release stack of the pool ``ref``, or None when it hosts no Service."""
-    pools = schema.node_pools
     with app.ledger.read() as conn:
-        pool = conn.execute(sa.select(pools).where(sa.or_(
-            pools.c.id == ref,
-            sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
-        ))).mappings().first()
-        if pool is None:
-            raise NotFound("node pool", ref, field="node_pool")
+        pool = _pool_row(conn, ref)
         if not pool["hosts_service"]:
             return None
         cluster = conn.execute(sa.select(schema.clusters).where(
