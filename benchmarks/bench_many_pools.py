@@ -133,19 +133,13 @@ class VirtualTurns:
 def simulate(scenario: Scenario, seed: int) -> tuple[float, float, int, int]:
     """Minutes until every pool is ready and the median pool's, passes, stack ops."""
     from automation.engine.mock_runner import MockEngineRunner
-    from automation.ledger import open_ledger
     from automation.reconciler.reconcile import Ports, Reconciler
     from automation.reconciler.workers import Limits, SlotPolicy, dispatch
     from automation.services import credentials, node_pools
-    from automation.services.context import App
-    from automation.simulators.world import SimWorld, register_simulated_cluster
+    from automation.simulators.world import simulated_app
 
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        world = SimWorld()
-        app = App(ledger=open_ledger(f"sqlite:///{home / 'a.db'}"), clock=world.clock,
-                  home=home)
-        register_simulated_cluster(app, home)
+        app, world = simulated_app(Path(tmp))
         for c in range(scenario.credentials):
             provider = scenario.providers[c % len(scenario.providers)]
             credentials.new_credential(app, credentials.NewCredential(
@@ -215,13 +209,12 @@ def simulated_rows() -> list[tuple[str, ...]]:
 
 
 def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
-    from automation.ledger import open_ledger
     from automation.reconciler.reconcile import Reconciler
     from automation.reconciler.wiring import simulated_ports
     from automation.reconciler.workers import Limits
     from automation.services import credentials, node_pools
     from automation.services.context import App
-    from automation.simulators.world import SimWorld, register_simulated_cluster
+    from automation.simulators.world import simulated_app
 
     modes: list[tuple[str, Limits | None]] = [
         ("serial, in-process", None),
@@ -231,11 +224,7 @@ def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
     figures: dict[str, float] = {}
     for label, limits in modes:
         with tempfile.TemporaryDirectory() as tmp:
-            home = Path(tmp)
-            world = SimWorld()
-            app = App(ledger=open_ledger(f"sqlite:///{home / 'a.db'}"), clock=world.clock,
-                      home=home)
-            register_simulated_cluster(app, home)
+            app, world = simulated_app(Path(tmp))
             for c in range(5):
                 credentials.new_credential(app, credentials.NewCredential(
                     f"cred-{c}", "aws", _reference("aws")))

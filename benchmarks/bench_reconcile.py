@@ -176,19 +176,13 @@ def _pg_url() -> str | None:
 
 
 def lifecycle_bench(pools: int = 100, vms: int = 10) -> list[tuple[str, str, str]]:
-    from automation.ledger import open_ledger
     from automation.reconciler.reconcile import Reconciler
     from automation.reconciler.wiring import simulated_ports
     from automation.services import credentials, node_pools
-    from automation.services.context import App
-    from automation.simulators.world import SimWorld, register_simulated_cluster
+    from automation.simulators.world import simulated_app
 
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        world = SimWorld()
-        app = App(ledger=open_ledger(f"sqlite:///{home / 'a.db'}"), clock=world.clock,
-                  home=home)
-        register_simulated_cluster(app, home)
+        app, world = simulated_app(Path(tmp))
         credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
         for p in range(pools):
             node_pools.create_node_pool(app, node_pools.CreateNodePool(

@@ -17,22 +17,15 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._table import median, print_table
-from benchmarks.bench_engine import engine_env
+from benchmarks.bench_engine import engine_env, timed
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
-
-
-def timed(fn: Callable[[], object]) -> float:
-    began = time.perf_counter()
-    fn()
-    return time.perf_counter() - began
 
 
 def timed_runner_class() -> Any:

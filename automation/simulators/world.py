@@ -124,3 +124,15 @@ class SimWorld:
 
     def advance(self, delta: timedelta) -> None:
         self.clock.advance(delta)
+
+
+def simulated_app(root: Path, ledger_url: str | None = None) -> tuple[App, SimWorld]:
+    """What a pass on the simulators needs: a ledger (SQLite under ``root`` unless given),
+    the world whose clock the app reads, and a registered simulated cluster."""
+    from automation.ledger import open_ledger
+
+    world = SimWorld()
+    app = App(ledger=open_ledger(ledger_url or f"sqlite:///{root / 'a.db'}"),
+              clock=world.clock, home=root / "home")
+    register_simulated_cluster(app, root)
+    return app, world

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from automation.engine.mock_runner import MockEngineRunner
-from automation.ledger import open_ledger
 from automation.reconciler.reconcile import Ports, Reconciler
 from automation.services import credentials, node_pools
 from automation.services.context import App
-from automation.simulators.world import SimWorld, register_simulated_cluster
+from automation.simulators.world import SimWorld, simulated_app
 from tests.automation.conftest import DEMO_CA
 
 
@@ -40,10 +39,8 @@ class Rig:
 
 @pytest.fixture
 def rig(tmp_path: Path, ledger_url: str) -> Iterator[Rig]:
-    world = SimWorld()
-    ledger = open_ledger(ledger_url)
-    app = App(ledger=ledger, clock=world.clock, home=tmp_path / "home")
-    register_simulated_cluster(app, tmp_path)
+    app, world = simulated_app(tmp_path, ledger_url)
+    ledger = app.ledger
     credentials.new_credential(app, credentials.NewCredential("team-aws", "aws",
                                                               {"profile": "team"}))
     credentials.new_credential(app, credentials.NewCredential(

@@ -41,7 +41,7 @@ from automation.reconciler.workers import (
 from automation.services import credentials, node_pools
 from automation.services.context import App
 from automation.settings import Settings
-from automation.simulators.world import SimWorld, register_simulated_cluster
+from automation.simulators.world import SimWorld, register_simulated_cluster, simulated_app
 from tests.automation.conftest import DEMO_CA
 from tests.automation.reconciler.conftest import Rig
 from tests.automation.reconciler.test_reconcile import attempts, status
@@ -390,10 +390,7 @@ def test_throttling_backs_off_while_other_errors_fail_the_pool(rig: Rig) -> None
 
 
 def _world(root: Path) -> tuple[App, SimWorld]:
-    world = SimWorld()
-    app = App(ledger=open_ledger(f"sqlite:///{root / 'a.db'}"), clock=world.clock,
-              home=root / "home")
-    register_simulated_cluster(app, root)
+    app, world = simulated_app(root)
     credentials.new_credential(app, credentials.NewCredential("team-aws", "aws",
                                                               {"profile": "team"}))
     credentials.new_credential(app, credentials.NewCredential(
