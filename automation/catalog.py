@@ -26,8 +26,8 @@ CATALOG_FILE = "catalog.sqlite"
 
 def data_dir() -> Path:
     """``data/`` of a checkout, ``anycloud_data/`` of an installed wheel (one rule, in
-    ``stacks.pins``, for the catalog and the pins alike)."""
-    from stacks.pins import DATA_DIR
+    ``stacks.data_dir``, for the catalog and the pins alike)."""
+    from stacks.data_dir import DATA_DIR
 
     return DATA_DIR
 

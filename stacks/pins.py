@@ -19,10 +19,7 @@ from components.pins import (
     Pins,
     TraefikPin,
 )
-
-_ROOT = Path(__file__).resolve().parent.parent
-# A source checkout has data/; the wheel installs it as anycloud_data/ (pyproject).
-DATA_DIR = _ROOT / "data" if (_ROOT / "data").is_dir() else _ROOT / "anycloud_data"
+from stacks.data_dir import DATA_DIR
 
 
 def _read(data_dir: Path, name: str) -> dict[str, Any]:

@@ -65,12 +65,10 @@ _KEYS_PER_STATEMENT = 300  # 900 bound values, well under SQLite's limit
 
 
 def _catalog_path() -> Path:
-    """``automation.catalog.data_dir() / CATALOG_FILE``, without importing it: that pulls in
-    the pins (~30 ms), a third of what ``node-pool list`` costs. Same rule as stacks.pins
-    (tests/automation/test_cost.py checks the two agree)."""
-    root = Path(__file__).resolve().parents[2]
-    data = root / "data" if (root / "data").is_dir() else root / "anycloud_data"
-    return data / "catalog.sqlite"
+    """The catalog file, found without building the Catalog (``node-pool list`` start-up)."""
+    from stacks.data_dir import DATA_DIR
+
+    return DATA_DIR / "catalog.sqlite"
 
 
 def lookup_prices(keys: Iterable[PriceKey], path: Path | None = None) -> dict[PriceKey, Price]:
