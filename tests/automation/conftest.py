@@ -92,3 +92,27 @@ def credential(app: App, name: str = "team-aws", provider: str = "aws") -> str:
     return credentials.new_credential(
         app, credentials.NewCredential(name, provider, options[provider])
     ).id
+
+
+@pytest.fixture
+def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The CLI through click's runner, over the test's ledger and a home of its own."""
+    from click.testing import CliRunner, Result
+
+    from automation.cli import cli
+
+    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def ok_json(result: Any) -> Any:
+    """The JSON a CLI run printed, once it exited 0 (else its output, for the failure)."""
+    import json
+
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return json.loads(result.stdout)

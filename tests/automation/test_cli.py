@@ -14,29 +14,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from click.testing import CliRunner, Result
 
-from automation.cli import cli
 from automation.devcluster.control_plane import ControlPlane, kubeconfig_document
-from tests.automation.conftest import DEMO_CA
+from tests.automation.conftest import DEMO_CA, ok_json
 
 ANYCLOUD = Path(sys.executable).with_name("anycloud")
-
-
-@pytest.fixture
-def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
-
-    def invoke(*args: str) -> Result:
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
-
-
-def _json(result: Result) -> object:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return json.loads(result.stdout)
 
 
 def _offline_kubeconfig(path: Path, *, ca: bool = True) -> Path:
@@ -50,27 +32,27 @@ def _offline_kubeconfig(path: Path, *, ca: bool = True) -> Path:
 
 def _register_offline(run, tmp_path: Path) -> dict:  # type: ignore[no-untyped-def]
     kc = _offline_kubeconfig(tmp_path / "kc")
-    return _json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
-                     "--kubernetes-version", "v1.36.2+k3s1", "--json"))  # type: ignore[return-value]
+    return ok_json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
+                       "--kubernetes-version", "v1.36.2+k3s1", "--json"))  # type: ignore[return-value]
 
 
 @pytest.mark.kube
 def test_full_flow_json(run, control_plane: ControlPlane) -> None:  # type: ignore[no-untyped-def]
-    cluster = _json(run("cluster", "register", "prod", "--kubeconfig",
-                        str(control_plane.kubeconfig), "--server-url",
-                        "https://203.0.113.10:6443", "--json"))
+    cluster = ok_json(run("cluster", "register", "prod", "--kubeconfig",
+                          str(control_plane.kubeconfig), "--server-url",
+                          "https://203.0.113.10:6443", "--json"))
     assert cluster["state"] == "ready" and cluster["factsSource"] == "cluster"
     assert cluster["kubernetesVersion"] == "v1.36.3"  # what the real API server says
-    assert _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
-                     "--json"))["reference"] == {"profile": "team"}
-    pool = _json(run("node-pool", "create", "gpu", "--credentials", "team", "--region",
-                     "us-east-1", "--zone", "us-east-1b", "--vm-type", "g5.12xlarge",
-                     "--min-vms", "2", "--max-vms", "2", "--json"))
+    assert ok_json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
+                       "--json"))["reference"] == {"profile": "team"}
+    pool = ok_json(run("node-pool", "create", "gpu", "--credentials", "team", "--region",
+                       "us-east-1", "--zone", "us-east-1b", "--vm-type", "g5.12xlarge",
+                       "--min-vms", "2", "--max-vms", "2", "--json"))
     assert pool["state"] == "pending" and pool["zone"] == "us-east-1b"
     assert pool["zoneChosen"] is False
-    listed = _json(run("node-pool", "list", "--json"))
+    listed = ok_json(run("node-pool", "list", "--json"))
     assert [p["id"] for p in listed] == [pool["id"]]
-    status = _json(run("node-pool", "status", "gpu", "--json"))
+    status = ok_json(run("node-pool", "status", "gpu", "--json"))
     assert status["counts"] == {"ready": 0, "starting": 0, "draining": 0}
     # status exposes no credentials, endpoints, Pods or Node objects
     text = json.dumps(status)
@@ -78,33 +60,33 @@ def test_full_flow_json(run, control_plane: ControlPlane) -> None:  # type: igno
     for leak in ("203.0.113.10", api_address, "kubeconfig", "token", "profile", "nodes", "pods"):
         assert leak not in text
 
-    _json(run("deployment", "create", "train", "--node-pool", "gpu", "--json"))
+    ok_json(run("deployment", "create", "train", "--node-pool", "gpu", "--json"))
     refused = run("node-pool", "delete", "gpu", "--json")
     assert refused.exit_code == 2
     error = json.loads(refused.stdout)["error"]
     assert error["code"] == "NODE_POOL_IN_USE" and error["field"] == "node_pool"
     assert error["value"] == "gpu" and "cannot be deleted" in error["rule"]
-    _json(run("deployment", "delete", "train", "--json"))
-    assert _json(run("node-pool", "terminate", "gpu", "--json"))["state"] == "deleting"
-    assert _json(run("node-pool", "rm", pool["id"], "--json"))["state"] == "deleting"
+    ok_json(run("deployment", "delete", "train", "--json"))
+    assert ok_json(run("node-pool", "terminate", "gpu", "--json"))["state"] == "deleting"
+    assert ok_json(run("node-pool", "rm", pool["id"], "--json"))["state"] == "deleting"
 
 
 def test_bad_input_exit_2_names_field_value_rule(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _register_offline(run, tmp_path)
-    _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
+    ok_json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
     result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
                  "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "3")
     assert result.exit_code == 2 and result.stdout == ""
     assert "--max-vms 3: must equal --min-vms (1)" in result.stderr
     assert "INVALID_ARGUMENT" in result.stderr
-    assert _json(run("node-pool", "list", "--json")) == []
+    assert ok_json(run("node-pool", "list", "--json")) == []
 
 
 def test_pending_cluster_gives_node_pools_unavailable(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     kc = _offline_kubeconfig(tmp_path / "kc", ca=False)
-    c = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline", "--json"))
+    c = ok_json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline", "--json"))
     assert c["state"] == "pending"
-    _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
+    ok_json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
     result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
                  "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1", "--json")
     assert result.exit_code == 2

@@ -7,21 +7,18 @@ import json
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
 
 from automation.catalog import CATALOG_FILE, data_dir, load_catalog
-from automation.cli import cli
 from automation.clock import ManualClock
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services import cost, node_pools, pool_status
 from automation.services.context import App
 from automation.services.cost_report import cost_report, parse_since
-from tests.automation.conftest import credential, ready_cluster
+from tests.automation.conftest import credential, ok_json, ready_cluster
 from tests.automation.reconciler.conftest import Rig, rig  # noqa: F401  (fixture)
 
 H = timedelta(hours=1)
@@ -213,29 +210,12 @@ def test_reconciler_records_the_lifetimes_cost_sums(rig: Rig) -> None:  # noqa: 
 # -- the CLI -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def run(world: App, ledger_url: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
-
-    def invoke(*args: str) -> Result:
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
-
-
-def _json(result: Result) -> Any:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return json.loads(result.stdout)
-
-
 def test_cli_create_list_status_and_cost(run, world: App) -> None:  # type: ignore[no-untyped-def]
     price = _list_price("aws", "m5.xlarge", "us-west-2")
     created = run("node-pool", "create", "cpu", "--credentials", "team-aws", "--region",
                   "us-west-2", "--vm-type", "m5.xlarge", "--min-vms", "2", "--max-vms", "2",
                   "--json")
-    pool = _json(created)
+    pool = ok_json(created)
     assert pool["cost"]["vms"] == 2 and pool["cost"]["hourlyUsd"] == round(2 * price, 6)
     assert pool["cost"]["asOf"] == "2025-03-02"
     assert f"estimated cost: ${2 * price:.4f}/hour" in created.stderr
@@ -247,18 +227,18 @@ def test_cli_create_list_status_and_cost(run, world: App) -> None:  # type: igno
 
     _attempt(world, pool["id"], "running", T0)
     load_catalog.cache_clear()  # list and status price their pools without loading it
-    listed = _json(run("node-pool", "list", "--json"))
+    listed = ok_json(run("node-pool", "list", "--json"))
     assert [(p["name"], p["cost"]["vms"]) for p in listed] == [("cpu", 1), ("east", 0)]
     assert listed[0]["cost"]["hourlyUsd"] == round(price, 6)
     assert listed[1]["cost"]["hourlyUsd"] is None
     table = run("node-pool", "list")
     assert "USD/HOUR" in table.stdout and f"{price:.4f}" in table.stdout
-    status = _json(run("node-pool", "status", "cpu", "--json"))
+    status = ok_json(run("node-pool", "status", "cpu", "--json"))
     assert status["cost"] == listed[0]["cost"]
     assert "Running cost" in run("node-pool", "status", "cpu").stdout
     assert load_catalog.cache_info().currsize == 0
 
-    report = _json(run("cost", "--by", "provider", "--since", "2026-11-01", "--json"))
+    report = ok_json(run("cost", "--by", "provider", "--since", "2026-11-01", "--json"))
     (line,) = report["lines"]
     assert line["group"] == "aws" and line["vmHours"] > 0 and line["usd"] > 0
     assert set(report) == {"by", "since", "until", "lines", "totalUsd", "totalVmHours",

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from automation.cli import cli
 from automation.cli.node_pool import _show
 from automation.clock import ManualClock
 from automation.devcluster.control_plane import ControlPlane, free_port
@@ -31,7 +30,7 @@ from automation.models import (
 )
 from automation.services.ingress_status import IngressReader, with_ingress
 from automation.simulators.cluster import SimulatedCluster
-from tests.automation.conftest import DEMO_CA
+from tests.automation.conftest import DEMO_CA, ok_json
 from tests.automation.kube import objects
 from tests.automation.kube.conftest import Recorder, Sent, record_requests
 from tests.automation.kube.ingress_objects import plain_node, pool_release
@@ -206,22 +205,6 @@ def test_human_lines_absent_for_pools_without_a_service(
 # -- the CLI end to end ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
-
-    def invoke(*args: str) -> Result:
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
-
-
-def _json(result: Result) -> Any:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return json.loads(result.stdout)
-
-
 def _flat(result: Result) -> list[str]:
     assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
     return [" ".join(line.split()) for line in result.stdout.splitlines()]
@@ -254,26 +237,26 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
     controllers act for real."""
     kc = tmp_path / "kc"
     kc.write_bytes(control_plane.kubeconfig.read_bytes())
-    registered = _json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
-                           "--server-url", "https://203.0.113.10:6443", "--json"))
+    registered = ok_json(run("cluster", "register", "prod", "--kubeconfig", str(kc),
+                             "--server-url", "https://203.0.113.10:6443", "--json"))
     kube_system = objects.get(control_plane, "namespace", "kube-system") or {}
     assert (registered["state"], registered["kubeSystemUid"]) == (
         "ready", kube_system["metadata"]["uid"])
     # Agents join the public address; reads go where the registered kubeconfig points.
     assert registered["serverUrl"] == "https://203.0.113.10:6443"
     assert registered["kubeconfigPath"] == str(kc.resolve())
-    _json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
-              "--json"))
+    ok_json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team",
+                "--json"))
     for name in ("web", "jobs"):
-        _json(run("node-pool", "create", name, "--credentials", "team", "--region",
-                  "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms",
-                  "1", "--json"))
-    web = _json(run("node-pool", "status", "web", "--json"))
+        ok_json(run("node-pool", "create", name, "--credentials", "team", "--region",
+                    "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms",
+                    "1", "--json"))
+    web = ok_json(run("node-pool", "status", "web", "--json"))
     assert web["ingress"] == {"entryIp": None, "release": None}  # no Service yet
-    _json(run("deployment", "create", "site", "--node-pool", "web", "--service", "--json"))
+    ok_json(run("deployment", "create", "site", "--node-pool", "web", "--service", "--json"))
 
     before = len(cluster_requests())
-    jobs = _json(run("node-pool", "status", "jobs", "--json"))
+    jobs = ok_json(run("node-pool", "status", "jobs", "--json"))
     assert jobs["ingress"] == {"entryIp": None, "release": None}
     assert len(cluster_requests()) == before  # never asked the cluster
 
@@ -281,7 +264,7 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
     chart = ("/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/"
              + ingress_release_name(pool_id))
     before = len(cluster_requests())
-    absent = _json(run("node-pool", "status", "web", "--json"))
+    absent = ok_json(run("node-pool", "status", "web", "--json"))
     assert absent["ingress"] == {"entryIp": None, "release": {
         "state": "absent", "helmJob": None, "daemonSet": None, "lastEvent": None}}
     assert [(c.method, c.path) for c in cluster_requests()[before:]] == [("GET", chart)]
@@ -298,7 +281,7 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
                  lambda: (rel.job_object().get("status") or {}).get("active") == 1)
         rel.event("Pod", pod, "BackOff", "Back-off restarting failed container helm",
                   type_="Warning", host=server)
-        failing = _json(run("node-pool", "status", "web", "--json"))
+        failing = ok_json(run("node-pool", "status", "web", "--json"))
         assert failing["ingress"] == {"entryIp": None, "release": {
             "state": "failed", "helmJob": {"phase": "retrying", "message": "exit code 1"},
             "daemonSet": None,
@@ -324,7 +307,7 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
                  lambda: rel.daemon_set_status().get("desiredNumberScheduled") == 1)
         rel.event("Pod", traefik, "Pulling", 'Pulling image "docker.io/traefik:v3.5"',
                   namespace=rel.release, host=entry)
-        installed = _json(run("node-pool", "status", "web", "--json"))
+        installed = ok_json(run("node-pool", "status", "web", "--json"))
         assert installed["ingress"]["release"] == {
             "state": "installed", "helmJob": {"phase": "succeeded", "message": None},
             "daemonSet": {"desired": 1, "ready": 0, "entryNodeReady": False},
@@ -339,7 +322,7 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
     moved = yaml.safe_load(kc.read_text())
     moved["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
     kc.write_text(yaml.safe_dump(moved))
-    gone = _json(run("node-pool", "status", "web", "--json"))
+    gone = ok_json(run("node-pool", "status", "web", "--json"))
     release = gone["ingress"]["release"]
     assert release["state"] is None and release["helmJob"] is None
     assert release["lastEvent"].startswith("cluster unavailable: cannot reach ")
