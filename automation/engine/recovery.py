@@ -37,9 +37,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# How each cloud spells the attempt tag (components/naming.py: GCP labels allow no "/" or
-# ".", Azure tag names no "/").
-ATTEMPT_TAG_KEYS = ("anycloud.sh/attempt", "anycloud-sh_attempt", "anycloud.sh_attempt")
+from components import naming
+
+# How each cloud spells the attempt tag (GCP labels allow no "/" or ".", Azure tag names no
+# "/").
+ATTEMPT_TAG_KEYS = (naming.ATTEMPT, naming.gcp_label_key(naming.ATTEMPT),
+                    naming.azure_tag_key(naming.ATTEMPT))
 VM_CLOUDS = {
     "aws:ec2/instance:Instance": "aws",
     "gcp:compute/instance:Instance": "gcp",

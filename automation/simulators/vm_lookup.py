@@ -23,16 +23,11 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from automation.simulators.cloud import CloudSimulator, SimVm
+from components import naming
 
 if TYPE_CHECKING:
     from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-# The attempt/pool/cluster tag keys as each cloud spells them (components/naming.py).
-_KEYS = {
-    "aws": ("anycloud.sh/attempt", "anycloud.sh/node-pool", "anycloud.sh/cluster"),
-    "gcp": ("anycloud-sh_attempt", "anycloud-sh_node-pool", "anycloud-sh_cluster"),
-    "azure": ("anycloud.sh_attempt", "anycloud.sh_node-pool", "anycloud.sh_cluster"),
-}
 _LOOKUP_TOKENS = ("aws:ec2/getInstances:getInstances", "gcp:compute/getInstance:getInstance",
                   "azure-native:compute:getVirtualMachine")
 _AWS_STATE = {"running": "running", "terminating": "shutting-down", "terminated": "terminated"}
@@ -55,8 +50,10 @@ class ProviderError(grpc.RpcError):
 
 
 def _tags(vm: SimVm, cloud: str) -> dict[str, str]:
-    attempt, pool, cluster = _KEYS[cloud]
-    return {attempt: vm.attempt_id, pool: vm.pool_id, cluster: vm.cluster_id}
+    """The VM's ownership tags as its cloud spells them (the components tag with these)."""
+    tags = naming.ownership_tags(cluster_id=vm.cluster_id, pool_id=vm.pool_id,
+                                 attempt_id=vm.attempt_id)
+    return {"aws": tags, "gcp": naming.gcp_labels(tags), "azure": naming.azure_tags(tags)}[cloud]
 
 
 class VmLookupAnswers:
@@ -95,7 +92,7 @@ class VmLookupAnswers:
         wanted = dict(a.get("instanceTags") or {})
         states = set(a.get("instanceStateNames") or ["pending", "running", "shutting-down",
                                                      "stopping", "stopped"])
-        self._refuse_if_uncertain(None, wanted.get(_KEYS["aws"][0]))
+        self._refuse_if_uncertain(None, wanted.get(naming.ATTEMPT))
         hits = [v for v in self._vms("aws:ec2/instance:Instance")
                 if wanted.items() <= _tags(v, "aws").items()
                 and _AWS_STATE.get(v.state, v.state) in states]
