@@ -1,0 +1,7 @@
+"""Live catalog refresh: current VM types, zone offerings and prices read from a cloud's own
+APIs with a stored credential, kept in the ledger as a dated overlay over the shipped catalog.
+
+Each cloud has a fetcher (``aws``, ``gcp``, ``azure``) that turns the cloud's answers into one
+:class:`~automation.catalog_refresh.model.Snapshot`; ``store`` writes a snapshot to the ledger
+in one transaction (a failed fetch writes nothing) and ``overlay`` reads the newest one back.
+"""
