@@ -31,6 +31,9 @@ Config keys per policy (defaults):
 - ``guardrail-vms-per-pool``: ``maxVmsPerPool`` (20). ``guardrail-gpus-per-pool``:
   ``maxGpusPerPool`` (32), ``gpuPools`` (else the catalog's GPU count per VM type).
 
+``cost-allocation-tags`` (no config) checks every tag or label field of each billable
+resource type (``policies.cost_allocation.BILLABLE``).
+
 Every rule is mandatory by default except the two guardrails (advisory). A needed setting
 missing from both config and data files raises ``PolicyConfigError`` naming the key and file.
 

@@ -39,6 +39,7 @@ GPU_WORKLOAD_REQUESTS = "gpu-workload-requests"
 BOOTSTRAP_TOKEN = "bootstrap-token-ttl-and-secret"
 VM_COUNT_GUARDRAIL = "guardrail-vms-per-pool"
 GPU_COUNT_GUARDRAIL = "guardrail-gpus-per-pool"
+COST_ALLOCATION_TAGS = "cost-allocation-tags"
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -57,6 +58,7 @@ DEFAULT_LEVELS: dict[str, str] = {
     POOL_LABELS_AND_TAINT: MANDATORY,
     GPU_WORKLOAD_REQUESTS: MANDATORY,
     BOOTSTRAP_TOKEN: MANDATORY,
+    COST_ALLOCATION_TAGS: MANDATORY,
     VM_COUNT_GUARDRAIL: ADVISORY,
     GPU_COUNT_GUARDRAIL: ADVISORY,
 }

@@ -37,6 +37,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from policies import config as cfg
 from policies import naming
+from policies.cost_allocation import cost_allocation_tags
 from policies.userdata import (
     decode_base64_text,
     decode_maybe_base64,
@@ -977,6 +978,8 @@ _DESCRIPTIONS: dict[str, str] = {
     "work on a CPU pool requests none.",
     cfg.BOOTSTRAP_TOKEN: "Bootstrap tokens expire within the maximum TTL and are stored as "
     "secrets.",
+    cfg.COST_ALLOCATION_TAGS: "Every billable resource of a pool carries anycloud.sh/cluster and "
+    "anycloud.sh/node-pool, so its cost is attributed to the pool.",
     cfg.VM_COUNT_GUARDRAIL: "Advisory: VMs per pool stay under the configured threshold.",
     cfg.GPU_COUNT_GUARDRAIL: "Advisory: GPUs per pool stay under the configured threshold.",
 }
@@ -995,6 +998,7 @@ def build_policies(clock: Clock = utc_now) -> list[Policy]:
         cfg.POOL_LABELS_AND_TAINT: pool_labels_and_taint,
         cfg.GPU_WORKLOAD_REQUESTS: gpu_workload_requests,
         cfg.BOOTSTRAP_TOKEN: make_bootstrap_token_rule(clock),
+        cfg.COST_ALLOCATION_TAGS: cost_allocation_tags,
     }
     stack_rules: dict[str, Callable[[StackValidationArgs, ReportViolation], None]] = {
         cfg.VM_COUNT_GUARDRAIL: vms_per_pool,

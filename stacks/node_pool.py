@@ -124,6 +124,7 @@ def build_program(config: NodePoolStackConfig, pins: Pins | None = None) -> Call
                     gpu_count=config.gpu_count,
                     gpu_model=config.gpu_model,
                     keep_user_data=not attempt.needs_token,
+                    created=attempt.image is not None,
                 ),
                 network,
                 on_cloud,

@@ -48,6 +48,9 @@ class VmSpec:
     gpu_model: str | None = None
     # True once the attempt's Node exists: its token is gone, keep the VM as it is.
     keep_user_data: bool = False
+    # True once the attempt's VM was created (its image is recorded): what would replace it
+    # to change is left as it was created.
+    created: bool = False
 
     @property
     def node_name(self) -> str:

@@ -48,6 +48,10 @@ class GcpPoolVM(pulumi.ComponentResource):
         image: pulumi.Input[str] | None = None,
     ) -> None:
         super().__init__("anycloud:vm:GcpPoolVM", name, None, opts)
+        # A VM that exists keeps the boot disk it was created with: any change under bootDisk
+        # replaces the instance, and disk labels alone are not worth a new VM (VMs created
+        # before the disks were labelled keep running unlabelled until replaced).
+        keep_boot_disk = ["bootDisk.initializeParams.labels"] if spec.created else None
         if image is None:
             pin = spec.images.gcp_gpu if spec.gpu else spec.images.gcp_cpu
             image = find_image(pin, pulumi.InvokeOutputOptions(parent=self))
@@ -67,6 +71,8 @@ class GcpPoolVM(pulumi.ComponentResource):
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
                     image=image,
                     size=100 if spec.gpu else 40,
+                    # Disks are billed apart from the instance and carry their own labels.
+                    labels=naming.gcp_labels(spec.tags),
                 ),
             ),
             network_interfaces=[
@@ -90,7 +96,8 @@ class GcpPoolVM(pulumi.ComponentResource):
             },
             labels=naming.gcp_labels(spec.tags),
             opts=pulumi.ResourceOptions.merge(
-                pulumi.ResourceOptions(parent=self), user_data_options(spec, "metadata")
+                pulumi.ResourceOptions(parent=self, ignore_changes=keep_boot_disk),
+                user_data_options(spec, "metadata"),
             ),
         )
         self.node_name = spec.node_name

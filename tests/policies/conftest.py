@@ -108,6 +108,7 @@ def aws_vm() -> dict[str, Any]:
             "anycloud.sh/node-pool": "pool-1",
             "anycloud.sh/attempt": "a1",
         },
+        "volumeTags": {"anycloud.sh/cluster": "c1", "anycloud.sh/node-pool": "pool-1"},
     }
 
 
@@ -116,6 +117,9 @@ def gcp_vm() -> dict[str, Any]:
         "machineType": "n2-standard-4",
         "zone": "us-central1-a",
         "metadata": {"user-data": user_data("gcp"), "enable-oslogin": "TRUE"},
+        "bootDisk": {"initializeParams": {"labels": {
+            "anycloud-sh_cluster": "c1", "anycloud-sh_node-pool": "pool-1",
+        }}},
         "labels": {
             "anycloud-sh_cluster": "c1",
             "anycloud-sh_node-pool": "pool-1",

@@ -30,6 +30,10 @@ def launch_template(s: SimpleNamespace, **over: Any) -> dict[str, Any]:
                 "resourceType": "instance",
                 "tags": {"anycloud.sh/cluster": "c1", "anycloud.sh/node-pool": "pool-1"},
             },
+            {
+                "resourceType": "volume",
+                "tags": {"anycloud.sh/cluster": "c1", "anycloud.sh/node-pool": "pool-1"},
+            },
         ],
     }
     lt.update(over)
