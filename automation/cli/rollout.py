@@ -53,6 +53,7 @@ def _print_plan(plan: Plan) -> None:
 @click.pass_context
 def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Evaluate the pool's stack under the mock engine and print its resource tree."""
+    from automation.services.cost import describe
     from automation.services.rollout import plan_pool
 
     result = plan_pool(app_from(ctx), ref)
@@ -63,9 +64,12 @@ def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
     else:
         _print_plan(result)
         info(f"{len(result.resources)} resources (evaluated by the mock engine)")
+        info(f"cost: {describe(result.cost)}")
 
 
 def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool) -> None:
+    from automation.services.cost import describe
+
     if as_json:
         print_json(results)
     for r in results:
@@ -73,6 +77,9 @@ def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool)
             s = r.summary
             click.echo(f"{r.stack} [{r.engine} engine]: {s.create} to create, {s.update} to "
                        f"update, {s.replace} to replace, {s.delete} to delete, {s.same} same")
+            cost = getattr(r, "cost", None)  # node-pool stacks only
+            if cost is not None:
+                click.echo(f"  cost once applied: {describe(cost)}")
             if diff and r.diff:
                 click.echo(r.diff)
             for f in r.policy:

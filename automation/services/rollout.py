@@ -12,8 +12,9 @@ from automation.engine.runner import (
     StackRunner,
     StackTarget,
 )
-from automation.models import CamelModel
+from automation.models import CamelModel, Cost
 from automation.services.context import App
+from automation.services.cost import pool_rate
 from automation.services.stacks import (
     addons_target,
     gpu_cluster_rows,
@@ -38,6 +39,20 @@ class Plan(CamelModel):
     resources: list[PlannedResource]
     # What to check before rolling out (an image pin not verified first-hand, …).
     warnings: list[str] = []
+    cost: Cost  # the planned VMs at the list price
+
+
+class PoolPreview(RunResult):
+    """A node-pool stack's preview, with what its VMs will cost once applied."""
+
+    pool: str
+    cost: Cost
+
+
+def stack_cost(target: StackTarget) -> Cost:
+    """The stack's VMs (one per attempt it holds or plans) at the list price."""
+    config = target.config
+    return pool_rate(config.provider, config.vm_type, config.region, len(config.attempts))
 
 
 class PolicyReport(CamelModel):
@@ -57,15 +72,17 @@ def plan_pool(app: App, ref: str) -> Plan:
     target = pool_target(app, ref)
     run = MockEngineRunner(app.home).evaluate(target, reveal_secrets=False)
     return Plan(pool=target.key, stack=target.stack_name,
-                warnings=pool_warnings(app, target.key), resources=[
+                warnings=pool_warnings(app, target.key), cost=stack_cost(target), resources=[
         PlannedResource(urn=r.urn, type=r.type, name=r.name, parent=r.parent, inputs=r.inputs)
         for r in run.resources
     ])
 
 
 def preview_pool(app: App, runner: StackRunner, ref: str, *, diff: bool = False,
-                 on_progress: ProgressSink | None = None) -> RunResult:
-    return runner.preview(pool_target(app, ref), diff=diff, on_progress=on_progress)
+                 on_progress: ProgressSink | None = None) -> PoolPreview:
+    target = pool_target(app, ref)
+    result = runner.preview(target, diff=diff, on_progress=on_progress)
+    return PoolPreview(**dict(result), pool=target.key, cost=stack_cost(target))
 
 
 def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = False,

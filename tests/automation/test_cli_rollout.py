@@ -285,3 +285,37 @@ def test_create_and_plan_warn_about_an_image_not_verified_first_hand(run) -> Non
     plan = run("node-pool", "plan", "more", "--json")
     assert json.loads(plan.stdout)["warnings"] == warnings
     assert "warning:" in plan.stderr
+
+
+def _list_price(vm_type: str, region: str) -> tuple[float, str, str]:
+    """The offering's price straight from the shipped catalog file (not through our code)."""
+    import sqlite3
+
+    from stacks.data_dir import DATA_DIR
+
+    con = sqlite3.connect(DATA_DIR / "catalog.sqlite")
+    try:
+        price, source, as_of = con.execute(
+            "SELECT o.price_usd_hour, s.name, s.as_of FROM offerings o "
+            "JOIN vm_types t ON t.id = o.type_id JOIN regions r ON r.id = o.region_id "
+            "JOIN sources s ON s.id = o.price_source_id WHERE t.name = ? AND r.region = ?",
+            (vm_type, region)).fetchone()
+    finally:
+        con.close()
+    return price, source, as_of
+
+
+def test_plan_and_preview_carry_the_cost_of_the_planned_vms(run) -> None:  # type: ignore[no-untyped-def]
+    price, source, as_of = _list_price("m7i.large", "us-east-1")
+    expected = {"vms": 2, "hourlyUsd": round(2 * price, 6),
+                "monthlyUsd": round(2 * price * 720, 6), "source": source, "asOf": as_of}
+    plan = json.loads(run("node-pool", "plan", "cpu", "--json").stdout)
+    assert {k: plan["cost"][k] for k in expected} == expected
+    (preview,) = json.loads(run("node-pool", "preview", "cpu", "--engine", "mock",
+                                "--json").stdout)
+    assert {k: preview["cost"][k] for k in expected} == expected and preview["pool"]
+    text = run("node-pool", "preview", "cpu", "--engine", "mock").stdout
+    assert f"cost once applied: ${2 * price:.4f}/hour" in text
+    gpu_price, _, _ = _list_price("g2-standard-4", "us-central1")
+    gpu_plan = json.loads(run("node-pool", "plan", "gpu", "--json").stdout)
+    assert gpu_plan["cost"]["vms"] == 1 and gpu_plan["cost"]["hourlyUsd"] == round(gpu_price, 6)
