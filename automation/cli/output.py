@@ -14,7 +14,6 @@ and ``node-pool plan``'s resource ``inputs``, which are the engine's wire-format
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -59,7 +58,12 @@ def camel_keys(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+    # pydantic_core's encoder (loaded anyway by the models every --json command prints):
+    # json.dumps with an indent runs the pure-Python encoder, a quarter of `node-pool list
+    # --json`'s time with 1,000 pools. Same document; non-ASCII text is written as UTF-8.
+    from pydantic_core import to_json
+
+    sys.stdout.write(to_json(to_jsonable(data), indent=2).decode() + "\n")
 
 
 def _console() -> Any:
