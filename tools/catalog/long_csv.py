@@ -7,6 +7,9 @@ import gzip
 import re
 from pathlib import Path
 
+# One copy of the family rules: the live refresh (automation.catalog_refresh) uses them too.
+from automation.catalog_refresh.azure import azure_family
+from automation.catalog_refresh.gcp import gcp_family
 from tools.catalog.rows import Collected, Offering, Region, Source, VmType
 
 SOURCES = Path(__file__).with_name("sources")
@@ -23,18 +26,6 @@ def _gpus(raw: str) -> int | None:
     if _FRACTION.fullmatch(raw):
         return None
     return int(float(raw))
-
-
-def gcp_family(name: str, gpus: int) -> str:
-    if gpus:
-        return "gpu"
-    return "compute-optimised" if re.match(r"(c\d|h\d)", name) else "general-purpose"
-
-
-def azure_family(name: str, gpus: int) -> str:
-    if gpus:
-        return "gpu"
-    return "compute-optimised" if re.match(r"Standard_F", name) else "general-purpose"
 
 
 # Azure's AMD Instinct sizes (MI25, MI300X) are GPU types but not NVIDIA: left out.
