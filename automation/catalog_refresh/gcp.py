@@ -94,8 +94,10 @@ def _parse_machine_type(raw: dict[str, Any], zone: str) -> _MachineType | None:
     name = raw.get("name")
     if not isinstance(name, str) or name.split("-")[0] not in FAMILIES:
         return None
-    if raw.get("deprecated") or raw.get("isSharedCpu"):
-        return None  # deprecated types are not offered for new VMs; shared-core has no whole CPU
+    if raw.get("deprecated"):
+        return None  # not offered for new VMs
+    # Shared-core types (e2-medium, f1-micro, g1-small) are kept: the shipped catalog lists
+    # them, and a refreshed region must not read as no longer offering them.
     try:
         vcpus = int(raw["guestCpus"])
         memory_gib = round(int(raw["memoryMb"]) / 1024, 3)

@@ -275,10 +275,11 @@ def _recorded_t2d() -> dict[str, Any]:
     return page["items"]["zones/europe-north2-b"]["machineTypes"][0]
 
 
-def test_shared_core_deprecated_and_other_families_are_left_out():
+def test_deprecated_and_other_families_are_left_out_shared_core_kept():
     t2d = _recorded_t2d()
     assert gcp._parse_machine_type(t2d, "europe-north2-b") is not None
-    assert gcp._parse_machine_type({**t2d, "isSharedCpu": True}, "europe-north2-b") is None
+    shared = {**t2d, "name": "e2-medium", "isSharedCpu": True, "guestCpus": 2}
+    assert gcp._parse_machine_type(shared, "europe-north2-b").spec.vcpus == 2
     assert gcp._parse_machine_type({**t2d, "deprecated": {"state": "DEPRECATED"}},
                                    "europe-north2-b") is None
     assert gcp._parse_machine_type({**t2d, "name": "m3-megamem-64"}, "europe-north2-b") is None
