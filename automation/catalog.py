@@ -3,6 +3,12 @@
 Read from ``data/catalog.sqlite``, built by ``python -m tools.catalog.generate`` from public
 data (see ``tools/catalog/README.md``). Opening it reads only the providers and regions (a few
 hundred rows); a VM type, an offering or a price is one indexed lookup, on demand.
+
+A catalog may carry an overlay (``with_overlay``): the newest live refresh of each region
+(``automation.catalog_refresh``), read from the ledger. For a region a refresh read, that
+refresh is the whole truth (types, zones, prices) unless the shipped data is newer; a type
+known only to a refresh is a real type. The overlay answers one cheap query first and
+nothing more when no refresh was ever stored.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache, cached_property
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -53,7 +60,7 @@ class Source(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    id: int
+    id: int | str  # int: the shipped catalog's sources table; str: a live refresh's
     name: str
     url: str
     licence: str
@@ -74,6 +81,78 @@ class Offering(BaseModel):
     zones_source: Source | None
     price_usd_hour: float | None
     price_source: Source | None
+
+
+@dataclass(frozen=True)
+class RegionRefresh:
+    """The newest refresh that read a region: the whole truth there as of ``fetched_at``."""
+
+    provider: str
+    region: str
+    refresh_id: str
+    fetched_at: datetime
+    zones: tuple[str, ...]  # those offering any type, as the refresh saw them
+    credential: str  # the credential's name
+    zones_api: str  # "aws EC2 DescribeInstanceTypeOfferings"
+    price_api: str  # "aws Price List API"
+
+    @property
+    def as_of(self) -> str:
+        return self.fetched_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def source(self, api: str) -> Source:
+        return Source(id=self.refresh_id, name=f"{api} via credential {self.credential}",
+                      url="", licence="", as_of=self.as_of, stale=False,
+                      note=f"anycloud catalog refresh {self.refresh_id}")
+
+    @property
+    def zones_source(self) -> Source:
+        return self.source(self.zones_api)
+
+    @property
+    def price_source(self) -> Source:
+        return self.source(self.price_api)
+
+    @property
+    def note(self) -> str:
+        return f"per the {self.provider} refresh of {self.as_of} via credential {self.credential}"
+
+
+@dataclass(frozen=True)
+class OverlayOffering:
+    """One offering row of a refresh."""
+
+    refresh_id: str
+    region: str
+    vm_type: str
+    zones: tuple[str, ...] | None
+    price_usd_hour: float | None
+
+
+class CatalogOverlay(Protocol):
+    """Newer data over the shipped catalog (``catalog_refresh.overlay.LedgerOverlay``)."""
+
+    def coverage(self) -> dict[tuple[str, str], RegionRefresh]:
+        """(provider, region) -> its newest refresh; one query, remembered."""
+        ...
+
+    def vm_type(self, provider: str, name: str) -> tuple[VmType, Source] | None:
+        """The newest refreshed specs of a type (one indexed query)."""
+        ...
+
+    def offering(self, refresh: RegionRefresh, vm_type: str) -> OverlayOffering | None:
+        """The type in the refresh's region (one primary-key lookup)."""
+        ...
+
+    def offerings(self, provider: str, vm_type: str) -> list[OverlayOffering]:
+        """Every refreshed offering row of the type, in any refresh (one indexed query)."""
+        ...
+
+    def region_listing(
+        self, refreshes: list[RegionRefresh]
+    ) -> list[tuple[VmType, OverlayOffering]]:
+        """Every offering of these refreshed regions with its type's specs."""
+        ...
 
 
 class _Db:
@@ -118,19 +197,56 @@ class ProviderCatalog:
     """One cloud: its regions (with zones, in order) and, on demand, its VM types."""
 
     def __init__(self, catalog: Catalog, key: str, name: str, isolated_networking: bool,
-                 zone_style: ZoneStyle, regions: dict[str, list[str]]) -> None:
+                 zone_style: ZoneStyle, regions: dict[str, list[str]],
+                 region_dates: dict[str, str] | None = None) -> None:
         self._catalog = catalog
         self._db = catalog._db
         self.key = key
         self.name = name
         self.isolated_networking = isolated_networking
         self.zone_style: ZoneStyle = zone_style
-        self.regions = regions
+        self._shipped_regions = regions
+        self._region_dates = region_dates or {}  # region -> the shipped data's as_of
         self._types: dict[str, VmType | None] = {}
 
+    @cached_property
+    def refreshed(self) -> dict[str, RegionRefresh]:
+        """Regions whose newest data is a live refresh (newer than the shipped data)."""
+        overlay = self._catalog.overlay
+        if overlay is None:
+            return {}
+        return {region: r for (provider, region), r in overlay.coverage().items()
+                if provider == self.key
+                and r.fetched_at.date().isoformat() >= self._region_dates.get(region, "")}
+
+    @cached_property
+    def regions(self) -> dict[str, list[str]]:
+        """Every region with its zones: the shipped ones, as a refresh last saw them."""
+        if not self.refreshed:
+            return self._shipped_regions
+        merged = dict(self._shipped_regions)
+        for region, r in self.refreshed.items():
+            merged[region] = list(r.zones) or merged.get(region, [])
+        return dict(sorted(merged.items()))
+
+    def region_note(self, region: str) -> str | None:
+        """Where a refreshed region's data comes from ("per the aws refresh of ...")."""
+        r = self.refreshed.get(region)
+        return r.note if r else None
+
+    def _overlay_type(self, name: str) -> tuple[VmType, Source] | None:
+        overlay = self._catalog.overlay
+        if overlay is None or not self.refreshed:
+            return None
+        return overlay.vm_type(self.key, name)
+
     def vm_type(self, name: str) -> VmType | None:
-        """One indexed lookup (then remembered)."""
+        """One indexed lookup (then remembered); a refresh's specs win over the shipped."""
         if name not in self._types:
+            refreshed = self._overlay_type(name)
+            if refreshed is not None:
+                self._types[name] = refreshed[0]
+                return refreshed[0]
             rows = self._db.rows(
                 f"SELECT {_TYPE_COLUMNS} FROM vm_types WHERE provider = ? AND name = ?",
                 (self.key, name),
@@ -141,19 +257,40 @@ class ProviderCatalog:
     @cached_property
     def vm_types(self) -> list[VmType]:
         """Every type of the provider, by name (for listings; ``vm_type`` for one)."""
-        return [_vm(r) for r in self._db.rows(
+        types = {vm.name: vm for vm in (_vm(r) for r in self._db.rows(
             f"SELECT {_TYPE_COLUMNS} FROM vm_types WHERE provider = ? ORDER BY name", (self.key,)
-        )]
+        ))}
+        overlay = self._catalog.overlay
+        if overlay is not None and self.refreshed:
+            for vm, _ in overlay.region_listing(list(self.refreshed.values())):
+                types[vm.name] = vm
+        return sorted(types.values(), key=lambda vm: vm.name)
 
     def spec_source(self, vm_type: str) -> Source | None:
         """Where the type's specs (arch, vCPUs, memory, GPUs) come from."""
+        refreshed = self._overlay_type(vm_type)
+        if refreshed is not None:
+            return refreshed[1]
         rows = self._db.rows(
             "SELECT source_id FROM vm_types WHERE provider = ? AND name = ?", (self.key, vm_type)
         )
         return self._catalog.source(rows[0][0]) if rows else None
 
+    def _refreshed_offering(self, row: OverlayOffering, r: RegionRefresh) -> Offering:
+        return Offering(
+            provider=self.key, vm_type=row.vm_type, region=row.region,
+            zones=None if row.zones is None else list(row.zones),
+            zones_source=r.zones_source, price_usd_hour=row.price_usd_hour,
+            price_source=r.price_source if row.price_usd_hour is not None else None,
+        )
+
     def offering(self, vm_type: str, region: str) -> Offering | None:
         """``vm_type`` in ``region``, or None when the region does not offer it."""
+        r = self.refreshed.get(region)
+        if r is not None:
+            assert self._catalog.overlay is not None
+            row = self._catalog.overlay.offering(r, vm_type)
+            return None if row is None else self._refreshed_offering(row, r)
         rows = self._db.rows(
             "SELECT o.zones_mask, o.zones_source_id, o.price_usd_hour, o.price_source_id "
             "FROM vm_types t JOIN regions r ON r.provider = t.provider AND r.region = ? "
@@ -166,7 +303,7 @@ class ProviderCatalog:
         mask, zones_source, price, price_source = rows[0]
         return Offering(
             provider=self.key, vm_type=vm_type, region=region,
-            zones=_mask_zones(self.regions.get(region, []), mask),
+            zones=_mask_zones(self._shipped_regions.get(region, []), mask),
             zones_source=self._catalog.source(zones_source),
             price_usd_hour=price if isinstance(price, float) else None,
             price_source=self._catalog.source(price_source),
@@ -181,13 +318,20 @@ class ProviderCatalog:
             "ORDER BY r.region",
             (self.key, vm_type),
         )
-        return [Offering(
+        found = [Offering(
             provider=self.key, vm_type=vm_type, region=str(region),
-            zones=_mask_zones(self.regions.get(str(region), []), mask),
+            zones=_mask_zones(self._shipped_regions.get(str(region), []), mask),
             zones_source=self._catalog.source(zs),
             price_usd_hour=price if isinstance(price, float) else None,
             price_source=self._catalog.source(ps),
-        ) for region, mask, zs, price, ps in rows]
+        ) for region, mask, zs, price, ps in rows if str(region) not in self.refreshed]
+        overlay = self._catalog.overlay
+        if overlay is not None and self.refreshed:
+            for row in overlay.offerings(self.key, vm_type):
+                r = self.refreshed.get(row.region)
+                if r is not None and r.refresh_id == row.refresh_id:
+                    found.append(self._refreshed_offering(row, r))
+        return sorted(found, key=lambda o: o.region)
 
     def regions_offering(self, vm_type: str) -> list[str]:
         return [o.region for o in self.offerings(vm_type)]
@@ -202,7 +346,12 @@ class ProviderCatalog:
 
     def closest(self, name: str, region: str | None = None, n: int = 2) -> list[str]:
         """Real type names nearest to ``name`` (those offered in ``region`` when given)."""
-        if region in self.regions:
+        overlay = self._catalog.overlay
+        if region is not None and region in self.refreshed and overlay is not None:
+            names = sorted(vm.name for vm, _ in
+                           overlay.region_listing([self.refreshed[region]]))
+            return difflib.get_close_matches(name, names, n=n, cutoff=0.6)
+        if region in self._shipped_regions:
             rows = self._db.rows(
                 "SELECT t.name FROM regions r JOIN offerings o ON o.region_id = r.id "
                 "JOIN vm_types t ON t.id = o.type_id WHERE r.provider = ? AND r.region = ?",
@@ -252,27 +401,55 @@ def _gpu_words(text: str) -> str:
 
 
 class Catalog:
-    """The whole catalog over one read-only file."""
+    """The whole catalog over one read-only file (and an optional overlay of live data)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, overlay: CatalogOverlay | None = None) -> None:
         self._db = _Db(path)
         self.path = path
+        self.overlay = overlay
         regions: dict[str, dict[str, list[str]]] = {}
-        for provider, region, zones in self._db.rows(
-            "SELECT provider, region, zones FROM regions ORDER BY provider, region"
+        dates: dict[str, dict[str, int]] = {}
+        for provider, region, zones, source_id in self._db.rows(
+            "SELECT provider, region, zones, source_id FROM regions ORDER BY provider, region"
         ):
             regions.setdefault(str(provider), {})[str(region)] = str(zones).split()
-        self.providers: dict[str, ProviderCatalog] = {
-            str(key): ProviderCatalog(self, str(key), str(name), bool(isolated),
-                                      cast(ZoneStyle, zone_style), regions.get(str(key), {}))
+            dates.setdefault(str(provider), {})[str(region)] = cast(int, source_id)
+        self._regions = regions
+        self._region_sources = dates
+        self._provider_rows = [
+            (str(key), str(name), bool(isolated), cast(ZoneStyle, zone_style))
             for key, name, isolated, zone_style in self._db.rows(
                 "SELECT key, name, isolated_networking, zone_style FROM providers ORDER BY key"
             )
+        ]
+        self.providers: dict[str, ProviderCatalog] = self._build_providers()
+
+    def _build_providers(self) -> dict[str, ProviderCatalog]:
+        return {
+            key: ProviderCatalog(self, key, name, isolated, zone_style,
+                                 self._regions.get(key, {}), self._region_dates(key))
+            for key, name, isolated, zone_style in self._provider_rows
         }
 
-    def __reduce__(self) -> tuple[type[Catalog], tuple[Path]]:
-        # Pickled as its path (connections are per process): a worker process reopens it.
-        return (Catalog, (self.path,))
+    def _region_dates(self, provider: str) -> dict[str, str] | None:
+        """The shipped data's date per region (read only when an overlay needs comparing)."""
+        if self.overlay is None:
+            return None
+        sources = self._region_sources.get(provider, {})
+        return {region: source.as_of for region, sid in sources.items()
+                if (source := self.source(sid)) is not None}
+
+    def with_overlay(self, overlay: CatalogOverlay) -> Catalog:
+        """The same file with ``overlay`` over it (this catalog is left as it is)."""
+        twin = object.__new__(Catalog)
+        twin.__dict__.update({k: v for k, v in self.__dict__.items() if k != "providers"})
+        twin.overlay = overlay
+        twin.providers = twin._build_providers()
+        return twin
+
+    def __reduce__(self) -> tuple[object, tuple[Path, CatalogOverlay | None]]:
+        # Pickled as its path and overlay (connections are per process): a worker reopens it.
+        return (_reopen, (self.path, self.overlay))
 
     def provider(self, key: str) -> ProviderCatalog | None:
         return self.providers.get(key)
@@ -289,6 +466,8 @@ class Catalog:
                 for r in rows}
 
     def source(self, source_id: object) -> Source | None:
+        if isinstance(source_id, Source):
+            return source_id
         return self.sources.get(source_id) if isinstance(source_id, int) else None
 
     def find(self, vm_type: str, provider: str | None = None) -> list[tuple[str, VmType]]:
@@ -306,6 +485,35 @@ class Catalog:
     def regions_offering(self, vm_type: str, provider: str | None = None) -> list[str]:
         return [r for key, _ in self.find(vm_type, provider)
                 for r in self.providers[key].regions_offering(vm_type)]
+
+    def _refreshed_rows(
+        self, f: ListFilter
+    ) -> tuple[set[tuple[str, str]], list[tuple[object, ...]]]:
+        """The refreshed (provider, region) pairs the filter covers, and their offerings as
+        rows shaped like the shipped listing's (the source column holds a Source)."""
+        if self.overlay is None:
+            return set(), []
+        refreshes = [r for key, cloud in self.providers.items()
+                     if f.provider in (None, key)
+                     for region, r in cloud.refreshed.items() if f.region in (None, region)]
+        covered = {(key, region) for key, cloud in self.providers.items()
+                   for region in cloud.refreshed}
+        if not refreshes:
+            return covered, []
+        by_id = {(r.refresh_id, r.region): r for r in refreshes}
+        rows: list[tuple[object, ...]] = []
+        for vm, o in self.overlay.region_listing(refreshes):
+            r = by_id[(o.refresh_id, o.region)]
+            if not _keeps(f, vm, o.price_usd_hour):
+                continue
+            zones = o.zones
+            rows.append((r.provider, vm.name, vm.arch, vm.vcpus, vm.memory_gib, vm.gpus,
+                         vm.gpu_model, vm.family, o.region,
+                         " ".join(zones) if zones is not None else "",
+                         None if zones is None else (1 << len(zones)) - 1,
+                         o.price_usd_hour,
+                         r.price_source if o.price_usd_hour is not None else None))
+        return covered, rows
 
     def listing(self, f: ListFilter) -> list[Listed]:
         """Types matching ``f``, cheapest first, unknown prices last."""
@@ -329,6 +537,9 @@ class Catalog:
             f"JOIN regions r ON r.id = o.region_id WHERE {' AND '.join(where)}",
             tuple(params),
         )
+        covered, refreshed = self._refreshed_rows(f)
+        if covered:  # a refreshed region's shipped rows give way to the refresh's
+            rows = [row for row in rows if (row[0], row[8]) not in covered] + refreshed
         wanted_gpu = _gpu_words(f.gpu) if f.gpu else None
         # Per type: how many regions match, and the row with the cheapest known price (the
         # first matching row when no price is known). Models are built once per kept type.
@@ -362,6 +573,23 @@ class Catalog:
 
     def __iter__(self) -> Iterator[ProviderCatalog]:
         return iter(self.providers.values())
+
+
+def _keeps(f: ListFilter, vm: VmType, price: float | None) -> bool:
+    """The listing's SQL filters, for a refreshed row (GPU words and zones are checked later
+    for every row alike)."""
+    return ((f.arch is None or vm.arch == f.arch)
+            and (f.min_gpus is None or vm.gpus >= f.min_gpus)
+            and (f.min_vcpus is None or vm.vcpus >= f.min_vcpus)
+            and (f.min_memory_gib is None or vm.memory_gib >= f.min_memory_gib)
+            and (f.max_price is None or (price is not None and price <= f.max_price))
+            and (not f.gpu or (vm.gpus > 0 and f.gpu.strip().lower()
+                               in (vm.gpu_model or "").lower())))
+
+
+def _reopen(path: Path, overlay: CatalogOverlay | None) -> Catalog:
+    catalog = Catalog(path)
+    return catalog if overlay is None else catalog.with_overlay(overlay)
 
 
 @cache

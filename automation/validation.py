@@ -95,6 +95,8 @@ def check_placement(
         elsewhere = cloud.regions_offering(vm_type)
         where = (f"offered in {_some(elsewhere)}" if elsewhere
                  else "no region of the catalog offers it")
+        if (note := cloud.region_note(region)) is not None:  # a live refresh says so
+            where = f"not offered there {note}; {where}"
         raise InvalidInput(
             "--vm-type", vm_type, f"must be offered in --region {region}: {where}"
         )

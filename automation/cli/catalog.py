@@ -1,6 +1,9 @@
-"""``anycloud catalog list|show``: the VM types, where they are offered, and their prices.
+"""``anycloud catalog list|show|refresh|refreshes``: the VM types, where they are offered,
+their prices, and live refreshes of them from the clouds' own APIs.
 
 The catalog module is imported on use: ``--help`` and the other commands never open it.
+``list`` and ``show`` read the shipped catalog under the ledger's newest refreshes (when a
+ledger exists; they never create one).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import click
 
 from automation.cli.output import (
     handle_errors,
+    info,
     json_option,
     print_fields,
     print_json,
@@ -19,12 +23,24 @@ from automation.cli.output import (
 
 if TYPE_CHECKING:
     from automation.catalog import Catalog, Listed, Offering, Source, VmType
+    from automation.catalog_refresh.run import RefreshResult
 
 
-def _catalog() -> Catalog:
+def _catalog(ctx: click.Context) -> Catalog:
+    """The catalog with the ledger's refreshes over it; the bare shipped one when there is no
+    ledger yet (no refresh can exist, and a read-only command creates none)."""
+    import os
+
     from automation.catalog import load_catalog
+    from automation.cli.context import app_from
+    from automation.ledger.db import _sqlite_path
+    from automation.settings import Settings
 
-    return load_catalog()
+    url = Settings.from_env(ctx.find_root().obj.get("home")).database_url
+    path = _sqlite_path(url) if url.startswith("sqlite") else None
+    if url.startswith("sqlite") and (path is None or not os.path.exists(path)):
+        return load_catalog()
+    return app_from(ctx).catalog
 
 
 def _source_json(source: Source | None) -> dict[str, Any] | None:
@@ -86,14 +102,15 @@ def catalog() -> None:
                    "left out).")
 @json_option
 @handle_errors
-def list_(provider: str | None, region: str | None, zone: str | None, gpu: str | None,
-          min_gpus: int | None, min_vcpus: int | None, min_memory: float | None,
+@click.pass_context
+def list_(ctx: click.Context, provider: str | None, region: str | None, zone: str | None,
+          gpu: str | None, min_gpus: int | None, min_vcpus: int | None, min_memory: float | None,
           arch: str | None, max_price: float | None, as_json: bool) -> None:
     """Types matching the filters, cheapest first (unknown prices last). Without --region,
     one row per type, priced in its cheapest region with a known price."""
     from automation.catalog import ListFilter
 
-    cat = _catalog()
+    cat = _catalog(ctx)
     _check_filters(cat, provider, region, zone)
     listed = cat.listing(ListFilter(
         provider=provider, region=region, zone=zone, gpu=gpu, min_gpus=min_gpus,
@@ -125,11 +142,12 @@ def _listed_row(x: Listed, in_region: bool) -> tuple[object, ...]:
 @click.option("--provider", help="The cloud, when the name exists on several.")
 @json_option
 @handle_errors
-def show(vm_type: str, provider: str | None, as_json: bool) -> None:
+@click.pass_context
+def show(ctx: click.Context, vm_type: str, provider: str | None, as_json: bool) -> None:
     """One type: specs, every region offering it with zones and price, and their sources."""
     from automation.errors import InvalidInput
 
-    cat = _catalog()
+    cat = _catalog(ctx)
     _check_filters(cat, provider, None, None)
     found = cat.find(vm_type, provider)
     if not found:
@@ -150,7 +168,7 @@ def show(vm_type: str, provider: str | None, as_json: bool) -> None:
     if as_json:
         print_json({**_specs_json(key, vm), "specSourceId": spec_source and spec_source.id,
                     "offerings": [_offering_json(o) for o in offerings],
-                    "sources": [_source_json(used[i]) for i in sorted(used)]})
+                    "sources": [_source_json(used[i]) for i in sorted(used, key=str)]})
         return
     gpus = f"{vm.gpus} x {vm.gpu_model}" if vm.gpus else "0"
     print_fields(f"{vm.name} ({cloud.name})", [
@@ -167,7 +185,8 @@ def show(vm_type: str, provider: str | None, as_json: bool) -> None:
         for o in offerings])
     print_table("Sources", ["ID", "SOURCE", "AS OF", "URL"], [
         (f"[{s.id}]", s.name + (f" ({s.note})" if s.note else ""),
-         s.as_of + (" (stale)" if s.stale else ""), s.url) for i, s in sorted(used.items())])
+         s.as_of + (" (stale)" if s.stale else ""), s.url or s.note)
+        for _, s in sorted(used.items(), key=lambda kv: str(kv[0]))])
 
 
 def _offering_json(o: Offering) -> dict[str, Any]:
@@ -175,3 +194,84 @@ def _offering_json(o: Offering) -> dict[str, Any]:
             "zonesSourceId": o.zones_source.id if o.zones_source else None,
             "priceUsdHour": o.price_usd_hour,
             "priceSourceId": o.price_source.id if o.price_source else None}
+
+
+@catalog.command()
+@click.option("--credentials", required=True,
+              help="The stored credential (name or id) to read the cloud with; fixes the cloud.")
+@click.option("--region", "regions", multiple=True,
+              help="A region to read (repeat for several). Default: the cloud's regions that "
+                   "have live node pools; with none, every region of that cloud in the "
+                   "catalog.")
+@json_option
+@handle_errors
+@click.pass_context
+def refresh(ctx: click.Context, credentials: str, regions: tuple[str, ...],
+            as_json: bool) -> None:
+    """Read current VM types, zone offerings and on-demand prices from the cloud's own APIs
+    (AWS: EC2 DescribeInstanceTypes, DescribeInstanceTypeOfferings and the Price List API)
+    and store them in the ledger, dated: validation and prices use the newest data of each
+    region from then on. A refresh that fails stores nothing and says which API and region
+    failed and why (exit 1)."""
+    from automation.catalog_refresh import run
+    from automation.cli.context import app_from
+
+    app = app_from(ctx)
+    result = run.refresh(app, credentials, regions)
+    if as_json:
+        print_json(_refresh_json(result))
+        return
+    for warning in result.warnings:
+        info(f"warning: {warning}")
+    info(f"refresh {result.refresh_id}: {result.provider} via credential {result.credential}, "
+         f"{result.fetched_at:%Y-%m-%dT%H:%M:%SZ} ({', '.join(result.sources)})")
+    print_table(None, ["REGION", "TYPES", "OFFERINGS", "PRICES", "NEW TYPES",
+                       "GONE OFFERINGS", "PRICE CHANGES", "COMPARED WITH"], [
+        (r.region, r.types, r.offerings, r.prices, _few(r.new_types), _few(r.gone_offerings),
+         _few([f"{c.vm_type} {_usd(c.old_usd_hour)}->{_usd(c.new_usd_hour)}"
+               for c in r.price_changes]), r.before)
+        for r in result.regions])
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.4f}"
+
+
+def _few(names: list[str], limit: int = 5) -> str:
+    if not names:
+        return "-"
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} (+{len(names) - limit})"
+
+
+def _refresh_json(result: RefreshResult) -> dict[str, Any]:
+    return {
+        "id": result.refresh_id, "provider": result.provider, "credential": result.credential,
+        "fetchedAt": result.fetched_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sources": result.sources, "warnings": result.warnings,
+        "regions": [{
+            "region": r.region, "types": r.types, "offerings": r.offerings, "prices": r.prices,
+            "newTypes": r.new_types, "goneOfferings": r.gone_offerings,
+            "priceChanges": [{"vmType": c.vm_type, "oldUsdHour": c.old_usd_hour,
+                              "newUsdHour": c.new_usd_hour} for c in r.price_changes],
+            "comparedWith": r.before,
+        } for r in result.regions],
+    }
+
+
+@catalog.command()
+@json_option
+@handle_errors
+@click.pass_context
+def refreshes(ctx: click.Context, as_json: bool) -> None:
+    """Every stored refresh, newest first (the newest of each region is the one in use)."""
+    from automation.catalog_refresh import run
+    from automation.cli.context import app_from
+
+    rows = run.history(app_from(ctx))
+    if as_json:
+        print_json([{**r, "fetchedAt": f"{r['fetchedAt']:%Y-%m-%dT%H:%M:%SZ}"} for r in rows])
+        return
+    print_table(None, ["ID", "PROVIDER", "CREDENTIAL", "FETCHED AT", "REGIONS"], [
+        (r["id"], r["provider"], r["credential"], f"{r['fetchedAt']:%Y-%m-%dT%H:%M:%SZ}",
+         _few(list(r["regions"]))) for r in rows])

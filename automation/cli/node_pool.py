@@ -55,7 +55,8 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
     if zone_chosen:
         info(f"zone {pool.zone} chosen: the first zone of {pool.region} that offers "
              f"{pool.vm_type} (pass --zone to pick another)")
-    estimate = cost.pool_rate(pool.provider, pool.vm_type, pool.region, pool.max_vms)
+    estimate = cost.pool_rate(pool.provider, pool.vm_type, pool.region, pool.max_vms,
+                              ledger=app.ledger)
     info(f"estimated cost: {cost.describe(estimate)}")
     if as_json:
         print_json({**to_jsonable(pool), "zoneChosen": zone_chosen, "warnings": warnings,

@@ -199,3 +199,67 @@ leases = sa.Table(
     sa.Column("holder", sa.String(128), nullable=False),
     _ts("expires_at", False),
 )
+
+# -- live catalog refresh (automation/catalog_refresh): a dated overlay over data/catalog.sqlite
+
+catalog_refreshes = sa.Table(
+    "catalog_refreshes",
+    metadata,
+    # One `anycloud catalog refresh`: written whole in one transaction, or not at all.
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("provider", sa.String(16), nullable=False),
+    sa.Column("credential_id", sa.String(32), sa.ForeignKey("credentials.id"), nullable=False),
+    sa.Column("regions", sa.JSON, nullable=False),  # the regions read: the whole truth there
+    sa.Column("sources", sa.JSON, nullable=False),  # the APIs read ("aws pricing:GetProducts")
+    _ts("fetched_at", False),
+    # Per region: {"types": n, "offerings": n, "prices": n}.
+    sa.Column("counts", sa.JSON, nullable=False),
+    sa.Column("warnings", sa.JSON, nullable=False),
+)
+
+catalog_refresh_regions = sa.Table(
+    "catalog_refresh_regions",
+    metadata,
+    # Which refresh is the newest truth for a region: one indexed lookup per (cloud, region).
+    sa.Column("refresh_id", sa.String(32), sa.ForeignKey("catalog_refreshes.id"),
+              primary_key=True),
+    sa.Column("provider", sa.String(16), nullable=False),
+    sa.Column("region", sa.String(64), primary_key=True),
+    _ts("fetched_at", False),
+    # The region's zones as the refresh saw them (those offering any type), space-separated.
+    sa.Column("zones", sa.Text, nullable=False),
+)
+sa.Index("ix_catalog_refresh_regions_newest", catalog_refresh_regions.c.provider,
+         catalog_refresh_regions.c.region, catalog_refresh_regions.c.fetched_at)
+
+catalog_overlay_types = sa.Table(
+    "catalog_overlay_types",
+    metadata,
+    sa.Column("refresh_id", sa.String(32), sa.ForeignKey("catalog_refreshes.id"),
+              primary_key=True),
+    sa.Column("provider", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("arch", sa.String(16), nullable=False),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("memory_gib", sa.Float, nullable=False),
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("gpu_model", sa.String(128)),
+    sa.Column("family", sa.String(32), nullable=False),
+    _ts("fetched_at", False),  # the refresh's, here too so the newest is one index scan
+)
+sa.Index("ix_catalog_overlay_types_newest", catalog_overlay_types.c.provider,
+         catalog_overlay_types.c.name, catalog_overlay_types.c.fetched_at)
+
+catalog_overlay_offerings = sa.Table(
+    "catalog_overlay_offerings",
+    metadata,
+    sa.Column("refresh_id", sa.String(32), sa.ForeignKey("catalog_refreshes.id"),
+              primary_key=True),
+    sa.Column("provider", sa.String(16), nullable=False),
+    sa.Column("region", sa.String(64), primary_key=True),
+    sa.Column("vm_type", sa.String(64), primary_key=True),
+    sa.Column("zones", sa.Text),  # space-separated; NULL: the API does not say which
+    sa.Column("price_usd_hour", sa.Float),  # NULL: no price found
+)
+sa.Index("ix_catalog_overlay_offerings_type", catalog_overlay_offerings.c.provider,
+         catalog_overlay_offerings.c.vm_type)

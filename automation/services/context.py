@@ -22,4 +22,8 @@ class App:
 
     @cached_property
     def catalog(self) -> Catalog:
-        return load_catalog()
+        """The shipped catalog under the ledger's live refreshes (``catalog refresh``): one
+        cheap query on first use of a region, nothing more when none was ever stored."""
+        from automation.catalog_refresh.overlay import LedgerOverlay
+
+        return load_catalog().with_overlay(LedgerOverlay(self.ledger))

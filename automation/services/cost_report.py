@@ -111,7 +111,8 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
         raise InvalidInput("--since", since.date().isoformat(), "must not be in the future")
     rows = (ledger.query(_LIFETIMES_SQL) if since is None else
             ledger.query(_LIFETIMES_SQL + _SINCE, {"since": _ledger_stamp(ledger, since)}))
-    prices = lookup_prices([(r["provider"], r["vm_type"], r["region"]) for r in rows], path)
+    prices = lookup_prices([(r["provider"], r["vm_type"], r["region"]) for r in rows], path,
+                           ledger=ledger)
     sums: dict[str, _Sum] = {}
     per_group: dict[str, tuple[set[str], set[str]]] = {}
     for r in rows:

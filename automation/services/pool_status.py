@@ -72,8 +72,9 @@ class _Rates:
     """Each pool's rate from the prices looked up for the pools shown; pools of one type,
     region and VM count share one (frozen) Cost instead of computing it a thousand times."""
 
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self._prices = lookup_prices(_price_key(r) for r in rows)
+    def __init__(self, rows: list[dict[str, Any]], ledger: Ledger) -> None:
+        # The ledger for live refreshes of the catalog: one cheap query when there are none.
+        self._prices = lookup_prices((_price_key(r) for r in rows), ledger=ledger)
         self._rates: dict[tuple[PriceKey, int], Cost] = {}
 
     def of(self, r: dict[str, Any]) -> Cost:
@@ -108,7 +109,7 @@ def list_node_pools(ledger: Ledger, cluster: str | None = None) -> list[NodePool
             raise NotFound("cluster", cluster, field="--cluster")
         where, params = f"{_LIVE} AND p.cluster_id = :cluster", {"cluster": found[0]["id"]}
     rows = ledger.query(f"{_STATUS_SQL} WHERE {where} ORDER BY c.name, p.name", params)
-    rates = _Rates(rows)
+    rates = _Rates(rows, ledger)
     return [_to_status(r, rates) for r in rows]
 
 
@@ -123,4 +124,4 @@ def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
         raise InvalidInput(
             "node_pool", ref, "names node pools on several clusters: give the node pool id"
         )
-    return _to_status(rows[0], _Rates(rows))
+    return _to_status(rows[0], _Rates(rows, ledger))

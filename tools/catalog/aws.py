@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 
+# The families kept and why others are left out: one copy, shared with the live refresh.
+from automation.catalog_refresh.aws_families import arch as spec_arch
+from automation.catalog_refresh.aws_families import classify
 from tools.catalog.rows import Collected, Offering, OtherType, Region, Source, VmType
 from tools.catalog.wheels import Wheel, pins
 
@@ -16,53 +18,6 @@ TYPES_MEMBER = "moto/ec2/resources/instance_types.json.gz"
 OFFERINGS_PREFIX = "moto/ec2/resources/instance_type_offerings/availability-zone/"
 PRICING_MEMBER = "libcloud/data/pricing.json"
 EC2_MODEL = "botocore/data/ec2/2016-11-15/service-2.json.gz"
-
-# The family is the letters before the generation digit (m7i -> m, hpc7a -> hpc, mac2 -> mac).
-_FAMILY_LETTERS = re.compile(r"([a-z]+)\d")
-GENERAL = {"m", "t", "a"}
-COMPUTE = {"c"}
-GPU = {"g", "p"}  # only with an NVIDIA GpuInfo of whole devices
-OTHER_FAMILIES = {
-    "r": "memory-optimised", "x": "memory-optimised", "u": "memory-optimised",
-    "z": "memory-optimised", "i": "storage-optimised", "d": "storage-optimised",
-    "h": "storage-optimised", "im": "storage-optimised", "is": "storage-optimised",
-    "mac": "macOS (dedicated hosts)", "hpc": "HPC",
-}
-
-
-def family_letters(name: str) -> str:
-    m = _FAMILY_LETTERS.match(name.split(".")[0])
-    return m.group(1) if m else name.split(".")[0]
-
-
-def _nvidia_gpus(spec: dict[str, Any]) -> tuple[int, str] | None:
-    """(count, model) of whole NVIDIA devices, or None (no GPU, another maker, a partition)."""
-    gpus = spec.get("GpuInfo", {}).get("Gpus", [])
-    if len(gpus) != 1 or gpus[0].get("Manufacturer") != "NVIDIA" or gpus[0].get("Count", 0) < 1:
-        return None
-    return int(gpus[0]["Count"]), f"NVIDIA {gpus[0]['Name']}"
-
-
-def classify(name: str, spec: dict[str, Any]) -> tuple[str, int, str | None] | str:
-    """(family, gpus, gpu model) of a type in our families, else why it is outside them."""
-    letters = family_letters(name)
-    if letters in GENERAL:
-        return "general-purpose", 0, None
-    if letters in COMPUTE:
-        return "compute-optimised", 0, None
-    if letters in GPU:
-        gpu = _nvidia_gpus(spec)
-        if gpu is not None:
-            return "gpu", gpu[0], gpu[1]
-        return "accelerated, not whole NVIDIA GPUs"
-    return OTHER_FAMILIES.get(letters, "other accelerated or special-purpose")
-
-
-def _arch(spec: dict[str, Any]) -> str | None:
-    archs = spec["ProcessorInfo"]["SupportedArchitectures"]
-    if "x86_64" in archs:
-        return "x86_64"
-    return "arm64" if "arm64" in archs else None
 
 
 def collect() -> Collected:
@@ -93,7 +48,7 @@ def collect() -> Collected:
         raise ValueError(f"moto lists EC2 types botocore does not know: {', '.join(unknown[:5])}")
     ours: set[str] = set()
     for name in sorted(specs):
-        spec, kind, arch = specs[name], classify(name, specs[name]), _arch(specs[name])
+        spec, kind, arch = specs[name], classify(name, specs[name]), spec_arch(specs[name])
         if isinstance(kind, str) or arch is None:
             continue
         family, gpus, gpu_model = kind

@@ -1,0 +1,139 @@
+"""Loopback servers for the AWS refresh: moto's (EC2, STS) and a Price List API page server.
+
+moto 5.2.5 has no Price List API, so ``PricingServer`` answers ``GetProducts`` in the API's
+JSON protocol from the recorded page (``aws_recorded/``) plus compute items of its shape,
+paginated two items a page so the client's paginator is exercised (see aws_recorded/SOURCE.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RECORDED = json.loads((Path(__file__).with_name("aws_recorded") / "get_products_page.json")
+                      .read_text())
+RECORDED_ITEM: dict[str, Any] = json.loads(RECORDED["PriceList"][0])
+
+# (type, region) -> USD/hour served by the fake Price List API.
+PRICES = {
+    ("m5.xlarge", "us-east-1"): "0.2010000000",
+    ("c5.large", "us-east-1"): "0.0900000000",
+    ("g5.xlarge", "us-east-1"): "1.0060000000",
+    ("m5.xlarge", "eu-west-1"): "0.2140000000",
+}
+
+
+def compute_item(vm_type: str, region: str, usd: str, **attributes: str) -> dict[str, Any]:
+    """A compute product in the recorded item's shape (made for the tests, not recorded)."""
+    item = copy.deepcopy(RECORDED_ITEM)
+    sku = f"SKU{abs(hash((vm_type, region))) % 10**8:08d}"
+    item["product"] = {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+        "instanceType": vm_type, "regionCode": region, "operatingSystem": "Linux",
+        "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+        "servicecode": "AmazonEC2", "usagetype": f"BoxUsage:{vm_type}", **attributes}}
+    term = next(iter(item["terms"]["OnDemand"].values()))
+    dimension = next(iter(term["priceDimensions"].values()))
+    dimension.update(unit="Hrs", pricePerUnit={"USD": usd},
+                     description=f"${usd} per On Demand Linux {vm_type} Instance Hour")
+    return item
+
+
+@dataclass
+class PricingServer:
+    url: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    fail: tuple[int, dict[str, Any]] | None = None  # status and error body to answer with
+
+
+@contextmanager
+def pricing_server() -> Iterator[PricingServer]:
+    state = PricingServer(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.requests.append({"target": self.headers.get("X-Amz-Target"), **body})
+            if state.fail is not None:
+                self._answer(*state.fail)
+                return
+            filters = {f["Field"]: f["Value"] for f in body.get("Filters", [])}
+            region = filters.get("regionCode")
+            items = [RECORDED_ITEM] + [compute_item(t, r, usd) for (t, r), usd in
+                                       sorted(PRICES.items()) if r == region]
+            start = int(body.get("NextToken") or 0)
+            page: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": [
+                json.dumps(i) for i in items[start:start + 2]]}
+            if start + 2 < len(items):
+                page["NextToken"] = str(start + 2)
+            self._answer(200, page)
+
+        def _answer(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/x-amz-json-1.1")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+PROFILE_KEY = "AKIAPROFILEKEY000001"
+
+
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, moto_url: str,
+            pricing_url: str) -> None:
+    """boto3 pointed at the loopback servers, with a profile ``team`` in a temp config."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID",
+                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "aws-config").write_text("[profile team]\nregion = us-east-1\n")
+    (tmp_path / "aws-credentials").write_text(
+        f"[team]\naws_access_key_id = {PROFILE_KEY}\naws_secret_access_key = testing\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", pricing_url)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # a failure is reported at once
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

@@ -1,0 +1,129 @@
+"""``anycloud catalog refresh`` end to end: boto3 against moto's server and the recorded Price
+List page on loopback, the ledger on SQLite and PostgreSQL, and what uses the refresh after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from automation.catalog import load_catalog
+from automation.catalog_refresh import run as refresh_run
+from automation.ledger import schema
+from automation.services.context import App
+from tests.automation.catalog_refresh.aws_servers import (
+    PricingServer,
+    aws_env,
+    moto_server,
+    pricing_server,
+)
+from tests.automation.conftest import credential, ok_json, ready_cluster, snapshot
+
+SOURCE = "aws Price List API via credential team-aws"
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pricing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+            moto_url: str) -> Iterator[PricingServer]:
+    with pricing_server() as server:
+        aws_env(monkeypatch, tmp_path, moto_url, server.url)
+        yield server
+
+
+def test_refresh_stores_reports_and_is_used(app: App, run: Any, pricing: PricingServer,
+                                            kubeconfig: Path) -> None:
+    credential(app)
+    out = ok_json(run("catalog", "refresh", "--credentials", "team-aws",
+                      "--region", "us-east-1", "--json"))
+    assert out["provider"] == "aws" and out["credential"] == "team-aws"
+    assert "aws pricing:GetProducts" in out["sources"]
+    [region] = out["regions"]
+    assert region["region"] == "us-east-1" and region["prices"] == 3
+    assert region["types"] == region["offerings"] > 100
+    # moto's offerings are the shipped catalog's own source (same moto version): no type is
+    # new and none gone; the prices are the Price List's, not libcloud's.
+    assert region["newTypes"] == [] and region["goneOfferings"] == []
+    shipped = load_catalog().offering("m5.xlarge", "us-east-1")
+    assert shipped is not None
+    assert {"vmType": "m5.xlarge", "oldUsdHour": shipped.price_usd_hour,
+            "newUsdHour": 0.201} in region["priceChanges"]
+    assert region["comparedWith"] == "the shipped catalog"
+
+    shown = ok_json(run("catalog", "show", "m5.xlarge", "--json"))
+    us = next(o for o in shown["offerings"] if o["region"] == "us-east-1")
+    assert us["priceUsdHour"] == 0.201 and us["priceSourceId"] == out["id"]
+    sources = {s["id"]: s for s in shown["sources"]}
+    assert sources[out["id"]]["name"].startswith("aws ")
+    listed = ok_json(run("catalog", "list", "--provider", "aws", "--region", "us-east-1",
+                         "--json"))
+    m5 = next(x for x in listed if x["vmType"] == "m5.xlarge")
+    assert m5["priceUsdHour"] == 0.201 and m5["priceSource"]["name"] == SOURCE
+
+    ready_cluster(app, kubeconfig)
+    created = ok_json(run("node-pool", "create", "web", "--credentials", "team-aws",
+                          "--region", "us-east-1", "--vm-type", "m5.xlarge",
+                          "--min-vms", "2", "--max-vms", "2", "--json"))
+    assert created["cost"]["hourlyUsd"] == 0.402 and created["cost"]["source"] == SOURCE
+    assert created["cost"]["asOf"] == out["fetchedAt"]
+
+    again = ok_json(run("catalog", "refresh", "--credentials", "team-aws", "--json"))
+    [region] = again["regions"]  # default: the regions with live pools
+    assert region["region"] == "us-east-1" and region["priceChanges"] == []
+    assert region["comparedWith"].startswith("the aws refresh of ")
+    history = ok_json(run("catalog", "refreshes", "--json"))
+    assert [h["id"] for h in history] == [again["id"], out["id"]]
+
+
+def test_a_failed_refresh_stores_nothing_and_says_why(app: App, run: Any,
+                                                      pricing: PricingServer) -> None:
+    credential(app)
+    pricing.fail = (400, {"__type": "InvalidParameterException",
+                          "message": "Input filter regionCode is invalid"})
+    before = snapshot(app)
+    result = run("catalog", "refresh", "--credentials", "team-aws", "--region", "eu-west-1")
+    assert result.exit_code == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "pricing:GetProducts in eu-west-1" in lines[0]
+    assert "InvalidParameterException" in lines[0] and "stored nothing" in lines[0]
+    assert snapshot(app) == before
+    as_json = ok_json(run("catalog", "refreshes", "--json"))
+    assert as_json == []
+
+
+def test_bad_input_is_refused_before_any_call(app: App, run: Any,
+                                              pricing: PricingServer) -> None:
+    credential(app)
+    result = run("catalog", "refresh", "--credentials", "team-aws", "--region", "mars-1")
+    assert result.exit_code == 2 and "--region 'mars-1'" in result.stderr
+    result = run("catalog", "refresh", "--credentials", "nobody")
+    assert result.exit_code != 0 and "nobody" in result.stderr
+    assert pricing.requests == []
+
+
+def test_default_regions_are_those_with_live_pools_else_all(app: App,
+                                                            kubeconfig: Path) -> None:
+    cloud = load_catalog().provider("aws")
+    assert cloud is not None
+    assert refresh_run.default_regions(app, "aws") == tuple(sorted(cloud.regions))
+    cluster_id = ready_cluster(app, kubeconfig)
+    cred_id = credential(app)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    with app.ledger.write() as conn:
+        for i, (region, state) in enumerate([("eu-west-1", "ready"), ("us-west-2", "deleted"),
+                                             ("eu-west-1", "pending")]):
+            conn.execute(schema.node_pools.insert().values(
+                id=f"np-{i}", name=f"p{i}", cluster_id=cluster_id, credential_id=cred_id,
+                provider="aws", region=region, zone=None, vm_type="m5.xlarge", min_vms=1,
+                max_vms=1, state=state, hosts_service=False, consecutive_failures=0,
+                created_at=now, updated_at=now))
+    assert refresh_run.default_regions(app, "aws") == ("eu-west-1",)
