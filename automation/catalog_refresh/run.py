@@ -157,4 +157,11 @@ def history(app: App) -> list[dict[str, Any]]:
         "ORDER BY r.fetched_at DESC, r.id DESC")
     return [{"id": r["id"], "provider": r["provider"], "credential": r["credential"],
              "regions": sources_of(r["regions"]), "fetchedAt": utc(r["fetched_at"]),
-             "counts": r["counts"]} for r in rows]
+             "counts": _json(r["counts"])} for r in rows]
+
+
+def _json(value: Any) -> Any:
+    """A JSON column through the bare driver: text on SQLite, parsed on PostgreSQL."""
+    import json
+
+    return json.loads(value) if isinstance(value, str) else value

@@ -81,6 +81,12 @@ def test_refresh_stores_reports_and_is_used(app: App, run: Any, pricing: Pricing
     assert region["comparedWith"].startswith("the aws refresh of ")
     history = ok_json(run("catalog", "refreshes", "--json"))
     assert [h["id"] for h in history] == [again["id"], out["id"]]
+    assert history[1]["regions"] == ["us-east-1"]
+    assert history[1]["counts"]["us-east-1"]["prices"] == 3
+
+    shown = run("catalog", "refresh", "--credentials", "team-aws", "--region", "eu-west-1")
+    assert shown.exit_code == 0 and "eu-west-1" in shown.stdout
+    assert "the shipped catalog" in shown.stdout and "m5.xlarge" in shown.stdout
 
 
 def test_a_failed_refresh_stores_nothing_and_says_why(app: App, run: Any,

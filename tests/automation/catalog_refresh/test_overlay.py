@@ -187,3 +187,13 @@ def test_overlay_reads_are_single_queries(app: App, cred_id: str,
     catalog = load_catalog().with_overlay(LedgerOverlay(app.ledger))
     check_placement(catalog, "aws", "us-east-1", None, "m5.xlarge")
     assert len(calls) == 3  # coverage, the type, the offering (each one indexed statement)
+
+
+def test_a_catalog_with_its_overlay_survives_pickling(app: App, cred_id: str) -> None:
+    import pickle
+
+    store.write_snapshot(app.ledger, snap(T1, ("us-east-1",), [
+        offer("m5.xlarge", "us-east-1", 0.2)]), cred_id)
+    copy = pickle.loads(pickle.dumps(app.catalog))  # a worker process reopens both
+    o = copy.offering("m5.xlarge", "us-east-1")
+    assert o is not None and o.price_usd_hour == 0.2
