@@ -100,18 +100,20 @@ class RegionRefresh:
     def as_of(self) -> str:
         return self.fetched_at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def source(self, api: str) -> Source:
-        return Source(id=self.refresh_id, name=f"{api} via credential {self.credential}",
-                      url="", licence="", as_of=self.as_of, stale=False,
+    def source(self, api: str, kind: str) -> Source:
+        """``kind`` (zones, prices, specs) keeps the refresh's sources apart by id."""
+        return Source(id=f"{self.refresh_id}/{kind}",
+                      name=f"{api} via credential {self.credential}", url="", licence="",
+                      as_of=self.as_of, stale=False,
                       note=f"anycloud catalog refresh {self.refresh_id}")
 
     @property
     def zones_source(self) -> Source:
-        return self.source(self.zones_api)
+        return self.source(self.zones_api, "zones")
 
     @property
     def price_source(self) -> Source:
-        return self.source(self.price_api)
+        return self.source(self.price_api, "prices")
 
     @property
     def note(self) -> str:

@@ -112,8 +112,8 @@ class LedgerOverlay:
             return None
         refresh = next((r for r in self.coverage().values()
                         if r.refresh_id == rows[0]["refresh_id"]), None)
-        source = (refresh.source(f"{provider} instance type specs") if refresh is not None
-                  else self._old_source(provider, rows[0]["refresh_id"]))
+        source = (refresh.source(f"{provider} instance type specs", "specs")
+                  if refresh is not None else self._old_source(provider, rows[0]["refresh_id"]))
         return _vm(rows[0]), source
 
     def _old_source(self, provider: str, refresh_id: str) -> Source:
@@ -123,7 +123,8 @@ class LedgerOverlay:
             "JOIN credentials c ON c.id = r.credential_id WHERE r.id = :id", {"id": refresh_id})
         at = utc(rows[0]["fetched_at"]).strftime("%Y-%m-%dT%H:%M:%SZ") if rows else "?"
         who = rows[0]["name"] if rows else "?"
-        return Source(id=refresh_id, name=f"{provider} instance type specs via credential {who}",
+        return Source(id=f"{refresh_id}/specs",
+                      name=f"{provider} instance type specs via credential {who}",
                       url="", licence="", as_of=at, stale=False,
                       note=f"anycloud catalog refresh {refresh_id}")
 

@@ -176,19 +176,24 @@ def show(ctx: click.Context, vm_type: str, provider: str | None, as_json: bool) 
     print_fields(f"{vm.name} ({cloud.name})", [
         ("arch", vm.arch), ("vCPUs", vm.vcpus), ("memory GiB", f"{vm.memory_gib:g}"),
         ("GPUs", gpus), ("family", vm.family),
-        ("specs from", f"[{spec_source.id}]" if spec_source else None),
+        ("specs from", _ref(spec_source.id) if spec_source else None),
         ("node pools", "accepted" if vm.arch == "x86_64" else
          "refused: the agent runs on x86_64 only"),
     ])
     print_table("Regions", ["REGION", "ZONES", "USD/HOUR", "SOURCES"], [
         (o.region, " ".join(o.zones) if o.zones is not None else "unknown",
          _price_text(o.price_usd_hour, o.price_source),
-         " ".join(f"[{s.id}]" for s in (o.zones_source, o.price_source) if s))
+         " ".join(_ref(s.id) for s in (o.zones_source, o.price_source) if s))
         for o in offerings])
     print_table("Sources", ["ID", "SOURCE", "AS OF", "URL"], [
-        (f"[{s.id}]", s.name + (f" ({s.note})" if s.note else ""),
+        (_ref(s.id), s.name + (f" ({s.note})" if s.note else ""),
          s.as_of + (" (stale)" if s.stale else ""), s.url or s.note)
         for _, s in sorted(used.items(), key=lambda kv: str(kv[0]))])
+
+
+def _ref(source_id: int | str) -> str:
+    """``[5]`` or ``[refresh-…/prices]``, escaped: rich would take the latter for markup."""
+    return rf"\[{source_id}]"
 
 
 def _offering_json(o: Offering) -> dict[str, Any]:

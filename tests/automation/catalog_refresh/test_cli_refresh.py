@@ -60,9 +60,13 @@ def test_refresh_stores_reports_and_is_used(app: App, run: Any, pricing: Pricing
 
     shown = ok_json(run("catalog", "show", "m5.xlarge", "--json"))
     us = next(o for o in shown["offerings"] if o["region"] == "us-east-1")
-    assert us["priceUsdHour"] == 0.201 and us["priceSourceId"] == out["id"]
+    assert us["priceUsdHour"] == 0.201 and us["priceSourceId"] == f"{out['id']}/prices"
     sources = {s["id"]: s for s in shown["sources"]}
-    assert sources[out["id"]]["name"].startswith("aws ")
+    assert sources[f"{out['id']}/prices"]["name"] == SOURCE
+    assert sources[f"{out['id']}/zones"]["asOf"] == out["fetchedAt"]
+    assert shown["specSourceId"] == f"{out['id']}/specs"
+    human = run("catalog", "show", "m5.xlarge").stdout
+    assert f"[{out['id']}/prices]" in human and f"[{out['id']}/specs]" in human
     listed = ok_json(run("catalog", "list", "--provider", "aws", "--region", "us-east-1",
                          "--json"))
     m5 = next(x for x in listed if x["vmType"] == "m5.xlarge")
