@@ -137,3 +137,38 @@ def test_default_regions_are_those_with_live_pools_else_all(app: App,
                 max_vms=1, state=state, hosts_service=False, consecutive_failures=0,
                 created_at=now, updated_at=now))
     assert refresh_run.default_regions(app, "aws") == ("eu-west-1",)
+
+
+@pytest.mark.parametrize(("provider", "region", "vm_type"), [
+    ("gcp", "us-central1", "n2-standard-4"), ("azure", "eastus2", "Standard_D4s_v5")])
+def test_other_clouds_dispatch_to_their_fetcher(app: App, run: Any,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                provider: str, region: str,
+                                                vm_type: str) -> None:
+    """The command calls automation.catalog_refresh.<cloud>.fetch (their own tests run them
+    against recorded answers; here the fetcher is replaced to check the wiring only)."""
+    import importlib
+
+    from automation.catalog_refresh.model import FetchedOffering, FetchedType, Snapshot
+
+    module = importlib.import_module(f"automation.catalog_refresh.{provider}")
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def fetch(cred: Any, regions: tuple[str, ...], now: datetime) -> Snapshot:
+        asked.append((cred.name, regions))
+        return Snapshot(provider=provider, regions=regions, types=(
+            FetchedType(name=vm_type, arch="x86_64", vcpus=4, memory_gib=16.0),),
+            offerings=(FetchedOffering(vm_type, region, None, 0.5),),
+            sources=(f"{provider} test",), fetched_at=now)
+
+    monkeypatch.setattr(module, "fetch", fetch)
+    credential(app, f"team-{provider}", provider)
+    out = ok_json(run("catalog", "refresh", "--credentials", f"team-{provider}",
+                      "--region", region, "--json"))
+    assert asked == [(f"team-{provider}", (region,))]
+    [changes] = out["regions"]
+    assert changes["offerings"] == 1 and changes["prices"] == 1
+    assert len(changes["goneOfferings"]) > 10  # the shipped region offered many more
+    shown = ok_json(run("catalog", "show", vm_type, "--json"))
+    there = next(o for o in shown["offerings"] if o["region"] == region)
+    assert there["priceUsdHour"] == 0.5
