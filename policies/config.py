@@ -124,6 +124,12 @@ CONFIG_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
             "default: the x86_64 entries of data/catalog.sqlite (or a catalog.toml there).",
             "additionalProperties": {"type": "array", "items": {"type": "string"}},
         },
+        "extraVmTypes": {
+            "type": "object",
+            "description": "x86_64 VM types per provider allowed on top of allowedVmTypes (or "
+            "its default): types a live catalog refresh found that the shipped catalog lacks.",
+            "additionalProperties": {"type": "array", "items": {"type": "string"}},
+        },
     },
     BOOTSTRAP_TOKEN: {
         "maxTokenTtlMinutes": {
@@ -313,7 +319,20 @@ def _catalog_where() -> str:
 
 
 def allowed_vm_types(config: Mapping[str, Any]) -> dict[str, frozenset[str]]:
-    """x86_64 VM types per provider: config ``allowedVmTypes``, else the data dir's catalog."""
+    """x86_64 VM types per provider: config ``allowedVmTypes`` (else the data dir's catalog),
+    plus config ``extraVmTypes``."""
+    extra = config.get("extraVmTypes") or {}
+    if not isinstance(extra, Mapping):
+        raise PolicyConfigError(
+            f"config {VM_TYPE_X86_64}.extraVmTypes: expected an object of provider -> [types], "
+            f"got {extra!r}"
+        )
+    base = _base_vm_types(config)
+    return {p: base[p] | frozenset(_string_list(extra.get(p, []), f"extraVmTypes.{p}"))
+            for p in PROVIDERS}
+
+
+def _base_vm_types(config: Mapping[str, Any]) -> dict[str, frozenset[str]]:
     configured = config.get("allowedVmTypes")
     if configured is not None:
         if not isinstance(configured, Mapping):

@@ -443,15 +443,18 @@ class MockEngineRunner:
                                    f"{cause}", code="PROVIDER_ERROR") from exc
             raise
 
-    def check_policy(self, run: ProgramRun) -> list[PolicyFinding]:
+    def check_policy(self, run: ProgramRun,
+                     target: StackTarget | None = None) -> list[PolicyFinding]:
         from policies.offline import check_resources
+
+        config = {**(self.policy_config or {}), **((target and target.policy_config) or {})}
 
         resources = [{"urn": r.urn, "type": r.type, "name": r.name, "inputs": r.inputs,
                       "secret_keys": list(r.secret_inputs), "options": r.options}
                      for r in run.resources]
         return [PolicyFinding(policy=v.policy, enforcement=v.enforcement_level,
                               message=v.message, urn=v.urn)
-                for v in check_resources(resources, self.policy_config)]
+                for v in check_resources(resources, config or None)]
 
     def _changes(self, run: ProgramRun, state: dict[str, Any]) -> _Plan:
         """Diff a run against the recorded state, as the engine would."""
@@ -522,7 +525,7 @@ class MockEngineRunner:
         self._emit(on_progress, plan.steps, "done")
         # Values unknown until their resources exist are "not verified" (advisory), as the
         # policy SDK reports them during a preview.
-        findings = self.check_policy(run)
+        findings = self.check_policy(run, target)
         for f in findings:
             if on_progress:
                 on_progress(ProgressEvent(kind="policy", name=f.policy, severity=f.enforcement,
@@ -536,7 +539,7 @@ class MockEngineRunner:
         # gate with every input known (a violation must stop the update before any VM
         # exists), then for real.
         gate = self.evaluate(target)
-        findings = self.check_policy(gate)
+        findings = self.check_policy(gate, target)
         if any(f.enforcement == "mandatory" for f in findings):
             return self._result("up", target, self._changes(gate, state).summary,
                                 policy=findings)

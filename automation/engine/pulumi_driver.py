@@ -8,6 +8,7 @@ Never switches Pulumi's checkpoints off: crash recovery needs the record of in-f
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -201,6 +202,10 @@ class AutomationRunner:
 
         with self._errors(target), private_tmp(self.home) as tmp:
             stack = self._stack(target, tmp)
+            if "policy_packs" in kwargs and target.policy_config:
+                config_file = tmp / "policy-pack-config.json"
+                config_file.write_text(json.dumps(target.policy_config))
+                kwargs["policy_pack_configs"] = [str(config_file)]
             if op in ("up", "destroy"):
                 self._settle_pending_creates(target, stack, tmp, collect)
             try:

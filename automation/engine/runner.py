@@ -33,6 +33,9 @@ class StackTarget(BaseModel):
     key: str  # the pool id (node pool, ingress release) or the cluster id
     # stacks.config.NodePoolStackConfig | ClusterAddonsStackConfig | IngressReleaseStackConfig
     config: Any
+    # What the policy pack needs beyond its data files, as --policy-pack-config JSON (a VM
+    # type only a live catalog refresh knows); None: the pack's defaults.
+    policy_config: dict[str, Any] | None = None
 
     @property
     def stack_name(self) -> str:

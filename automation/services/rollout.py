@@ -107,7 +107,7 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
 def _check(app: App, target: StackTarget) -> list[PolicyFinding]:
     runner = MockEngineRunner(app.home)
     # Secrets are readable here so the rules can check user data; no value reaches a message.
-    return runner.check_policy(runner.evaluate(target, reveal_secrets=True))
+    return runner.check_policy(runner.evaluate(target, reveal_secrets=True), target)
 
 
 def check_pool_policy(app: App, ref: str) -> PolicyReport:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -13,6 +13,9 @@ from automation.errors import NotFound
 from automation.ledger import schema
 from automation.models import LIVE_POOL_STATES
 from automation.services.context import App
+
+if TYPE_CHECKING:
+    from automation.catalog import VmType
 
 DEFAULT_TOKEN_TTL_MINUTES = 30
 LIVE_ATTEMPTS = ("pending", "creating", "running")
@@ -78,7 +81,25 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
         gpu_model=vm.gpu_model if vm else None, attempts=specs,
         hosts_service=bool(pool["hosts_service"]), token_ttl_minutes=token_ttl_minutes(),
     )
-    return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config)
+    return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config,
+                       policy_config=refreshed_type_policy(pool["id"], pool["provider"], vm))
+
+
+def refreshed_type_policy(pool_id: str, provider: str, vm: VmType | None) -> dict[str, Any] | None:
+    """Policy config for a VM type only a live catalog refresh knows: the pack reads the
+    shipped catalog, so it is told of the type (x86_64 only: arm64 stays refused) and of its
+    GPUs. None when the shipped catalog has the type."""
+    from automation.catalog import load_catalog
+    from policies import config as policy
+
+    if vm is None or load_catalog().providers[provider].vm_type(vm.name) is not None:
+        return None
+    config: dict[str, Any] = {}
+    if vm.arch == "x86_64":
+        config[policy.VM_TYPE_X86_64] = {"extraVmTypes": {provider: [vm.name]}}
+    if vm.gpus:
+        config[policy.GPU_COUNT_GUARDRAIL] = {"gpuPools": {pool_id: vm.gpus}}
+    return config or None
 
 
 def image_warnings(provider: str, gpus: int) -> list[str]:

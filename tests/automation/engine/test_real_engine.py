@@ -118,6 +118,21 @@ def test_up_preview_refresh_and_destroy_against_the_api_server(
     assert objects.get(control_plane, "daemonset", DS, "kube-system") is not None
 
 
+def test_a_targets_policy_config_reaches_the_pack_inside_the_engine(
+    addons: tuple[AutomationRunner, StackTarget]
+) -> None:
+    """What a pool on a freshly refreshed VM type needs: the engine hands the target's policy
+    config to the pack (--policy-pack-config), and validates it against the pack's schema."""
+    runner, target = addons
+    extra = {"vm-type-x86-64": {"extraVmTypes": {"aws": ["m9z.xlarge"]}}}
+    good = target.model_copy(update={"policy_config": extra})
+    assert runner.preview(good).policy == []
+    bad = target.model_copy(update={"policy_config": {
+        "vm-type-x86-64": {"extraVmTypes": "m9z.xlarge"}}})
+    with pytest.raises(EngineFailed, match="extraVmTypes"):
+        runner.preview(bad)
+
+
 def test_secrets_config_stays_encrypted_in_the_file_backend(
     addons: tuple[AutomationRunner, StackTarget]
 ) -> None:
