@@ -16,11 +16,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._seed import seed
 from benchmarks._table import median, ms, print_table, time_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,34 +44,6 @@ def offerings(n: int) -> list[tuple[str, str, str]]:
         (n,)).fetchall()
     con.close()
     return [(str(p), str(t), str(r)) for p, t, r in rows]
-
-
-def seed(home: Path, distinct: int) -> None:
-    from automation.ledger import open_ledger, schema
-
-    keys = offerings(distinct)
-    ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
-    now = datetime.now(UTC)
-    with ledger.write() as conn:
-        conn.execute(schema.clusters.insert().values(
-            id="cl-bench", name="bench", state="ready", server_url="https://203.0.113.1:6443",
-            ca_sha256="0" * 64, kubernetes_version="v1.36.2+k3s1", created_at=now, updated_at=now,
-        ))
-        conn.execute(schema.credentials.insert(), [dict(
-            id=f"cr-{p}", name=p, provider=p, reference={"profile": "x"}, state="active",
-            created_at=now) for p in sorted({k[0] for k in keys})])
-        pools = [(i, keys[i % len(keys)]) for i in range(POOLS)]
-        conn.execute(schema.node_pools.insert(), [dict(
-            id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id="cl-bench",
-            credential_id=f"cr-{provider}", provider=provider, region=region, zone=None,
-            vm_type=vm_type, min_vms=VMS_PER_POOL, max_vms=VMS_PER_POOL, state="ready",
-            hosts_service=False, consecutive_failures=0, created_at=now, updated_at=now,
-        ) for i, (provider, vm_type, region) in pools])
-        conn.execute(schema.vm_attempts.insert(), [dict(
-            id=f"at-{i:06d}-{j}", pool_id=f"np-{i:06d}", state="running", node_state="Ready",
-            token_generation=0, created_at=now, updated_at=now, vm_created_at=now,
-        ) for i in range(POOLS) for j in range(VMS_PER_POOL)])
-    ledger.dispose()
 
 
 def unpack_before(into: Path) -> str:
@@ -109,10 +81,10 @@ def main() -> None:
             ("python -c pass", time_command([sys.executable, "-c", "pass"], RUNS)),
         ]
         for distinct in (1, 50, POOLS):
-            home = Path(tmp) / f"home-{distinct}"
-            home.mkdir()
-            seed(home, distinct)
             for label, code, has_cost in (("before", before, False), ("after", ROOT, True)):
+                # Each tree seeds its own ledger: the old code refuses a newer schema.
+                home = Path(tmp) / f"home-{distinct}-{label}"
+                seed(code, home, offerings(distinct), POOLS, VMS_PER_POOL)
                 env = _env(home, code)
                 _check_code(env, code, has_cost)
                 args = [sys.executable, "-c", _CLI, "node-pool", "list", "--json"]
