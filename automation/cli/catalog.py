@@ -216,10 +216,11 @@ def _offering_json(o: Offering) -> dict[str, Any]:
 def refresh(ctx: click.Context, credentials: str, regions: tuple[str, ...],
             as_json: bool) -> None:
     """Read current VM types, zone offerings and on-demand prices from the cloud's own APIs
-    (AWS: EC2 DescribeInstanceTypes, DescribeInstanceTypeOfferings and the Price List API)
-    and store them in the ledger, dated: validation and prices use the newest data of each
-    region from then on. A refresh that fails stores nothing and says which API and region
-    failed and why (exit 1)."""
+    (AWS: EC2 DescribeInstanceTypes, DescribeInstanceTypeOfferings and the Price List API;
+    GCP: Compute Engine machineTypes and the Cloud Billing Catalog; Azure: Resource SKUs and
+    the Retail Prices API) and store them in the ledger, dated: validation and prices use the
+    newest data of each region from then on. A refresh that fails stores nothing and says
+    which API and region failed and why (exit 1)."""
     from automation.catalog_refresh import run
     from automation.cli.context import app_from
 

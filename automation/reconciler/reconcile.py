@@ -110,6 +110,8 @@ class Reconciler:
     # -- the loop ---------------------------------------------------------------------
 
     def run_once(self) -> list[PoolOutcome]:
+        # A long-running `serve` sees catalog refreshes stored since its last pass.
+        self.app.__dict__.pop("catalog", None)
         # Add-ons are checked at most once per cluster per run.
         new_run = getattr(self.ports.ensure_addons, "new_run", None)
         if new_run is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from automation.catalog import VmType
 from automation.catalog_refresh import store
 from automation.catalog_refresh.model import FetchedOffering, FetchedType, Snapshot
 from automation.engine.mock_runner import MockEngineRunner
@@ -91,7 +92,6 @@ def test_extra_types_add_to_the_default_list_and_arm64_is_never_added(
         check_resources([resource("aws:ec2/instance:Instance", vm)],
                         {cfg.VM_TYPE_X86_64: {"extraVmTypes": ["m9z.xlarge"]}})
     # An arm64 type a refresh found is not handed to the pack: it stays refused.
-    from automation.catalog import VmType
     from automation.services.stacks import refreshed_type_policy
 
     arm = VmType(name="m9zg.xlarge", arch="arm64", vcpus=4, memory_gib=16.0)
@@ -103,3 +103,22 @@ def s_vm() -> dict[str, object]:
     from tests.policies.conftest import aws_vm
 
     return aws_vm()
+
+
+def test_a_serving_reconciler_sees_a_refresh_from_its_next_pass(tmp_path: Path) -> None:
+    from automation.reconciler.reconcile import Reconciler
+    from automation.reconciler.wiring import simulated_ports
+    from automation.simulators.world import simulated_app
+
+    app, world = simulated_app(tmp_path)
+    reconciler = Reconciler(app, simulated_ports(app, world))
+    try:
+        assert app.catalog.provider("aws").vm_type("m9z.xlarge") is None  # type: ignore[union-attr]
+        refresh(app, credential(app))
+        reconciler.run_once()
+        assert app.catalog.provider("aws").vm_type("m9z.xlarge") == VmType(
+            name="m9z.xlarge", arch="x86_64", vcpus=4, memory_gib=32.0)
+    finally:
+        reconciler.close()
+        app.ledger.dispose()
+
