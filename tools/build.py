@@ -176,11 +176,16 @@ def _go(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
 
 
 def _module_dir(module: str, cwd: Path) -> Path:
-    proc = subprocess.run(["go", "list", "-m", "-json", module], cwd=cwd,
+    # `go mod download` fetches the module when the module cache lacks it (a fresh machine);
+    # `go list -m` would answer without a Dir then.
+    proc = subprocess.run(["go", "mod", "download", "-json", module], cwd=cwd,
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BuildError(f"`go list -m {module}` failed:\n{proc.stderr[-2000:]}")
-    return Path(json.loads(proc.stdout)["Dir"])
+        raise BuildError(f"`go mod download {module}` failed:\n{proc.stderr[-2000:]}")
+    found = json.loads(proc.stdout)
+    if "Dir" not in found:
+        raise BuildError(f"`go mod download {module}` gave no directory: {found.get('Error')}")
+    return Path(found["Dir"])
 
 
 def _prepare_source(tool_set: ToolSet, work: Path) -> Path:
