@@ -263,16 +263,11 @@ def build_snapshot(per_region: dict[str, tuple[list[dict[str, Any]], list[dict[s
 
 def access_token(tenant: str, client_id: str, secret: str, http: JsonHttp) -> str:
     """Client-credentials grant for Azure Resource Manager."""
-    answer = http.post_form(
+    return http.access_token(
         f"{LOGIN}/{tenant}/oauth2/v2.0/token",
         {"client_id": client_id, "client_secret": secret,
          "scope": f"{MANAGEMENT}/.default", "grant_type": "client_credentials"},
         f"token for client {client_id} in tenant {tenant}")
-    token = answer.get("access_token")
-    if not isinstance(token, str) or not token:
-        raise RefreshError(f"{http.api} token for client {client_id}: the answer has no "
-                           f"access_token")
-    return token
 
 
 def skus_url(subscription: str, region: str) -> str:

@@ -96,11 +96,6 @@ def assertion(key: ServiceAccountKey, now: datetime, scopes: tuple[str, ...] = S
 
 
 def access_token(key: ServiceAccountKey, now: datetime, http: JsonHttp) -> str:
-    answer = http.post_form(key.token_uri, {"grant_type": GRANT_TYPE,
-                                            "assertion": assertion(key, now)},
-                            f"token for {key.client_email}")
-    token = answer.get("access_token")
-    if not isinstance(token, str) or not token:
-        raise RefreshError(f"{http.api} token for {key.client_email}: the answer has no "
-                           f"access_token")
-    return token
+    return http.access_token(key.token_uri, {"grant_type": GRANT_TYPE,
+                                             "assertion": assertion(key, now)},
+                             f"token for {key.client_email}")

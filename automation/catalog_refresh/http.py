@@ -129,6 +129,13 @@ class JsonHttp:
                 "Content-Type": "application/x-www-form-urlencoded"}
         return self._exchange(Request("POST", url, hdrs, body, self.timeout), what)
 
+    def access_token(self, url: str, fields: Mapping[str, str], what: str) -> str:
+        """An OAuth2 token request: the answer's ``access_token``, or a failure saying so."""
+        token = self.post_form(url, fields, what).get("access_token")
+        if not isinstance(token, str) or not token:
+            raise RefreshError(f"{self.api} {what}: the answer has no access_token")
+        return token
+
     def pages(self, first_url: str, what: str, next_url: Callable[[dict[str, Any], str],
               str | None], headers: Mapping[str, str] | None = None
               ) -> Iterator[dict[str, Any]]:

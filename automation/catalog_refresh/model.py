@@ -6,26 +6,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
+from automation.catalog import VmType
 from automation.models import Credential
 
 Family = Literal["general-purpose", "compute-optimised", "gpu"]
 
+# One VM type as the cloud describes it: the catalog's own type (only its families are kept).
+FetchedType = VmType
+
 
 class RefreshError(RuntimeError):
     """A refresh that could not complete; the message says why (nothing was stored)."""
-
-
-@dataclass(frozen=True)
-class FetchedType:
-    """One VM type as the cloud describes it (only the catalog's families are kept)."""
-
-    name: str
-    arch: Literal["x86_64", "arm64"]
-    vcpus: int
-    memory_gib: float
-    gpus: int = 0  # whole NVIDIA devices: the nvidia.com/gpu count the Node must advertise
-    gpu_model: str | None = None
-    family: Family = "general-purpose"
 
 
 @dataclass(frozen=True)

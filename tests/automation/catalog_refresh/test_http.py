@@ -94,6 +94,15 @@ def test_post_form_sends_an_urlencoded_body():
     assert sent.body == b"a=b+c&scope=x%2F.default"
 
 
+def test_a_token_answer_without_a_token_is_a_refresh_error():
+    ok = JsonHttp("demo api", Replay({("POST", URL): Response(200, b'{"access_token": "t"}')}))
+    assert ok.access_token(URL, {"grant_type": "x"}, "token for me") == "t"
+    empty = JsonHttp("demo api", Replay({("POST", URL): Response(200, b'{"token_type": "B"}')}))
+    with pytest.raises(RefreshError, match="demo api token for me: the answer has no "
+                                           "access_token"):
+        empty.access_token(URL, {"grant_type": "x"}, "token for me")
+
+
 def test_pages_follows_page_tokens_until_none():
     second = with_query(URL, pageToken="t/2=")
     replay = Replay({
