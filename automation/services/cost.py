@@ -144,7 +144,9 @@ def _price(key: PriceKey, row: tuple[Any, ...] | None) -> Price:
         where = f" ({short_source(source)} {as_of})" if source else ""
         return Price(None, source, as_of, bool(stale),
                      f"no list price in the catalog for {vm_type} in {region}{where}; "
-                     f"`anycloud catalog show {vm_type}` lists the regions that have one")
+                     f"`anycloud catalog refresh --credentials <name> --region {region}` "
+                     f"reads the current one, `anycloud catalog show {vm_type}` lists the "
+                     "regions that have one")
     return Price(Decimal(str(price)), source, as_of, bool(stale), None)
 
 

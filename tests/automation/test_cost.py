@@ -80,6 +80,7 @@ def test_unknown_price_is_null_with_a_hint_naming_the_source() -> None:
     assert rate.hint is not None and rate.hint.startswith(
         "no list price in the catalog for m5.xlarge in us-east-1 (apache-libcloud 2025-03-02)")
     assert "anycloud catalog show m5.xlarge" in rate.hint
+    assert "anycloud catalog refresh --credentials <name> --region us-east-1" in rate.hint
     assert cost.describe(rate).startswith("price unknown (2 VMs): no list price")
     unoffered = cost.pool_rate("aws", "m5.xlarge", "mars-1", 1)
     assert unoffered.hourly_usd is None and unoffered.source is None
