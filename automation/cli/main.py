@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from automation import __version__
+from automation.cli.agent_pool import agent_pool
 from automation.cli.catalog import catalog
 from automation.cli.cluster import cluster
 from automation.cli.cost import cost
@@ -37,7 +38,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
-                serve, demo, catalog, cost):
+                serve, demo, catalog, cost, agent_pool):
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)

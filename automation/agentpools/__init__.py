@@ -1,0 +1,1 @@
+"""Agent pools: the AgentPool custom resource (anycloud.sh/v1) and what acts on it."""
