@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from automation import __version__
+from automation.cli.agent import agent
 from automation.cli.agent_pool import agent_pool
+from automation.cli.broker import broker
 from automation.cli.catalog import catalog
 from automation.cli.cluster import cluster
 from automation.cli.cost import cost
@@ -13,6 +15,7 @@ from automation.cli.credentials import credentials
 from automation.cli.demo import demo
 from automation.cli.deployment import deployment
 from automation.cli.node_pool import node_pool
+from automation.cli.operator import operator
 from automation.cli.reconcile import reconcile, serve
 from automation.cli.rollout import (
     plan,
@@ -23,6 +26,7 @@ from automation.cli.rollout import (
     unlock,
     unlock_addons,
 )
+from automation.cli.session import session
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +42,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
-                serve, demo, catalog, cost, agent_pool):
+                serve, demo, catalog, cost, agent_pool, broker, agent, session, operator):
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)

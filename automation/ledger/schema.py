@@ -263,3 +263,62 @@ catalog_overlay_offerings = sa.Table(
 )
 sa.Index("ix_catalog_overlay_offerings_type", catalog_overlay_offerings.c.provider,
          catalog_overlay_offerings.c.vm_type)
+
+# -- the agent broker (automation/agentpools/registry.py): agents of AgentPools and sessions
+
+agents = sa.Table(
+    "agents",
+    metadata,
+    # The agent's own id: its pod name, so the operator and the broker name it alike.
+    sa.Column("id", sa.String(253), primary_key=True),
+    sa.Column("pool", sa.String(320), nullable=False),  # "<namespace>/<AgentPool name>"
+    sa.Column("pod_name", sa.String(253), nullable=False),
+    sa.Column("slots", sa.Integer, nullable=False),
+    # Slots held by this agent's running sessions: the broker's own count, changed only with
+    # the pool's agent rows locked, so it never exceeds slots.
+    sa.Column("busy_slots", sa.Integer, nullable=False, default=0),
+    # What the agent last said it runs (for people; the broker trusts busy_slots).
+    sa.Column("reported_busy_slots", sa.Integer, nullable=False, default=0),
+    # ready | draining (SIGTERM: takes no new session) | unknown (heartbeats stopped) | gone
+    sa.Column("state", sa.String(16), nullable=False),
+    _ts("registered_at", False),
+    _ts("last_heartbeat_at", False),
+    _ts("idle_since"),  # when busy_slots last became 0; NULL while a slot is busy
+    _ts("unknown_since"),  # the last heartbeat before it went unknown
+    _ts("gone_at"),
+)
+sa.Index("ix_agents_pool", agents.c.pool, agents.c.state)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("pool", sa.String(320), nullable=False),
+    sa.Column("agent_id", sa.String(253)),  # NULL while pending
+    # pending -> running -> done (the command ended: exit_code) | failed (it could not run or
+    # its agent was lost: error) | cancelled (released by its client before it ended)
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("command", sa.JSON, nullable=False),  # argv
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("error", sa.Text),
+    _ts("created_at", False),
+    _ts("assigned_at"),
+    _ts("delivered_at"),  # handed to its agent (GET /v1/agents/{id}/work)
+    # The client released it while it ran: its agent is told to stop it (heartbeat reply),
+    # and the slot stays held until the agent says the command has ended.
+    _ts("cancel_requested_at"),
+    _ts("finished_at"),
+)
+sa.Index("ix_sessions_pool_state", sessions.c.pool, sessions.c.state, sessions.c.created_at)
+sa.Index("ix_sessions_agent", sessions.c.agent_id, sessions.c.state)
+
+session_output = sa.Table(
+    "session_output",
+    metadata,
+    # A session's output as its agent posted it, in order; the client reads after an id.
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(32), sa.ForeignKey("sessions.id"), nullable=False),
+    sa.Column("stream", sa.String(8), nullable=False),  # stdout | stderr
+    sa.Column("data", sa.Text, nullable=False),
+)
+sa.Index("ix_session_output_session", session_output.c.session_id, session_output.c.id)

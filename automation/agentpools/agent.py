@@ -1,0 +1,327 @@
+"""The agent: the process in each worker pod that serves its pool's sessions.
+
+It registers with the broker (its id is its pod name), then three things run at once:
+- the *work poller* long-polls ``GET /v1/agents/{id}/work`` and starts each session it is
+  given: the command, in a fresh directory ``<data dir>/<session id>``, stdin closed, in a
+  process group of its own;
+- the *heartbeat* reports every ``heartbeat_interval`` which sessions run (slot use) and
+  stops those the broker names in ``cancel`` (released by their client, or given up);
+- per session, reader threads pass stdout and stderr to a poster that sends them to the
+  broker in order (``POST /v1/sessions/{id}/output``); when the command has ended and its
+  output is all posted, the session is released with the exit code.
+
+SIGTERM (or SIGINT): the next heartbeat says ``draining`` at once (the broker gives it no new
+session), running sessions get ``grace`` seconds to end, the rest are stopped (SIGTERM to the
+process group, SIGKILL 5 s later) and released with their exit codes, then the agent
+deregisters and exits 0.
+
+The broker being away for a while is survived: every call is retried until it answers (or
+the agent is told to stop); a broker that forgot the agent (404) is registered with again.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automation.agentpools.client import BrokerClient, BrokerUnreachable
+from automation.agentpools.registry import Session
+from automation.errors import AnycloudError, NotFound
+
+Log = Callable[[str, str, dict[str, Any]], None]
+KILL_AFTER = 5.0  # seconds between SIGTERM and SIGKILL when a session is stopped
+READ_SIZE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    pool: str  # namespace/name
+    agent_id: str
+    pod: str
+    slots: int
+    data_dir: Path
+    heartbeat_interval: float = 5.0
+    grace: float = 25.0
+    work_wait: float = 10.0
+    keep_session_dirs: bool = False
+
+
+class SessionRun:
+    """One session's command on this agent."""
+
+    def __init__(self, session: Session, agent: Agent) -> None:
+        self.session = session
+        self.agent = agent
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.done = threading.Event()
+        self._stopping = False
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name=f"session-{self.id}", daemon=True).start()
+
+    def stop(self, why: str) -> None:
+        """SIGTERM to the command's process group, SIGKILL if it is still there later."""
+        with self._lock:
+            if self._stopping or self.proc is None or self.done.is_set():
+                self._stopping = True
+                return
+            self._stopping = True
+            proc = self.proc
+        self.agent.log("stop", f"session {self.id}: stopping ({why})", {"session": self.id})
+        _signal_group(proc, signal.SIGTERM)
+
+        def kill_later() -> None:
+            if not self.done.wait(KILL_AFTER):
+                _signal_group(proc, signal.SIGKILL)
+
+        threading.Thread(target=kill_later, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._run_and_release()
+        except AnycloudError as exc:  # the broker could not be told (the agent gave up)
+            self.agent.log("session", f"session {self.id}: not reported: {exc.message}",
+                           {"session": self.id})
+        finally:
+            self.done.set()
+            self.agent.forget(self)
+            workdir = self.agent.settings.data_dir / self.id
+            if not self.agent.settings.keep_session_dirs:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run_and_release(self) -> None:
+        agent, sid = self.agent, self.id
+        try:
+            workdir = agent.settings.data_dir / sid
+            workdir.mkdir(parents=True, exist_ok=False, mode=0o700)
+            env = dict(os.environ, ANYCLOUD_SESSION_ID=sid, ANYCLOUD_POOL=agent.settings.pool,
+                       ANYCLOUD_SESSION_DIR=str(workdir))
+            with self._lock:
+                if self._stopping:
+                    raise OSError("cancelled before it started")
+                self.proc = subprocess.Popen(
+                    self.session.command, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            why = f"cannot run {self.session.command[0]!r}: {exc.strerror or exc}"
+            agent.log("session", f"session {sid}: {why}", {"session": sid})
+            agent.retry(lambda: agent.client.finish(sid, agent.settings.agent_id, None,
+                                                    error=why))
+            return
+        agent.log("session", f"session {sid}: running {self.session.command}",
+                  {"session": sid})
+        chunks: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        readers = [threading.Thread(target=_read, args=(pipe, name, chunks), daemon=True)
+                   for pipe, name in ((self.proc.stdout, "stdout"),
+                                      (self.proc.stderr, "stderr"))]
+        poster = threading.Thread(target=self._post, args=(chunks,), daemon=True)
+        for t in (*readers, poster):
+            t.start()
+        code = self.proc.wait()
+        for t in readers:
+            t.join()
+        chunks.put(None)
+        poster.join()
+        self.done.set()
+        agent.log("session", f"session {sid}: exited {code}", {"session": sid, "exitCode": code})
+        agent.retry(lambda: agent.client.finish(sid, agent.settings.agent_id, code))
+
+    def _post(self, chunks: queue.Queue[tuple[str, str] | None]) -> None:
+        """Send output in order, everything available in one post."""
+        ended = False
+        while not ended:
+            batch: list[tuple[str, str]] = []
+            item = chunks.get()
+            while True:
+                if item is None:
+                    ended = True
+                    break
+                batch.append(item)
+                try:
+                    item = chunks.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                try:
+                    self._send(batch)
+                except AnycloudError as exc:  # the session ended elsewhere: drop the rest
+                    self.agent.log("session", f"session {self.id}: output refused: {exc}",
+                                   {"session": self.id})
+
+
+    def _send(self, batch: list[tuple[str, str]]) -> None:
+        agent = self.agent
+        agent.retry(lambda: agent.client.post_output(self.id, agent.settings.agent_id, batch))
+
+
+def _read(pipe: Any, stream: str, chunks: queue.Queue[tuple[str, str] | None]) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    fd = pipe.fileno()
+    while True:
+        data = os.read(fd, READ_SIZE)
+        text = decoder.decode(data, final=not data)
+        if text:
+            chunks.put((stream, text))
+        if not data:
+            pipe.close()
+            return
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+class Agent:
+    def __init__(self, client: BrokerClient, settings: AgentSettings, log: Log) -> None:
+        self.client = client
+        self.settings = settings
+        self.log = log
+        self.stopping = threading.Event()
+        # Set when stopping has taken too long: calls to the broker stop being retried.
+        self.abandon = threading.Event()
+        self.runs: dict[str, SessionRun] = {}
+        self._runs_lock = threading.Lock()
+        self._registered = threading.Lock()
+
+    # the broker, patiently
+
+    def retry(self, call: Callable[[], Any], *, until_stopped: bool = False) -> Any:
+        """Call until the broker answers; a broker that forgot us is registered with again.
+        ``until_stopped``: give up (None) once the agent is stopping."""
+        delay = 0.5
+        while True:
+            try:
+                return call()
+            except BrokerUnreachable as exc:
+                if until_stopped and self.stopping.is_set():
+                    return None
+                if self.abandon.is_set():
+                    raise
+                self.log("broker", f"{exc.message}; retrying in {delay:g}s", {})
+            except NotFound as exc:
+                if exc.field != "agent":
+                    raise
+                self.log("broker", "the broker does not know this agent: registering again",
+                         {})
+                self.register()
+                continue
+            if self.stopping.wait(delay) and until_stopped:
+                return None
+            delay = min(delay * 2, 5.0)
+
+    def register(self) -> None:
+        s = self.settings
+        with self._registered:
+            agent = self.retry(lambda: self.client.register(s.pool, s.agent_id, s.pod, s.slots))
+        self.log("registered", f"agent {s.agent_id} registered in pool {s.pool} with "
+                 f"{s.slots} slot(s) at {self.client.base_url}",
+                 {"agent": s.agent_id, "pool": s.pool, "slots": agent.slots})
+
+    # the three loops
+
+    def run(self) -> int:
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.register()
+        heart = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
+        poller = threading.Thread(target=self._poll_work, name="work", daemon=True)
+        heart.start()
+        poller.start()
+        self.stopping.wait()
+        self.log("stopping", f"stopping: no new sessions; {len(self.running())} running get "
+                 f"{self.settings.grace:g}s to end", {"running": self.running()})
+        self._beat()  # draining now, not at the next beat: nothing new is assigned after it
+        deadline = time.monotonic() + self.settings.grace
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for run in self._snapshot():
+            run.stop("the agent is stopping and its grace period is over")
+        deadline = time.monotonic() + KILL_AFTER + 5
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.running():  # stopped, but the broker cannot be told: do not wait forever
+            self.log("broker", "the broker is not reachable: leaving without reporting "
+                     f"{self.running()}", {})
+            self.abandon.set()
+            deadline = time.monotonic() + 2
+            while self.running() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        # The poller may sit in a long poll: not waited for. A session it would still be
+        # given was assigned before the draining beat; deregistering fails it (never lost).
+        poller.join(timeout=0.5)
+        try:
+            self.client.deregister(self.settings.agent_id)
+        except AnycloudError as exc:
+            self.log("broker", f"could not deregister: {exc.message}", {})
+        self.log("stopped", f"agent {self.settings.agent_id} stopped", {})
+        return 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def running(self) -> list[str]:
+        with self._runs_lock:
+            return sorted(self.runs)
+
+    def forget(self, run: SessionRun) -> None:
+        with self._runs_lock:
+            self.runs.pop(run.id, None)
+
+    def _snapshot(self) -> list[SessionRun]:
+        with self._runs_lock:
+            return list(self.runs.values())
+
+    def _beat(self) -> None:
+        running = self.running()
+        reply = self.retry(lambda: self.client.heartbeat(
+            self.settings.agent_id, len(running), running, draining=self.stopping.is_set()),
+            until_stopped=self.stopping.is_set())
+        if reply is None:
+            return
+        with self._runs_lock:
+            doomed = [self.runs[s] for s in reply.cancel if s in self.runs]
+        for run in doomed:
+            run.stop("released by its client, or given up by the broker")
+
+    def _heartbeats(self) -> None:
+        while True:
+            try:
+                self._beat()
+            except AnycloudError as exc:
+                self.log("broker", f"heartbeat refused: {exc.message}", {})
+            if self.stopping.wait(self.settings.heartbeat_interval) and not self.running():
+                return
+
+    def _poll_work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                given = self.retry(lambda: self.client.work(self.settings.agent_id,
+                                                            wait=self.settings.work_wait),
+                                   until_stopped=True) or []
+            except AnycloudError as exc:
+                self.log("broker", f"work refused: {exc.message}", {})
+                self.stopping.wait(1.0)
+                continue
+            for session in given:
+                # Given to us (even while stopping): it runs, within the grace period.
+                run = SessionRun(session, self)
+                with self._runs_lock:
+                    self.runs[session.id] = run
+                run.start()

@@ -1,0 +1,302 @@
+"""The broker's HTTP API (FastAPI) over the registry: agents register, heartbeat and take
+work; sessions acquire a slot, stream output and release it.
+
+Every body and answer is camelCase JSON. Refusals: ``{"error": {code, message, field,
+value, rule}}`` with 422 for a body or query of the wrong shape, 400 for a rule of the
+registry (InvalidInput), 404 for an unknown agent or session, 409 for a state that refuses
+the request (Conflict).
+
+Long polls (``?wait=S``, at most 60 s): the handler re-reads the ledger when this process
+changed something and at least every ``poll_interval`` seconds (another replica, or another
+process, may have), and answers as soon as there is news or the wait is over. Registry
+calls are blocking (SQLAlchemy): they run in worker threads, never on the event loop.
+
+Endpoints:
+- ``POST /v1/agents`` {pool, agentId, pod, slots}: register (again), ready with free slots.
+- ``POST /v1/agents/{id}/heartbeat`` {busySlots, running, draining}: alive; the answer lists
+  sessions the agent must stop (``cancel``). 404: register again.
+- ``GET /v1/agents/{id}/work?wait=S``: sessions assigned to the agent, each given once.
+- ``DELETE /v1/agents/{id}``: the agent leaves (its running sessions fail).
+- ``POST /v1/sessions?wait=S`` {pool, command}: acquire; waits up to S while pending.
+- ``GET /v1/sessions/{id}?wait=S``: the session; waits up to S while it is pending.
+- ``POST /v1/sessions/{id}/output`` {agentId, chunks: [{stream, data}]}: the agent's output.
+- ``GET /v1/sessions/{id}/output?after=N&wait=S``: output after chunk N; waits for news.
+- ``POST /v1/sessions/{id}/release`` {agentId?, exitCode?, error?}: from the agent, the
+  command ended (or could not run); from the client (no agentId), cancel.
+- ``GET /v1/pools/{namespace}/{name}``: agents, idle/busy slots, pending sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from starlette.concurrency import run_in_threadpool
+
+from automation.agentpools.registry import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    MAX_SLOTS,
+    Registry,
+    Session,
+)
+from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
+
+T = TypeVar("T")
+MAX_WAIT = 60.0
+Wait = Annotated[float, Query(ge=0, le=MAX_WAIT, description="Seconds to wait for news.")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, extra="forbid")
+
+
+class RegisterBody(_Body):
+    pool: str
+    agent_id: str
+    pod: str | None = None  # default: the agent id (agents are named after their pods)
+    slots: int = Field(1, ge=1, le=MAX_SLOTS)
+
+
+class HeartbeatBody(_Body):
+    busy_slots: int = Field(ge=0)
+    running: list[str] = []
+    draining: bool = False
+
+
+class AcquireBody(_Body):
+    pool: str
+    command: list[str] = Field(min_length=1)
+
+
+class ChunkBody(_Body):
+    stream: Literal["stdout", "stderr"]
+    data: str
+
+
+class OutputBody(_Body):
+    agent_id: str
+    chunks: list[ChunkBody]
+
+
+class ReleaseBody(_Body):
+    agent_id: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+
+class _Changes:
+    """Wakes this process's long polls when one of its own requests changed something."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def bump(self) -> None:
+        self.event.set()
+        self.event = asyncio.Event()
+
+
+def _json(model: BaseModel | dict[str, Any], status: int = 200) -> JSONResponse:
+    content = model if isinstance(model, dict) else model.model_dump(mode="json")
+    return JSONResponse(content, status_code=status)
+
+
+def _status(err: AnycloudError) -> int:
+    if isinstance(err, NotFound):
+        return 404
+    if isinstance(err, Conflict):
+        return 409
+    if isinstance(err, InvalidInput):
+        return 400
+    return 500
+
+
+def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT,
+               give_up_after: timedelta | None = timedelta(minutes=5),
+               expire_every: float | None = 5.0, poll_interval: float = 0.5) -> FastAPI:
+    """The broker app over ``registry``. ``expire_every`` seconds (None: never, for tests
+    that call ``expire_unknown`` themselves), agents silent for ``heartbeat_timeout`` become
+    unknown, and the sessions of agents unknown for ``give_up_after`` are failed."""
+    changes: dict[str, _Changes] = {}
+
+    def _changes() -> _Changes:
+        # Made on first use: an asyncio.Event belongs to the loop that runs the app.
+        if "c" not in changes:
+            changes["c"] = _Changes()
+        return changes["c"]
+
+    async def expire_loop() -> None:
+        assert expire_every is not None
+        while True:
+            await asyncio.sleep(expire_every)
+            try:
+                became = await run_in_threadpool(
+                    registry.expire_unknown, registry.clock.now(), heartbeat_timeout,
+                    give_up_after)
+            except Exception:  # the ledger blinked: the next round tries again
+                continue
+            if became:
+                _changes().bump()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(expire_loop()) if expire_every else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    app = FastAPI(title="anycloud broker", version="1", lifespan=lifespan)
+
+    @app.exception_handler(AnycloudError)
+    async def _domain_error(_: Request, err: AnycloudError) -> JSONResponse:
+        return JSONResponse({"error": err.to_dict()}, status_code=_status(err))
+
+    @app.exception_handler(RequestValidationError)
+    async def _shape_error(_: Request, err: RequestValidationError) -> JSONResponse:
+        problems = []
+        for e in err.errors():
+            loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path")]
+            field = ".".join(loc) or "body"
+            value = e.get("input")
+            problems.append({"code": "INVALID_ARGUMENT", "field": field,
+                             "value": value if _plain(value) else None, "rule": e["msg"],
+                             "message": f"{field}: {e['msg']}"})
+        return JSONResponse({"error": problems[0], "problems": problems}, status_code=422)
+
+    async def call(fn: Callable[..., T], *args: Any, changed: bool = False, **kw: Any) -> T:
+        result = await run_in_threadpool(fn, *args, **kw)
+        if changed:
+            _changes().bump()
+        return result
+
+    async def until(read: Callable[[], T], done: Callable[[T], bool], wait: float) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            event = _changes().event  # taken before the read: a change after it wakes us
+            result = await run_in_threadpool(read)
+            left = deadline - loop.time()
+            if done(result) or left <= 0:
+                return result
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout=min(poll_interval, left))
+
+    @app.get("/v1/healthz")
+    async def healthz() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.post("/v1/agents")
+    async def register(body: RegisterBody) -> JSONResponse:
+        agent = await call(registry.register, body.pool, body.agent_id,
+                           body.pod or body.agent_id, body.slots, changed=True)
+        return _json(agent)
+
+    @app.post("/v1/agents/{agent_id}/heartbeat")
+    async def heartbeat(agent_id: str, body: HeartbeatBody) -> JSONResponse:
+        reply = await call(registry.heartbeat, agent_id, body.busy_slots, body.running,
+                           body.draining)
+        if reply.assigned:  # heartbeats come often: wake the waiters only for news
+            _changes().bump()
+        return _json(reply)
+
+    @app.get("/v1/agents/{agent_id}/work")
+    async def work(agent_id: str, wait: Wait = 0) -> JSONResponse:
+        given = await until(lambda: registry.work(agent_id), bool, wait)
+        return _json({"sessions": [s.model_dump(mode="json") for s in given]})
+
+    @app.delete("/v1/agents/{agent_id}")
+    async def deregister(agent_id: str) -> JSONResponse:
+        return _json(await call(registry.deregister, agent_id, changed=True))
+
+    @app.post("/v1/sessions")
+    async def acquire(body: AcquireBody, wait: Wait = 0) -> JSONResponse:
+        session = await call(registry.acquire, body.pool, body.command, changed=True)
+        if session.state == "pending" and wait:
+            session = await until(lambda: registry.session(session.id),
+                                  lambda s: s.state != "pending", wait)
+        return _json(session, 201)
+
+    @app.get("/v1/sessions/{session_id}")
+    async def get_session(session_id: str, wait: Wait = 0) -> JSONResponse:
+        session: Session = await until(lambda: registry.session(session_id),
+                                       lambda s: s.state != "pending", wait)
+        return _json(session)
+
+    @app.post("/v1/sessions/{session_id}/output")
+    async def post_output(session_id: str, body: OutputBody) -> JSONResponse:
+        last = await call(registry.append_output, session_id, body.agent_id,
+                          [(c.stream, c.data) for c in body.chunks], changed=True)
+        return _json({"last": last})
+
+    @app.get("/v1/sessions/{session_id}/output")
+    async def get_output(session_id: str, after: Annotated[int, Query(ge=0)] = 0,
+                         wait: Wait = 0) -> JSONResponse:
+        out = await until(lambda: registry.output(session_id, after),
+                          lambda o: bool(o.chunks) or o.complete, wait)
+        return _json(out)
+
+    @app.post("/v1/sessions/{session_id}/release")
+    async def release(session_id: str, body: ReleaseBody | None = None) -> JSONResponse:
+        body = body or ReleaseBody()
+        session = await call(registry.release, session_id, body.exit_code,
+                             agent=body.agent_id, error=body.error, changed=True)
+        return _json(session)
+
+    @app.get("/v1/pools/{namespace}/{name}")
+    async def pool(namespace: str, name: str) -> JSONResponse:
+        return _json(await call(registry.pool_view, f"{namespace}/{name}"))
+
+    app.state.registry = registry
+    return app
+
+
+def serve(app: FastAPI, listen: str, on_ready: Callable[[str], None]) -> None:
+    """Run the app with uvicorn on ``host:port`` (port 0: any free one) until SIGINT or
+    SIGTERM. ``on_ready`` gets the URL once the socket listens (before the first request is
+    served: connections wait in the backlog meanwhile)."""
+    import socket
+
+    import uvicorn
+
+    host, port = parse_listen(listen)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise AnycloudError(f"cannot listen on {listen}: {exc.strerror}",
+                            code="UNAVAILABLE") from exc
+    sock.listen(2048)
+    bound = sock.getsockname()[1]
+    on_ready(f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again under
+    # the handlers it found: these make that a clean exit 0 instead of death by signal.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise InvalidInput("--listen", listen, "must be HOST:PORT, e.g. 127.0.0.1:50051")
+    return host.strip("[]"), int(port)
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool, list, dict))

@@ -1,0 +1,107 @@
+"""The broker's HTTP API as Python calls, for ``anycloud agent`` and ``anycloud session run``.
+
+A refusal from the broker comes back as the same ``automation.errors`` error it was raised
+as (field, value and rule kept); a broker that cannot be reached is an ``AnycloudError``
+naming the address (exit 1), ``BrokerUnreachable`` so callers can retry it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+
+from automation.agentpools.registry import Agent, HeartbeatReply, Output, PoolView, Session
+from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
+
+
+class BrokerUnreachable(AnycloudError):
+    default_code = "UNAVAILABLE"
+
+
+class BrokerClient:
+    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx2.Client(base_url=self.base_url, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, *, wait: float = 0, **kw: Any) -> Any:
+        params = dict(kw.pop("params", {}))
+        if wait:
+            params["wait"] = wait
+        try:
+            resp = self._http.request(method, path, params=params or None,
+                                      timeout=self.timeout + wait, **kw)
+        except httpx2.TransportError as exc:
+            raise BrokerUnreachable(
+                f"cannot reach the broker at {self.base_url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if resp.status_code < 400:
+            return resp.json()
+        try:
+            err = resp.json().get("error") or {}
+        except ValueError:
+            err = {}
+        message = err.get("message") or f"broker answered HTTP {resp.status_code}"
+        if resp.status_code == 404 and err.get("field"):
+            raise NotFound(str(err["field"]), str(err.get("value")), field=err["field"])
+        if resp.status_code in (400, 422) and err.get("field"):
+            raise InvalidInput(err["field"], err.get("value"), err.get("rule") or message)
+        if resp.status_code == 409:
+            raise Conflict(message, field=err.get("field"), value=err.get("value"),
+                           rule=err.get("rule"))
+        raise AnycloudError(f"broker at {self.base_url}: {message}", code=err.get("code"))
+
+    # agents
+
+    def register(self, pool: str, agent_id: str, pod: str, slots: int) -> Agent:
+        return Agent.model_validate(self._call("POST", "/v1/agents", json={
+            "pool": pool, "agentId": agent_id, "pod": pod, "slots": slots}))
+
+    def heartbeat(self, agent_id: str, busy_slots: int, running: list[str],
+                  draining: bool = False) -> HeartbeatReply:
+        return HeartbeatReply.model_validate(self._call(
+            "POST", f"/v1/agents/{agent_id}/heartbeat",
+            json={"busySlots": busy_slots, "running": running, "draining": draining}))
+
+    def work(self, agent_id: str, wait: float = 0) -> list[Session]:
+        data = self._call("GET", f"/v1/agents/{agent_id}/work", wait=wait)
+        return [Session.model_validate(s) for s in data["sessions"]]
+
+    def deregister(self, agent_id: str) -> Agent:
+        return Agent.model_validate(self._call("DELETE", f"/v1/agents/{agent_id}"))
+
+    def post_output(self, session_id: str, agent_id: str,
+                    chunks: list[tuple[str, str]]) -> None:
+        self._call("POST", f"/v1/sessions/{session_id}/output", json={
+            "agentId": agent_id, "chunks": [{"stream": s, "data": d} for s, d in chunks]})
+
+    def finish(self, session_id: str, agent_id: str, exit_code: int | None,
+               error: str | None = None) -> Session:
+        return Session.model_validate(self._call(
+            "POST", f"/v1/sessions/{session_id}/release",
+            json={"agentId": agent_id, "exitCode": exit_code, "error": error}))
+
+    # sessions
+
+    def acquire(self, pool: str, command: list[str], wait: float = 0) -> Session:
+        return Session.model_validate(self._call(
+            "POST", "/v1/sessions", wait=wait, json={"pool": pool, "command": command}))
+
+    def session(self, session_id: str, wait: float = 0) -> Session:
+        return Session.model_validate(self._call("GET", f"/v1/sessions/{session_id}",
+                                                 wait=wait))
+
+    def output(self, session_id: str, after: int, wait: float = 0) -> Output:
+        return Output.model_validate(self._call(
+            "GET", f"/v1/sessions/{session_id}/output", wait=wait, params={"after": after}))
+
+    def cancel(self, session_id: str) -> Session:
+        return Session.model_validate(self._call("POST", f"/v1/sessions/{session_id}/release",
+                                                 json={}))
+
+    def pool(self, pool: str) -> PoolView:
+        return PoolView.model_validate(self._call("GET", f"/v1/pools/{pool}"))

@@ -1,0 +1,578 @@
+"""The broker's state: agents of AgentPools, their slots, and the sessions that use them.
+
+Pure ledger and an injected clock, no HTTP: the broker (``broker.py``) serves these over
+FastAPI, and the operator can call them from the same process over the same ledger.
+
+Who owns what:
+- ``busy_slots`` is the broker's own count of slots held by running sessions. An agent's
+  heartbeat reports what it runs (kept as ``reported_busy_slots``, for people) but never
+  moves ``busy_slots``: a session assigned a moment ago and not yet picked up would
+  otherwise free its slot again.
+- Every change of who holds a slot first locks all the pool's agent rows in id order
+  (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises
+  writers), then changes the session rows: one lock order, so no deadlock, and an allocation
+  always sees the counts the last one committed. The slot increment is also a conditional
+  UPDATE (``busy_slots < slots``), a second guard against over-allocation.
+- Sessions queue in arrival order: ``acquire`` adds a pending session and then assigns the
+  pool's oldest pending sessions first, so a newcomer never jumps the queue. A freed slot,
+  a new agent and every heartbeat assign again.
+
+Session states: pending -> running -> done (the command ended; ``exit_code``), failed (it
+could not run, or its agent was lost or restarted; ``error``), cancelled (its client released
+it first). Agent states: ready, draining (SIGTERM: runs what it has, takes nothing new),
+unknown (heartbeats stopped), gone (left, or its pool was closed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+from sqlalchemy.engine import Connection, RowMapping
+
+from automation.agentpools.autoscaler import Worker, WorkerState
+from automation.clock import Clock, SystemClock
+from automation.errors import Conflict, InvalidInput, NotFound
+from automation.ids import new_id
+from automation.ledger import schema
+from automation.ledger.db import Ledger
+
+agents = schema.agents
+sessions = schema.sessions
+session_output = schema.session_output
+
+DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+MAX_SLOTS = 1024
+MAX_COMMAND_CHARS = 128 * 1024
+MAX_OUTPUT_CHARS = 1024 * 1024  # one post of output chunks
+# The exit codes a process can report: 0..255, or minus the signal that ended it (Python).
+EXIT_CODES = range(-128, 256)
+
+AgentState = Literal["ready", "draining", "unknown", "gone"]
+SessionState = Literal["pending", "running", "done", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
+_LIVE_AGENT = ("ready", "draining", "unknown")
+_WORKER_STATE: dict[str, WorkerState] = {
+    "ready": "ready", "draining": "terminating", "unknown": "unknown"}
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+_POOL = re.compile(rf"(?P<ns>{_DNS_LABEL})/(?P<name>{_DNS_SUBDOMAIN})")
+_NAME = re.compile(_DNS_SUBDOMAIN)
+POOL_RULE = ("must be <namespace>/<name>: a Kubernetes namespace (DNS label, at most 63 "
+             "characters) and an AgentPool name (DNS subdomain, at most 253)")
+NAME_RULE = "must be a Kubernetes object name (lowercase DNS subdomain, at most 253 characters)"
+
+
+class _Wire(BaseModel):
+    """camelCase on the wire both ways (the broker writes it, its clients read it back);
+    snake_case field names in Python and from ledger rows."""
+
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True,
+                              from_attributes=True)
+
+
+class Agent(_Wire):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    pool: str
+    pod_name: str
+    slots: int
+    busy_slots: int
+    reported_busy_slots: int
+    state: AgentState
+    registered_at: datetime
+    last_heartbeat_at: datetime
+    idle_since: datetime | None = None
+    unknown_since: datetime | None = None
+    gone_at: datetime | None = None
+
+
+class Session(_Wire):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    pool: str
+    agent_id: str | None
+    state: SessionState
+    command: list[str]
+    exit_code: int | None = None
+    error: str | None = None
+    created_at: datetime
+    assigned_at: datetime | None = None
+    delivered_at: datetime | None = None
+    cancel_requested_at: datetime | None = None
+    finished_at: datetime | None = None
+    # Pending sessions of the pool ahead of this one (only while pending).
+    ahead: int | None = None
+
+
+class Chunk(_Wire):
+    id: int
+    stream: Literal["stdout", "stderr"]
+    data: str
+
+
+class Output(_Wire):
+    """Chunks after a given id, and the session as it was when they were read: when the
+    session is finished, the chunks read are all there will ever be up to ``next_after``."""
+
+    session: Session
+    chunks: list[Chunk]
+    next_after: int
+    complete: bool
+
+
+class HeartbeatReply(_Wire):
+    agent: Agent
+    # Sessions the agent must stop: their client released them, or the broker gave them up
+    # (the agent was unknown too long) and they run nowhere as far as the broker knows.
+    cancel: list[str]
+    # Sessions of the pool that this heartbeat's capacity let start (waiters to wake).
+    assigned: int = 0
+
+
+class PoolView(_Wire):
+    pool: str
+    agents: list[Agent]
+    ready_agents: int
+    slots: int
+    idle_slots: int
+    busy_slots: int
+    pending_sessions: int
+    running_sessions: int
+
+
+# -- input rules ------------------------------------------------------------------------------
+
+
+def check_pool(pool: str, field: str = "pool") -> str:
+    match = _POOL.fullmatch(pool) if isinstance(pool, str) else None
+    if match is None or len(match["ns"]) > 63 or len(match["name"]) > 253:
+        raise InvalidInput(field, pool, POOL_RULE)
+    return pool
+
+
+def _check_name(value: str, field: str) -> str:
+    if not isinstance(value, str) or len(value) > 253 or not _NAME.fullmatch(value):
+        raise InvalidInput(field, value, NAME_RULE)
+    return value
+
+
+def _check_count(value: int, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(field, value, f"must be a whole number from {low} to {high}")
+    return value
+
+
+def _check_command(command: Sequence[str]) -> list[str]:
+    argv = list(command) if isinstance(command, (list, tuple)) else None
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise InvalidInput("command", command, "must be a non-empty list of strings (argv)")
+    if not argv[0]:
+        raise InvalidInput("command", argv, "must name a program first (argv[0] is empty)")
+    if any("\0" in a for a in argv):
+        raise InvalidInput("command", argv, "must not contain NUL characters")
+    if sum(len(a) for a in argv) > MAX_COMMAND_CHARS:
+        raise InvalidInput("command", f"{len(argv)} arguments",
+                           f"must be at most {MAX_COMMAND_CHARS} characters in all")
+    return argv
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+
+class Registry:
+    def __init__(self, ledger: Ledger, clock: Clock | None = None) -> None:
+        self.ledger = ledger
+        self.clock = clock or SystemClock()
+
+    # agents
+
+    def register(self, pool: str, agent: str, pod: str, slots: int) -> Agent:
+        """Add the agent to its pool, ready with all its slots free. An agent that registers
+        again (its container restarted) starts afresh: the sessions it ran are failed."""
+        check_pool(pool)
+        _check_name(agent, "agent")
+        _check_name(pod, "pod")
+        _check_count(slots, "slots", 1, MAX_SLOTS)
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            _lock_pool(conn, pool)
+            old = conn.execute(sa.select(agents).where(agents.c.id == agent)
+                               .with_for_update()).mappings().first()
+            if old is not None and old["pool"] != pool and old["state"] != "gone":
+                raise Conflict(
+                    f"agent {agent!r} is registered in pool {old['pool']!r}", field="agent",
+                    value=agent, rule="an agent serves one pool: give it another pod name")
+            fresh = dict(pool=pool, pod_name=pod, slots=slots, busy_slots=0,
+                         reported_busy_slots=0, state="ready", registered_at=now,
+                         last_heartbeat_at=now, idle_since=now, unknown_since=None,
+                         gone_at=None)
+            if old is None:
+                conn.execute(agents.insert().values(id=agent, **fresh))
+            else:
+                _fail_agent_sessions(conn, agent, now,
+                                     f"agent {agent} registered again: the session was lost")
+                conn.execute(agents.update().where(agents.c.id == agent).values(**fresh))
+            _assign(conn, pool, now)
+            return _agent(conn, agent)
+
+    def heartbeat(self, agent: str, busy_slots: int, running: Sequence[str] = (),
+                  draining: bool = False) -> HeartbeatReply:
+        """The agent is alive, running ``running`` (``busy_slots`` of its slots). An unknown
+        agent becomes ready (or draining) again."""
+        row = self._live_agent(agent)
+        _check_count(busy_slots, "busySlots", 0, row["slots"])
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            _lock_pool(conn, row["pool"])
+            row = self._live_agent(agent, conn)
+            conn.execute(agents.update().where(agents.c.id == agent).values(
+                last_heartbeat_at=now, reported_busy_slots=busy_slots,
+                state="draining" if draining else "ready", unknown_since=None))
+            ours = {r["id"]: r["cancel_requested_at"] for r in conn.execute(
+                sa.select(sessions.c.id, sessions.c.cancel_requested_at).where(
+                    sessions.c.agent_id == agent, sessions.c.state == "running")).mappings()}
+            cancel = sorted({s for s, asked in ours.items() if asked is not None}
+                            | {s for s in running if s not in ours})
+            assigned = 0 if draining else _assign(conn, row["pool"], now)
+            return HeartbeatReply(agent=_agent(conn, agent), cancel=cancel, assigned=assigned)
+
+    def deregister(self, agent: str, reason: str = "left") -> Agent:
+        """The agent is gone for good (it exited, or its pod was deleted): its running
+        sessions are failed and it is no longer a worker of its pool."""
+        row = self._agent_row(agent)
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            _lock_pool(conn, row["pool"])
+            _fail_agent_sessions(conn, agent, now, f"agent {agent} {reason}")
+            conn.execute(agents.update().where(agents.c.id == agent, agents.c.state != "gone")
+                         .values(state="gone", gone_at=now, busy_slots=0))
+            return _agent(conn, agent)
+
+    def expire_unknown(self, now: datetime, heartbeat_timeout: timedelta,
+                       give_up_after: timedelta | None = None) -> list[str]:
+        """Agents with no heartbeat for ``heartbeat_timeout`` become ``unknown`` (since their
+        last heartbeat). With ``give_up_after``: the running sessions of agents unknown that
+        long are failed and their slots freed (the agent, should it come back, is told to
+        stop them). Returns the agents that became unknown in this call."""
+        stale = now - heartbeat_timeout
+        lost = now - give_up_after if give_up_after is not None else None
+        silent = sa.and_(agents.c.state.in_(("ready", "draining")),
+                         agents.c.last_heartbeat_at <= stale)
+        abandoned = sa.and_(agents.c.state == "unknown", agents.c.busy_slots > 0,
+                            agents.c.unknown_since <= lost) if lost is not None else sa.false()
+        with self.ledger.read() as conn:
+            pools = sorted(conn.execute(sa.select(agents.c.pool).where(
+                sa.or_(silent, abandoned)).distinct()).scalars())
+        became: list[str] = []
+        for pool in pools:
+            with self.ledger.write() as conn:
+                _lock_pool(conn, pool)
+                ids = list(conn.execute(sa.select(agents.c.id).where(
+                    agents.c.pool == pool, silent)).scalars())
+                if ids:
+                    conn.execute(agents.update().where(agents.c.id.in_(ids)).values(
+                        state="unknown", unknown_since=agents.c.last_heartbeat_at))
+                    became += ids
+                if give_up_after is not None:
+                    why = f"no heartbeat for {int(give_up_after.total_seconds())}s"
+                    for agent in conn.execute(sa.select(agents.c.id).where(
+                            agents.c.pool == pool, abandoned)).scalars().all():
+                        _fail_agent_sessions(conn, agent, now, f"agent {agent} lost: {why}")
+                    _assign(conn, pool, now)
+        return sorted(became)
+
+    def close_pool(self, pool: str) -> int:
+        """The AgentPool is deleted: every agent gone, running sessions failed, pending ones
+        cancelled. Returns the sessions ended."""
+        check_pool(pool)
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            ids = [r["id"] for r in _lock_pool(conn, pool)]
+            ended = 0
+            for agent in ids:
+                ended += _fail_agent_sessions(conn, agent, now, f"pool {pool} was deleted")
+            conn.execute(agents.update().where(agents.c.pool == pool, agents.c.state != "gone")
+                         .values(state="gone", gone_at=now, busy_slots=0))
+            ended += conn.execute(sessions.update().where(
+                sessions.c.pool == pool, sessions.c.state == "pending").values(
+                state="cancelled", error=f"pool {pool} was deleted",
+                finished_at=now)).rowcount
+            return ended
+
+    # sessions
+
+    def acquire(self, pool: str, command: Sequence[str]) -> Session:
+        """Ask the pool for a slot to run ``command``: the session comes back running on an
+        agent, or pending (it is assigned, in arrival order, when a slot frees)."""
+        check_pool(pool)
+        argv = _check_command(command)
+        now = self.clock.now()
+        sid = new_id("se")
+        with self.ledger.write() as conn:
+            _lock_pool(conn, pool)
+            conn.execute(sessions.insert().values(id=sid, pool=pool, state="pending",
+                                                  command=argv, created_at=now))
+            _assign(conn, pool, now)
+            return _session(conn, sid)
+
+    def session(self, session_id: str) -> Session:
+        with self.ledger.read() as conn:
+            return _session(conn, session_id)
+
+    def release(self, session_id: str, exit_code: int | None = None, *,
+                agent: str | None = None, error: str | None = None) -> Session:
+        """End a session and free its slot.
+
+        From its agent (``agent`` given): the command ended with ``exit_code`` (done, or
+        cancelled if its client had released it), or could not run (``error``: failed).
+        From its client (no ``agent``): a pending session is cancelled at once; a running
+        one is marked for its agent to stop, and its slot is freed when the agent says the
+        command ended. Releasing a finished session again changes nothing."""
+        if exit_code is not None:
+            _check_count(exit_code, "exitCode", EXIT_CODES.start, EXIT_CODES.stop - 1)
+        if agent is not None and exit_code is None and error is None:
+            raise InvalidInput("exitCode", None, "an agent releasing a session must give the "
+                               "command's exit code, or the error that kept it from running")
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            found = _session(conn, session_id)
+            _lock_pool(conn, found.pool)
+            found = _session(conn, session_id)
+            if found.state in TERMINAL:
+                return found
+            if agent is None:
+                if found.state == "pending":
+                    conn.execute(sessions.update().where(sessions.c.id == session_id).values(
+                        state="cancelled", finished_at=now))
+                elif found.cancel_requested_at is None:
+                    conn.execute(sessions.update().where(sessions.c.id == session_id).values(
+                        cancel_requested_at=now))
+                return _session(conn, session_id)
+            if found.agent_id != agent:
+                raise Conflict(f"session {session_id} does not run on agent {agent}",
+                               field="agentId", value=agent,
+                               rule=f"must be the session's agent ({found.agent_id or 'none'})")
+            if error is not None:
+                state = "failed"
+            elif found.cancel_requested_at is not None:
+                state = "cancelled"
+            else:
+                state = "done"
+            _end_running(conn, found.id, agent, now, state=state, exit_code=exit_code,
+                         error=error)
+            _assign(conn, found.pool, now)
+            return _session(conn, session_id)
+
+    def work(self, agent: str) -> list[Session]:
+        """The sessions assigned to the agent that it has not been given yet; each is given
+        once."""
+        self._live_agent(agent)
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            todo = list(conn.execute(sa.select(sessions.c.id).where(
+                sessions.c.agent_id == agent, sessions.c.state == "running",
+                sessions.c.delivered_at.is_(None)).order_by(sessions.c.assigned_at,
+                                                            sessions.c.id)).scalars())
+            given = []
+            for sid in todo:
+                if conn.execute(sessions.update().where(
+                        sessions.c.id == sid, sessions.c.delivered_at.is_(None),
+                        sessions.c.state == "running").values(delivered_at=now)).rowcount:
+                    given.append(_session(conn, sid))
+            return given
+
+    def append_output(self, session_id: str, agent: str,
+                      chunks: Sequence[tuple[str, str]]) -> int:
+        """Store output the agent read from the session's command; returns the last id."""
+        total = sum(len(data) for _, data in chunks)
+        if total > MAX_OUTPUT_CHARS:
+            raise InvalidInput("chunks", f"{total} characters",
+                               f"must be at most {MAX_OUTPUT_CHARS} characters a post")
+        for stream, _ in chunks:
+            if stream not in ("stdout", "stderr"):
+                raise InvalidInput("stream", stream, "must be stdout or stderr")
+        with self.ledger.write() as conn:
+            found = _session(conn, session_id)
+            if found.agent_id != agent or found.state != "running":
+                raise Conflict(f"session {session_id} is not running on agent {agent}",
+                               field="agentId", value=agent,
+                               rule="output comes from the agent running the session")
+            last = 0
+            for stream, data in chunks:
+                if data:
+                    key = conn.execute(session_output.insert().values(
+                        session_id=session_id, stream=stream, data=data)).inserted_primary_key
+                    last = int(key[0]) if key else last
+            return last
+
+    def output(self, session_id: str, after: int = 0, limit: int = 1000) -> Output:
+        with self.ledger.read() as conn:
+            found = _session(conn, session_id)
+            rows = conn.execute(sa.select(session_output).where(
+                session_output.c.session_id == session_id, session_output.c.id > after)
+                .order_by(session_output.c.id).limit(limit)).mappings().all()
+        chunks = [Chunk(id=r["id"], stream=r["stream"], data=r["data"]) for r in rows]
+        # Output is stored before the agent releases the session, so once the session read
+        # first is finished, a short read is the end of it.
+        complete = found.state in TERMINAL and len(rows) < limit
+        return Output(session=found, chunks=chunks, next_after=rows[-1]["id"] if rows else after,
+                      complete=complete)
+
+    # what the autoscaler and the operator read
+
+    def workers(self, pool: str, now: datetime,
+                heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT) -> list[Worker]:
+        """The pool's registered agents as the autoscaler's ``Worker``s (name: the pod name;
+        created_at: when it registered). An agent past ``heartbeat_timeout`` is ``unknown``
+        here even before ``expire_unknown`` has run. Pods that never registered are the
+        operator's to add as ``starting``."""
+        check_pool(pool)
+        with self.ledger.read() as conn:
+            rows = conn.execute(sa.select(agents).where(
+                agents.c.pool == pool, agents.c.state.in_(_LIVE_AGENT))
+                .order_by(agents.c.id)).mappings().all()
+        out = []
+        for r in rows:
+            state = _WORKER_STATE[r["state"]]
+            unknown_since = r["unknown_since"]
+            if state != "unknown" and r["last_heartbeat_at"] <= now - heartbeat_timeout:
+                state, unknown_since = "unknown", r["last_heartbeat_at"]
+            out.append(Worker(name=r["pod_name"], created_at=r["registered_at"], state=state,
+                              slots=r["slots"], busy_slots=r["busy_slots"],
+                              idle_since=r["idle_since"] if r["busy_slots"] == 0 else None,
+                              unknown_since=unknown_since))
+        return out
+
+    def pending_sessions(self, pool: str) -> int:
+        check_pool(pool)
+        with self.ledger.read() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(sessions).where(
+                sessions.c.pool == pool, sessions.c.state == "pending")).scalar_one())
+
+    def pool_view(self, pool: str) -> PoolView:
+        check_pool(pool)
+        with self.ledger.read() as conn:
+            rows = conn.execute(sa.select(agents).where(
+                agents.c.pool == pool, agents.c.state.in_(_LIVE_AGENT))
+                .order_by(agents.c.id)).mappings().all()
+            counts: dict[str, int] = dict(conn.execute(
+                sa.select(sessions.c.state, sa.func.count()).where(
+                    sessions.c.pool == pool, sessions.c.state.in_(("pending", "running")))
+                .group_by(sessions.c.state)).all())
+        listed = [Agent.model_validate(r) for r in rows]
+        ready = [a for a in listed if a.state == "ready"]
+        return PoolView(
+            pool=pool, agents=listed, ready_agents=len(ready),
+            slots=sum(a.slots for a in ready),
+            idle_slots=sum(a.slots - a.busy_slots for a in ready),
+            busy_slots=sum(a.busy_slots for a in listed),
+            pending_sessions=int(counts.get("pending", 0)),
+            running_sessions=int(counts.get("running", 0)))
+
+    # helpers
+
+    def _agent_row(self, agent: str, conn: Connection | None = None) -> RowMapping:
+        if conn is None:
+            with self.ledger.read() as c:
+                return self._agent_row(agent, c)
+        row = conn.execute(sa.select(agents).where(agents.c.id == agent)).mappings().first()
+        if row is None:
+            raise NotFound("agent", agent, field="agent")
+        return row
+
+    def _live_agent(self, agent: str, conn: Connection | None = None) -> RowMapping:
+        row = self._agent_row(agent, conn)
+        if row["state"] == "gone":
+            raise NotFound("agent", agent, field="agent")  # it must register again
+        return row
+
+
+def _lock_pool(conn: Connection, pool: str) -> list[RowMapping]:
+    """Lock the pool's agent rows, in id order (the one lock order of every writer)."""
+    return list(conn.execute(sa.select(agents).where(agents.c.pool == pool)
+                             .order_by(agents.c.id).with_for_update()).mappings().all())
+
+
+def _assign(conn: Connection, pool: str, now: datetime) -> int:
+    """Give the pool's oldest pending sessions the free slots of its ready agents (the pool's
+    agent rows are locked by the caller); returns how many were given one. Fills the busiest
+    agent with room first, so that whole agents stay idle and can be scaled down."""
+    free = {r["id"]: [r["busy_slots"], r["slots"]] for r in conn.execute(
+        sa.select(agents).where(agents.c.pool == pool, agents.c.state == "ready",
+                                agents.c.busy_slots < agents.c.slots)).mappings()}
+    room = sum(slots - busy for busy, slots in free.values())
+    if room <= 0:
+        return 0
+    pending = list(conn.execute(sa.select(sessions.c.id).where(
+        sessions.c.pool == pool, sessions.c.state == "pending")
+        .order_by(sessions.c.created_at, sessions.c.id).limit(room)).scalars())
+    assigned = 0
+    for sid in pending:
+        open_agents = [a for a, (busy, slots) in free.items() if busy < slots]
+        if not open_agents:
+            break
+        agent = min(open_agents, key=lambda a: (-free[a][0], a))
+        taken = conn.execute(sessions.update().where(
+            sessions.c.id == sid, sessions.c.state == "pending").values(
+            state="running", agent_id=agent, assigned_at=now)).rowcount
+        if not taken:
+            continue  # cancelled meanwhile
+        held = conn.execute(agents.update().where(
+            agents.c.id == agent, agents.c.busy_slots < agents.c.slots).values(
+            busy_slots=agents.c.busy_slots + 1, idle_since=None)).rowcount
+        if not held:  # cannot happen with the rows locked; never over-allocate if it does
+            raise RuntimeError(f"agent {agent} has no free slot although it was locked")
+        free[agent][0] += 1
+        assigned += 1
+    return assigned
+
+
+def _end_running(conn: Connection, session_id: str, agent: str, now: datetime, *, state: str,
+                 exit_code: int | None = None, error: str | None = None) -> bool:
+    ended = conn.execute(sessions.update().where(
+        sessions.c.id == session_id, sessions.c.state == "running").values(
+        state=state, exit_code=exit_code, error=error, finished_at=now)).rowcount
+    if ended:
+        conn.execute(agents.update().where(agents.c.id == agent, agents.c.busy_slots > 0)
+                     .values(busy_slots=agents.c.busy_slots - 1))
+        conn.execute(agents.update().where(agents.c.id == agent, agents.c.busy_slots == 0,
+                                           agents.c.idle_since.is_(None))
+                     .values(idle_since=now))
+    return bool(ended)
+
+
+def _fail_agent_sessions(conn: Connection, agent: str, now: datetime, error: str) -> int:
+    ids = list(conn.execute(sa.select(sessions.c.id).where(
+        sessions.c.agent_id == agent, sessions.c.state == "running")).scalars())
+    for sid in ids:
+        _end_running(conn, sid, agent, now, state="failed", error=error)
+    return len(ids)
+
+
+def _agent(conn: Connection, agent: str) -> Agent:
+    row = conn.execute(sa.select(agents).where(agents.c.id == agent)).mappings().one()
+    return Agent.model_validate(row)
+
+
+def _session(conn: Connection, session_id: str) -> Session:
+    row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).mappings().first()
+    if row is None:
+        raise NotFound("session", session_id, field="session")
+    data: dict[str, Any] = dict(row)
+    if row["state"] == "pending":
+        data["ahead"] = conn.execute(sa.select(sa.func.count()).select_from(sessions).where(
+            sessions.c.pool == row["pool"], sessions.c.state == "pending",
+            sa.or_(sessions.c.created_at < row["created_at"],
+                   sa.and_(sessions.c.created_at == row["created_at"],
+                           sessions.c.id < row["id"])))).scalar_one()
+    return Session.model_validate(data)

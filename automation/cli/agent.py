@@ -1,0 +1,87 @@
+"""``anycloud agent``: the worker pod's entry point (automation/agentpools/agent.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import click
+
+from automation.cli.output import handle_errors, info, json_option
+
+
+@click.command()
+@click.option("--pool", required=True,
+              help="The AgentPool: NAME (in the pod's namespace) or NAMESPACE/NAME.")
+@click.option("--namespace", envvar="POD_NAMESPACE",
+              help="The pool's namespace [default: POD_NAMESPACE, the service account's, "
+                   "else default].")
+@click.option("--config", "config_path", envvar="ANYCLOUD_AGENT_CONFIG",
+              default="/run/anycloud/anycloud.yaml", show_default=True,
+              help="The agent config (broker.address); env ANYCLOUD_AGENT_CONFIG.")
+@click.option("--broker", "broker_address",
+              help="Broker URL or HOST:PORT; overrides the config file (which is then not "
+                   "read).")
+@click.option("--agent-id", help="This agent's id [default: POD_NAME, else HOSTNAME].")
+@click.option("--slots", type=click.IntRange(1, 1024), envvar="ANYCLOUD_AGENT_SLOTS",
+              default=1, show_default=True, help="Sessions at once (defaultSlotsPerAgent).")
+@click.option("--data-dir", type=click.Path(file_okay=False), envvar="ANYCLOUD_AGENT_DATA",
+              help="Where session directories go [default: $ANYCLOUD_HOME/agent-sessions].")
+@click.option("--keep-session-dirs", is_flag=True,
+              help="Keep each session's directory after it ends (removed by default).")
+@click.option("--heartbeat-interval", default="5s", show_default=True)
+@click.option("--grace", default="25s", show_default=True,
+              help="On SIGTERM: how long running sessions get to end before they are stopped.")
+@json_option
+@handle_errors
+@click.pass_context
+def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str,
+          broker_address: str | None, agent_id: str | None, slots: int,
+          data_dir: str | None, keep_session_dirs: bool, heartbeat_interval: str, grace: str,
+          as_json: bool) -> None:
+    """Serve a pool's sessions: register with the broker, heartbeat, run each session's
+    command in a fresh directory (DATA_DIR/<session id>, its working directory, removed when
+    it ends) and report slot use. SIGTERM: take no new session, let
+    running ones end (--grace), deregister, exit 0."""
+    from automation.agentpools.agent import Agent, AgentSettings
+    from automation.agentpools.client import BrokerClient
+    from automation.agentpools.config import (
+        broker_url,
+        load_config,
+        parse_duration,
+        qualified_pool,
+    )
+    from automation.agentpools.registry import check_pool
+    from automation.settings import Settings
+
+    url = broker_url(broker_address, "--broker") if broker_address else \
+        load_config(config_path).broker_url
+    full_pool = check_pool(qualified_pool(pool, namespace), "--pool")
+    ident = agent_id or os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or \
+        socket.gethostname()
+    home = Settings.from_env(ctx.find_root().obj.get("home")).home
+    settings = AgentSettings(
+        pool=full_pool, agent_id=ident, pod=os.environ.get("POD_NAME") or ident, slots=slots,
+        data_dir=Path(data_dir) if data_dir else home / "agent-sessions" / ident,
+        heartbeat_interval=parse_duration(heartbeat_interval, "--heartbeat-interval"),
+        grace=parse_duration(grace, "--grace"), keep_session_dirs=keep_session_dirs)
+
+    def log(kind: str, message: str, data: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(json.dumps({"event": kind, "message": message, "data": data}),
+                       nl=True)
+        else:
+            info(f"[{kind}] {message}")
+
+    runner = Agent(BrokerClient(url), settings, log)
+
+    def _stop(*_: object) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    ctx.exit(runner.run())

@@ -1,0 +1,94 @@
+"""``anycloud session run``: run a command on a pool's agent through the broker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from typing import Any
+
+import click
+
+from automation.cli.output import handle_errors, info, json_option
+
+POLL_WAIT = 20.0  # seconds each long poll may wait at the broker
+
+
+@click.group()
+def session() -> None:
+    """Sessions: commands run on the agents of an AgentPool."""
+
+
+@session.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--pool", required=True, help="The AgentPool: NAME (namespace default, or "
+              "--namespace) or NAMESPACE/NAME.")
+@click.option("--namespace", default="default", show_default=True)
+@click.option("--broker", "broker_address", envvar="ANYCLOUD_BROKER",
+              default="http://127.0.0.1:50051", show_default=True,
+              help="The broker's URL or HOST:PORT (env ANYCLOUD_BROKER).")
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@handle_errors
+def run(pool: str, namespace: str, broker_address: str, as_json: bool,
+        command: tuple[str, ...]) -> None:
+    """Acquire a slot in the pool (waiting while none is free), run COMMAND on the agent
+    that holds it, stream its output here as the agent sends it, release the slot and exit
+    with the command's exit code. Give the command after `--`. Ctrl-C cancels: the agent
+    stops the command. --json: one JSON line per output chunk, then the session."""
+    from automation.agentpools.client import BrokerClient
+    from automation.agentpools.config import broker_url, qualified_pool
+    from automation.agentpools.registry import check_pool
+    from automation.errors import AnycloudError
+
+    full_pool = check_pool(qualified_pool(pool, namespace), "--pool")
+    client = BrokerClient(broker_url(broker_address, "--broker"))
+
+    def emit(obj: dict[str, Any]) -> None:
+        click.echo(json.dumps(obj))
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    s = client.acquire(full_pool, list(command))  # no wait: say so at once when pending
+    cancelled = False
+    shown_ahead: int | None = None
+    after = 0
+    while True:
+        try:
+            while s.state == "pending":
+                if s.ahead != shown_ahead:
+                    shown_ahead = s.ahead
+                    info(f"waiting for a free slot in pool {full_pool} (session {s.id}, "
+                         f"{s.ahead} ahead)")
+                s = client.session(s.id, wait=POLL_WAIT)
+            if shown_ahead is not None and not cancelled and s.state == "running":
+                info(f"session {s.id} running on agent {s.agent_id}")
+            while True:
+                out = client.output(s.id, after, wait=POLL_WAIT)
+                for chunk in out.chunks:
+                    if as_json:
+                        emit({"stream": chunk.stream, "data": chunk.data})
+                    else:
+                        target = sys.stdout if chunk.stream == "stdout" else sys.stderr
+                        target.write(chunk.data)
+                        target.flush()
+                after = out.next_after
+                if out.complete:
+                    s = out.session
+                    break
+            break
+        except KeyboardInterrupt:
+            if cancelled:
+                sys.exit(130)
+            cancelled = True
+            info(f"cancelling session {s.id} (Ctrl-C again to leave it)")
+            s = client.cancel(s.id)
+    if as_json:
+        emit({"session": s.model_dump(mode="json")})
+    if s.state == "failed":
+        raise AnycloudError(f"session {s.id} failed: {s.error}", code="SESSION_FAILED")
+    if s.state == "cancelled":
+        sys.exit(130)  # interrupted, as a shell says it, whatever the stopped command said
+    code = s.exit_code if s.exit_code is not None else 1
+    sys.exit(128 - code if code < 0 else code)

@@ -1,0 +1,259 @@
+"""``anycloud agent`` and ``anycloud session run`` end to end: a real broker (uvicorn) on
+loopback, agents as real subprocesses, sessions run through them; and the agent's config
+file refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from automation.agentpools.client import BrokerClient
+from automation.agentpools.config import load_config, qualified_pool
+from automation.cli import cli
+from automation.errors import InvalidInput
+
+ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+POOL = "default/cpu"
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class Cluster:
+    """A broker and the agent processes of one test, all stopped at the end."""
+
+    def __init__(self, tmp: Path, ledger_url: str) -> None:
+        self.tmp = tmp
+        self.env = dict(os.environ, ANYCLOUD_DATABASE_URL=ledger_url,
+                        ANYCLOUD_HOME=str(tmp / "home"))
+        self.procs: list[subprocess.Popen[str]] = []
+        broker = self.spawn([ANYCLOUD, "broker", "--listen", "127.0.0.1:0", "--json",
+                             "--heartbeat-timeout", "1s", "--give-up-after", "60s"],
+                            stdout=subprocess.PIPE)
+        assert broker.stdout is not None
+        line = broker.stdout.readline()
+        assert line, "the broker did not start"
+        self.url = json.loads(line)["url"]
+        self.client = BrokerClient(self.url)
+
+    def spawn(self, argv: list[str], env: dict[str, str] | None = None,
+              **kw: Any) -> subprocess.Popen[str]:
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        log = open(self.tmp / f"proc-{len(self.procs)}.log", "w")  # noqa: SIM115
+        proc = subprocess.Popen(argv, env=env or self.env, stderr=log, text=True, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def agent(self, name: str, *extra: str) -> subprocess.Popen[str]:
+        return self.spawn([ANYCLOUD, "agent", "--pool", "cpu", "--heartbeat-interval", "0.3s",
+                           "--data-dir", str(self.tmp / name), "--grace", "10s", *extra],
+                          env=dict(self.env, POD_NAME=name, POD_NAMESPACE="default"))
+
+    def session(self, *command: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [ANYCLOUD, "session", "run", "--pool", "cpu", "--broker", self.url, "--", *command],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def agent_state(self, name: str) -> str | None:
+        view = self.client.pool(POOL)
+        return next((a.state for a in view.agents if a.id == name), None)
+
+    def close(self) -> None:
+        self.client.close()
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, sqlite_url: str) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, sqlite_url)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.mark.slow
+def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
+    # Agent a: broker on the command line. Agent b: the config file, the seed's shape
+    # (host:port without a scheme, and a section that belongs to others).
+    host_port = cluster.url.removeprefix("http://")
+    config = tmp_path / "anycloud.yaml"
+    config.write_text(f'broker:\n  address: "{host_port}"\nsandbox_config:\n'
+                      "  disk_source: {nfs_mount_source: {mount_options: nolock}}\n")
+    a = cluster.agent("agent-a", "--broker", cluster.url)
+    b = cluster.agent("agent-b", "--config", str(config))
+    wait_until("two ready agents", lambda: cluster.client.pool(POOL).ready_agents == 2)
+
+    # The command's output comes back, and its exit code is the session's.
+    hi = cluster.session("sh", "-c", "echo hi; echo warn >&2; pwd; exit 3")
+    out, err = hi.communicate(timeout=60)
+    assert hi.returncode == 3, err
+    lines = out.splitlines()
+    assert lines[0] == "hi" and "warn" in err
+    workdir = Path(lines[1])  # a fresh directory of its own under the agent's data dir
+    assert workdir.parent in (tmp_path / "agent-a", tmp_path / "agent-b")
+    assert workdir.name.startswith("se-")
+    wait_until("the session directory removed", lambda: not workdir.exists())
+
+    # SIGTERM to an agent with a running session: it takes nothing new, lets the session
+    # end, deregisters and exits 0.
+    graceful = cluster.session("sh", "-c", "sleep 1.5; echo graceful")
+    wait_until("a busy agent", lambda: cluster.client.pool(POOL).busy_slots == 1)
+    busy = next(x for x in cluster.client.pool(POOL).agents if x.busy_slots)
+    stopping, staying = (a, b) if busy.id == "agent-a" else (b, a)
+    stayer = "agent-b" if busy.id == "agent-a" else "agent-a"
+    stopping.send_signal(signal.SIGTERM)
+    out, err = graceful.communicate(timeout=60)
+    assert (graceful.returncode, out) == (0, "graceful\n"), err
+    assert stopping.wait(timeout=30) == 0
+    assert cluster.agent_state(busy.id) is None  # gone: no longer in the pool
+    assert cluster.agent_state(stayer) == "ready"
+
+    # One slot left: a second session waits while it is busy, then runs.
+    first = cluster.session("sh", "-c", "sleep 2; echo one")
+    wait_until("the only slot busy", lambda: cluster.client.pool(POOL).busy_slots == 1)
+    second = cluster.session("echo", "two")
+    out2, err2 = second.communicate(timeout=60)
+    out1, _ = first.communicate(timeout=60)
+    assert (first.returncode, out1) == (0, "one\n")
+    assert (second.returncode, out2) == (0, "two\n")
+    assert "waiting for a free slot in pool default/cpu" in err2
+
+    # Heartbeats stop (the process is frozen): the agent is unknown; they resume: ready.
+    staying.send_signal(signal.SIGSTOP)
+    wait_until("the frozen agent unknown", lambda: cluster.agent_state(stayer) == "unknown")
+    staying.send_signal(signal.SIGCONT)
+    wait_until("the agent ready again", lambda: cluster.agent_state(stayer) == "ready")
+
+    # Ctrl-C on a session: the agent stops the command, the client exits 130.
+    long = cluster.session("sleep", "60")
+    wait_until("the long session running", lambda: cluster.client.pool(POOL).busy_slots == 1)
+    time.sleep(0.3)
+    long.send_signal(signal.SIGINT)
+    _, err = long.communicate(timeout=30)
+    assert long.returncode == 130, err
+    assert "cancelling session" in err
+    wait_until("the slot freed", lambda: cluster.client.pool(POOL).busy_slots == 0)
+
+    assert staying.poll() is None  # it lived through all of it
+    staying.terminate()
+    assert staying.wait(timeout=30) == 0
+
+
+@pytest.mark.slow
+def test_a_command_that_cannot_run_fails_the_session(cluster: Cluster) -> None:
+    cluster.agent("agent-a", "--broker", cluster.url)
+    wait_until("a ready agent", lambda: cluster.client.pool(POOL).ready_agents == 1)
+    bad = cluster.session("/nonexistent/program")
+    _, err = bad.communicate(timeout=60)
+    assert bad.returncode == 1
+    assert "failed: cannot run '/nonexistent/program'" in err
+
+
+# -- configuration and refusals, no broker needed ---------------------------------------------
+
+
+def test_config_file_refusals_name_the_file_and_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "anycloud.yaml"
+    cases = {
+        "sandbox_config: {}\n": ("broker", "is required"),
+        "broker: {}\n": ("broker.address", "is required"),
+        "broker: {address: 'not an address'}\n": ("broker.address", "must be host:port"),
+        "broker: {address: 'svc:50051', port: 1}\n": ("broker.port", "Extra inputs"),
+        "- a list\n": (None, "must be a YAML mapping"),
+    }
+    for text, (field, rule) in cases.items():
+        path.write_text(text)
+        with pytest.raises(InvalidInput) as err:
+            load_config(path)
+        assert str(path) in err.value.message and rule in err.value.message, text
+        if field:
+            assert err.value.field == f"{path}: {field}"
+    path.write_text("broker:\n  address: anycloud-broker.anycloud.svc.cluster.local:50051\n")
+    assert load_config(path).broker_url == \
+        "http://anycloud-broker.anycloud.svc.cluster.local:50051"
+
+
+def test_the_example_configmaps_file_is_read_as_is(tmp_path: Path) -> None:
+    import yaml
+
+    example = Path(__file__).parents[3] / "k8s" / "examples" / "agent-config.yaml"
+    data = yaml.safe_load(example.read_text())["data"]["anycloud.yaml"]
+    path = tmp_path / "anycloud.yaml"
+    path.write_text(data)
+    config = load_config(path)
+    assert config.broker_url == "http://anycloud-apiserver.default.svc.cluster.local:50051"
+    assert config.model_extra and "sandbox_config" in config.model_extra  # kept for others
+
+
+def test_agent_without_a_readable_config_exits_2_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path), "agent", "--pool", "cpu",
+                                   "--config", str(missing)])
+    assert res.exit_code == 2
+    assert f"--config '{missing}': must be a readable YAML file" in res.output
+
+
+def test_session_run_refuses_a_bad_pool_before_calling_anyone(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path), "session", "run", "--pool",
+                                   "Bad_Pool", "--broker", "127.0.0.1:1", "--", "true"])
+    assert res.exit_code == 2 and "--pool 'default/Bad_Pool'" in res.output
+
+
+def test_session_run_says_which_broker_it_cannot_reach(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path), "session", "run", "--pool", "cpu",
+                                   "--broker", "127.0.0.1:9", "--", "true"])
+    assert res.exit_code == 1 and "cannot reach the broker at http://127.0.0.1:9" in res.output
+
+
+def test_pool_names_take_the_pods_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "team-a")
+    assert qualified_pool("cpu", None) == "team-a/cpu"
+    assert qualified_pool("cpu", "ml") == "ml/cpu"
+    assert qualified_pool("ops/cpu", "ml") == "ops/cpu"
+
+
+_PROBE = """
+import json, sys
+from automation.cli import cli
+try:
+    cli(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["broker", "--help"], ["agent", "--help"],
+                                  ["session", "run", "--help"]])
+def test_start_up_imports_no_web_stack(tmp_path: Path, args: list[str]) -> None:
+    res = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, ANYCLOUD_HOME=str(tmp_path)))
+    loaded = set(json.loads(res.stderr.strip().splitlines()[-1]))
+    assert not loaded & {"fastapi", "uvicorn", "starlette", "httpx2", "sqlalchemy"}

@@ -1,0 +1,233 @@
+"""The broker's HTTP API: through FastAPI's TestClient on both ledgers, and once through a
+real uvicorn (``anycloud broker``) on loopback with the client the agent and sessions use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from automation.agentpools.broker import create_app
+from automation.agentpools.client import BrokerClient, BrokerUnreachable
+from automation.agentpools.registry import Registry
+from automation.errors import Conflict, InvalidInput, NotFound
+from automation.ledger import open_ledger
+
+POOL = "default/cpu"
+# The installed entry point, as a pod or a person runs it.
+ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+
+
+@pytest.fixture
+def registry(ledger_url: str) -> Iterator[Registry]:
+    ledger = open_ledger(ledger_url)
+    yield Registry(ledger)
+    ledger.dispose()
+
+
+@pytest.fixture
+def api(registry: Registry) -> Iterator[TestClient]:
+    app = create_app(registry, expire_every=None, poll_interval=0.05)
+    with TestClient(app) as client:
+        yield client
+
+
+def register(api: TestClient, agent: str = "pod-a", slots: int = 1,
+             pool: str = POOL) -> dict:
+    resp = api.post("/v1/agents", json={"pool": pool, "agentId": agent, "slots": slots})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_register_acquire_work_output_release_in_camel_case(api: TestClient) -> None:
+    agent = register(api, slots=1)
+    assert agent["podName"] == "pod-a" and agent["busySlots"] == 0 and agent["state"] == "ready"
+    resp = api.post("/v1/sessions", json={"pool": POOL, "command": ["sh", "-c", "echo hi"]})
+    assert resp.status_code == 201
+    s = resp.json()
+    assert (s["state"], s["agentId"], s["command"]) == ("running", "pod-a",
+                                                       ["sh", "-c", "echo hi"])
+    work = api.get("/v1/agents/pod-a/work").json()["sessions"]
+    assert [w["id"] for w in work] == [s["id"]]
+    assert api.post(f"/v1/sessions/{s['id']}/output", json={
+        "agentId": "pod-a", "chunks": [{"stream": "stdout", "data": "hi\n"}]}).status_code == 200
+    done = api.post(f"/v1/sessions/{s['id']}/release",
+                    json={"agentId": "pod-a", "exitCode": 3}).json()
+    assert (done["state"], done["exitCode"]) == ("done", 3)
+    out = api.get(f"/v1/sessions/{s['id']}/output").json()
+    assert [c["data"] for c in out["chunks"]] == ["hi\n"] and out["complete"] is True
+    assert out["nextAfter"] == out["chunks"][-1]["id"]
+
+
+def test_pool_view_counts_agents_slots_and_pending(api: TestClient) -> None:
+    register(api, "pod-a", 2)
+    register(api, "pod-b", 1)
+    for _ in range(4):
+        api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]})
+    view = api.get("/v1/pools/default/cpu").json()
+    assert {a["id"] for a in view["agents"]} == {"pod-a", "pod-b"}
+    assert (view["readyAgents"], view["slots"], view["busySlots"], view["idleSlots"],
+            view["pendingSessions"], view["runningSessions"]) == (2, 3, 3, 0, 1, 3)
+
+
+def test_acquire_long_polls_while_pending_and_answers_when_a_slot_frees(
+        api: TestClient, registry: Registry) -> None:
+    register(api)
+    first = api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]}).json()
+    started = time.monotonic()
+    waited = api.post("/v1/sessions?wait=0.3", json={"pool": POOL, "command": ["y"]}).json()
+    assert waited["state"] == "pending" and waited["ahead"] == 0
+    assert time.monotonic() - started >= 0.3  # it did wait
+
+    def free_soon() -> None:
+        time.sleep(0.3)
+        registry.release(first["id"], 0, agent="pod-a")  # another process, as far as the
+        # app knows: no in-process wake-up, found by the poll
+
+    threading.Thread(target=free_soon).start()
+    started = time.monotonic()
+    got = api.get(f"/v1/sessions/{waited['id']}?wait=10").json()
+    assert got["state"] == "running" and time.monotonic() - started < 5
+
+
+def test_work_and_output_long_polls_wake_on_news(api: TestClient) -> None:
+    register(api)
+    results: dict[str, object] = {}
+
+    def poll() -> None:
+        results["work"] = api.get("/v1/agents/pod-a/work?wait=10").json()
+
+    poller = threading.Thread(target=poll)
+    started = time.monotonic()
+    poller.start()
+    time.sleep(0.2)
+    s = api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]}).json()
+    poller.join()
+    assert time.monotonic() - started < 5
+    assert [w["id"] for w in results["work"]["sessions"]] == [s["id"]]  # type: ignore[index]
+    empty = api.get(f"/v1/sessions/{s['id']}/output?wait=0.2").json()
+    assert empty["chunks"] == [] and empty["complete"] is False
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status", "field"), [
+    ("post", "/v1/agents", {"pool": "cpu", "agentId": "a"}, 400, "pool"),
+    ("post", "/v1/agents", {"pool": POOL, "agentId": "Bad_Name"}, 400, "agent"),
+    ("post", "/v1/agents", {"pool": POOL, "agentId": "a", "slots": 0}, 422, "slots"),
+    ("post", "/v1/agents", {"pool": POOL, "agentId": "a", "slots": "many"}, 422, "slots"),
+    ("post", "/v1/agents", {"pool": POOL, "agent": "a"}, 422, "agentId"),
+    ("post", "/v1/sessions", {"pool": POOL, "command": []}, 422, "command"),
+    ("post", "/v1/sessions", {"pool": POOL, "command": "echo hi"}, 422, "command"),
+    ("post", "/v1/sessions?wait=61", {"pool": POOL, "command": ["x"]}, 422, "wait"),
+    ("post", "/v1/agents/nobody/heartbeat", {"busySlots": 0}, 404, "agent"),
+    ("get", "/v1/sessions/se-nope", None, 404, "session"),
+    ("get", "/v1/pools/Default/cpu", None, 400, "pool"),
+])
+def test_refusals_name_field_value_and_rule(api: TestClient, method: str, path: str,
+                                            body: dict | None, status: int,
+                                            field: str) -> None:
+    resp = api.request(method.upper(), path, json=body)
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert err["field"] == field and err["rule"] and err["code"]
+    assert "value" in err
+
+
+def test_conflicts_are_409(api: TestClient) -> None:
+    register(api, "pod-a")
+    register(api, "pod-b")
+    s = api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]}).json()
+    resp = api.post(f"/v1/sessions/{s['id']}/release", json={"agentId": "pod-b",
+                                                             "exitCode": 0})
+    assert resp.status_code == 409 and resp.json()["error"]["field"] == "agentId"
+
+
+def test_background_expiry_marks_silent_agents_unknown(registry: Registry) -> None:
+    app = create_app(registry, heartbeat_timeout=timedelta(seconds=0.3), expire_every=0.1,
+                     poll_interval=0.05)
+    with TestClient(app) as api:
+        register(api)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if api.get("/v1/pools/default/cpu").json()["agents"][0]["state"] == "unknown":
+                break
+            time.sleep(0.1)
+        agent = api.get("/v1/pools/default/cpu").json()["agents"][0]
+        assert agent["state"] == "unknown" and agent["unknownSince"] == agent["lastHeartbeatAt"]
+        beat = api.post("/v1/agents/pod-a/heartbeat", json={"busySlots": 0}).json()
+        assert beat["agent"]["state"] == "ready" and beat["cancel"] == []
+
+
+# -- a real uvicorn on loopback ---------------------------------------------------------------
+
+
+def start_broker(home: Path, env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str],
+                                                                        str]:
+    """``anycloud broker --listen 127.0.0.1:0`` and the URL its first line names."""
+    proc = subprocess.Popen(
+        [ANYCLOUD, "--home", str(home), "broker", "--listen",
+         "127.0.0.1:0", "--json", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(timeout=10)
+        pytest.fail(f"broker did not start: {proc.stderr.read() if proc.stderr else ''}")
+    import json
+
+    return proc, json.loads(line)["url"]
+
+
+def stop(proc: subprocess.Popen[str]) -> int:
+    proc.terminate()
+    try:
+        return proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def test_real_uvicorn_serves_the_client(ledger_url: str, tmp_path: Path) -> None:
+    env = dict(os.environ, ANYCLOUD_DATABASE_URL=ledger_url)
+    proc, url = start_broker(tmp_path, env)
+    client = BrokerClient(url)
+    try:
+        agent = client.register(POOL, "pod-a", "pod-a", 1)
+        assert agent.state == "ready"
+        s = client.acquire(POOL, ["echo", "hi"])
+        assert s.state == "running" and [w.id for w in client.work("pod-a")] == [s.id]
+        queued = client.acquire(POOL, ["echo", "again"])
+        assert queued.state == "pending"
+        client.post_output(s.id, "pod-a", [("stdout", "hi\n")])
+        assert client.finish(s.id, "pod-a", 0).state == "done"
+        assert client.session(queued.id, wait=5).state == "running"
+        out = client.output(s.id, 0)
+        assert [c.data for c in out.chunks] == ["hi\n"] and out.complete
+        assert client.pool(POOL).busy_slots == 1
+        # Refusals come back as the errors they were raised as.
+        with pytest.raises(InvalidInput) as bad:
+            client.acquire("Default", ["x"])
+        assert bad.value.field == "pool"
+        with pytest.raises(NotFound):
+            client.heartbeat("nobody", 0, [])
+        with pytest.raises(Conflict):
+            client.finish(queued.id, "pod-b", 0)
+    finally:
+        client.close()
+        assert stop(proc) == 0
+    with pytest.raises(BrokerUnreachable, match="cannot reach the broker"):
+        BrokerClient(url, timeout=2).pool(POOL)
+
+
+def test_broker_refuses_a_bad_listen_address(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [ANYCLOUD, "--home", str(tmp_path), "broker",
+         "--listen", "localhost"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--listen 'localhost': must be HOST:PORT" in res.stderr
