@@ -18,7 +18,9 @@ Endpoints:
 - ``GET /v1/agents/{id}/work?wait=S``: sessions assigned to the agent, each given once.
 - ``DELETE /v1/agents/{id}``: the agent leaves (its running sessions fail).
 - ``POST /v1/sessions?wait=S`` {pool, command}: acquire; waits up to S while pending.
-- ``GET /v1/sessions/{id}?wait=S``: the session; waits up to S while it is pending.
+- ``GET /v1/sessions/{id}?wait=S``: the session; waits up to S while it is pending. The
+  waiting client's polls keep a pending session wanted: one whose client has not asked for
+  ``client_gone_after`` (90 s) is cancelled.
 - ``POST /v1/sessions/{id}/output`` {agentId, chunks: [{stream, data}]}: the agent's output.
 - ``GET /v1/sessions/{id}/output?after=N&wait=S``: output after chunk N; waits for news.
 - ``POST /v1/sessions/{id}/release`` {agentId?, exitCode?, error?}: from the agent, the
@@ -122,10 +124,13 @@ def _status(err: AnycloudError) -> int:
 
 def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT,
                give_up_after: timedelta | None = timedelta(minutes=5),
+               client_gone_after: timedelta = timedelta(seconds=90),
                expire_every: float | None = 5.0, poll_interval: float = 0.5) -> FastAPI:
     """The broker app over ``registry``. ``expire_every`` seconds (None: never, for tests
     that call ``expire_unknown`` themselves), agents silent for ``heartbeat_timeout`` become
-    unknown, and the sessions of agents unknown for ``give_up_after`` are failed."""
+    unknown, the sessions of agents unknown for ``give_up_after`` are failed, and pending
+    sessions whose client has not polled for ``client_gone_after`` (above the longest
+    ``wait``, 60 s) are cancelled."""
     changes: dict[str, _Changes] = {}
 
     def _changes() -> _Changes:
@@ -139,12 +144,14 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
         while True:
             await asyncio.sleep(expire_every)
             try:
+                now = registry.clock.now()
                 became = await run_in_threadpool(
-                    registry.expire_unknown, registry.clock.now(), heartbeat_timeout,
-                    give_up_after)
+                    registry.expire_unknown, now, heartbeat_timeout, give_up_after)
+                dropped = await run_in_threadpool(registry.expire_pending, now,
+                                                  client_gone_after)
             except Exception:  # the ledger blinked: the next round tries again
                 continue
-            if became:
+            if became or dropped:
                 _changes().bump()
 
     @contextlib.asynccontextmanager
@@ -231,8 +238,11 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
 
     @app.get("/v1/sessions/{session_id}")
     async def get_session(session_id: str, wait: Wait = 0) -> JSONResponse:
-        session: Session = await until(lambda: registry.session(session_id),
-                                       lambda s: s.state != "pending", wait)
+        # Its client asking keeps a pending session wanted (once a request, not per poll).
+        session: Session = await call(registry.session, session_id, seen=True)
+        if session.state == "pending" and wait:
+            session = await until(lambda: registry.session(session_id),
+                                  lambda s: s.state != "pending", wait)
         return _json(session)
 
     @app.post("/v1/sessions/{session_id}/output")

@@ -110,6 +110,7 @@ class Session(_Wire):
     delivered_at: datetime | None = None
     cancel_requested_at: datetime | None = None
     finished_at: datetime | None = None
+    client_seen_at: datetime | None = None
     # Pending sessions of the pool ahead of this one (only while pending).
     ahead: int | None = None
 
@@ -321,13 +322,39 @@ class Registry:
         with self.ledger.write() as conn:
             _lock_pool(conn, pool)
             conn.execute(sessions.insert().values(id=sid, pool=pool, state="pending",
-                                                  command=argv, created_at=now))
+                                                  command=argv, created_at=now,
+                                                  client_seen_at=now))
             _assign(conn, pool, now)
             return _session(conn, sid)
 
-    def session(self, session_id: str) -> Session:
+    def session(self, session_id: str, *, seen: bool = False) -> Session:
+        """The session; ``seen``: its client is asking (a pending session's client is still
+        waiting for it, see ``expire_pending``)."""
         with self.ledger.read() as conn:
-            return _session(conn, session_id)
+            found = _session(conn, session_id)
+        if seen and found.state == "pending":  # a write only while it is pending
+            with self.ledger.write() as conn:
+                conn.execute(sessions.update().where(
+                    sessions.c.id == session_id, sessions.c.state == "pending").values(
+                    client_seen_at=self.clock.now()))
+                return _session(conn, session_id)
+        return found
+
+    def expire_pending(self, now: datetime, client_gone_after: timedelta) -> list[str]:
+        """Cancel pending sessions whose client has not asked for them (acquire, or a poll
+        of the session) for ``client_gone_after``: nobody waits for them any more, and they
+        would otherwise count as demand and run unwatched. Returns the sessions cancelled."""
+        cutoff = now - client_gone_after
+        with self.ledger.write() as conn:
+            ids = sorted(conn.execute(sa.select(sessions.c.id).where(
+                sessions.c.state == "pending", sessions.c.client_seen_at <= cutoff)).scalars())
+            if ids:
+                conn.execute(sessions.update().where(
+                    sessions.c.id.in_(ids), sessions.c.state == "pending").values(
+                    state="cancelled", finished_at=now,
+                    error=f"its client stopped waiting (no poll for "
+                          f"{int(client_gone_after.total_seconds())}s)"))
+            return ids
 
     def release(self, session_id: str, exit_code: int | None = None, *,
                 agent: str | None = None, error: str | None = None) -> Session:

@@ -308,6 +308,9 @@ sessions = sa.Table(
     # and the slot stays held until the agent says the command has ended.
     _ts("cancel_requested_at"),
     _ts("finished_at"),
+    # While pending: the client's last poll. A client gone that long stops waiting for it
+    # (its session is cancelled), so a dead client is never counted as demand.
+    _ts("client_seen_at"),
 )
 sa.Index("ix_sessions_pool_state", sessions.c.pool, sessions.c.state, sessions.c.created_at)
 sa.Index("ix_sessions_agent", sessions.c.agent_id, sessions.c.state)

@@ -149,6 +149,24 @@ def test_conflicts_are_409(api: TestClient) -> None:
     assert resp.status_code == 409 and resp.json()["error"]["field"] == "agentId"
 
 
+def test_the_waiting_clients_polls_keep_its_session_wanted(ledger_url: str) -> None:
+    from automation.clock import ManualClock
+
+    clock = ManualClock()
+    ledger = open_ledger(ledger_url)
+    registry = Registry(ledger, clock)
+    with TestClient(create_app(registry, expire_every=None)) as api:
+        register(api)
+        api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]})
+        polled = api.post("/v1/sessions", json={"pool": POOL, "command": ["y"]}).json()
+        idle = api.post("/v1/sessions", json={"pool": POOL, "command": ["z"]}).json()
+        clock.advance(timedelta(seconds=60))
+        assert api.get(f"/v1/sessions/{polled['id']}").json()["state"] == "pending"
+        clock.advance(timedelta(seconds=31))
+        assert registry.expire_pending(clock.now(), timedelta(seconds=90)) == [idle["id"]]
+    ledger.dispose()
+
+
 def test_background_expiry_marks_silent_agents_unknown(registry: Registry) -> None:
     app = create_app(registry, heartbeat_timeout=timedelta(seconds=0.3), expire_every=0.1,
                      poll_interval=0.05)

@@ -156,6 +156,25 @@ def test_client_cancel_pending_at_once_running_after_the_agent_stops_it(
     assert reg.session(queued.id).state == "running"
 
 
+def test_pending_sessions_whose_client_stopped_asking_are_cancelled(
+        reg: Registry, clock: ManualClock) -> None:
+    reg.register(POOL, "a", "a", 1)
+    running = reg.acquire(POOL, ["x"])
+    watched = reg.acquire(POOL, ["y"])
+    orphan = reg.acquire(POOL, ["z"])
+    clock.advance(60 * S)
+    reg.session(watched.id, seen=True)  # its client polls
+    reg.session(orphan.id)  # anyone else reading it does not count
+    clock.advance(31 * S)
+    assert reg.expire_pending(clock.now(), 90 * S) == [orphan.id]
+    gone = reg.session(orphan.id)
+    assert gone.state == "cancelled" and "stopped waiting" in (gone.error or "")
+    assert reg.pending_sessions(POOL) == 1  # no longer demand for the autoscaler
+    assert reg.session(running.id).state == "running"  # running ones are not touched
+    reg.release(running.id, 0, agent="a")
+    assert reg.session(watched.id).state == "running"
+
+
 def test_work_gives_each_session_once(reg: Registry) -> None:
     reg.register(POOL, "a", "a", 2)
     s1 = reg.acquire(POOL, ["x"])

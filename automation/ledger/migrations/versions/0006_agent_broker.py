@@ -53,6 +53,7 @@ def upgrade() -> None:
         sa.Column("delivered_at", UTCDateTime()),
         sa.Column("cancel_requested_at", UTCDateTime()),
         sa.Column("finished_at", UTCDateTime()),
+        sa.Column("client_seen_at", UTCDateTime()),
     )
     op.create_index("ix_sessions_pool_state", "sessions", ["pool", "state", "created_at"])
     op.create_index("ix_sessions_agent", "sessions", ["agent_id", "state"])
