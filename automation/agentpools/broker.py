@@ -277,9 +277,43 @@ def serve(app: FastAPI, listen: str, on_ready: Callable[[str], None]) -> None:
     """Run the app with uvicorn on ``host:port`` (port 0: any free one) until SIGINT or
     SIGTERM. ``on_ready`` gets the URL once the socket listens (before the first request is
     served: connections wait in the backlog meanwhile)."""
-    import socket
+    sock, url = _listen(listen)
+    on_ready(url)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again under
+    # the handlers it found: these make that a clean exit 0 instead of death by signal.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    _server(app).run(sockets=[sock])
 
+
+class BrokerThread:
+    """The broker served from a thread of another command (``anycloud serve`` beside the
+    operator, over the same registry); the process's own signal handling is left alone."""
+
+    def __init__(self, app: FastAPI, listen: str) -> None:
+        import threading
+
+        self._sock, self.url = _listen(listen)
+        self._server = _server(app)
+        self._thread = threading.Thread(target=self._server.run, kwargs={
+            "sockets": [self._sock]}, name="broker", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+
+
+def _server(app: FastAPI) -> Any:
     import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                         lifespan="on"))
+
+
+def _listen(listen: str) -> tuple[Any, str]:
+    """A socket listening on ``host:port``, and the broker's URL there."""
+    import socket
 
     host, port = parse_listen(listen)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -292,13 +326,7 @@ def serve(app: FastAPI, listen: str, on_ready: Callable[[str], None]) -> None:
                             code="UNAVAILABLE") from exc
     sock.listen(2048)
     bound = sock.getsockname()[1]
-    on_ready(f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}")
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again under
-    # the handlers it found: these make that a clean exit 0 instead of death by signal.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    return sock, f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}"
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

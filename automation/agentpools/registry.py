@@ -389,10 +389,10 @@ class Registry:
                 raise Conflict(f"session {session_id} does not run on agent {agent}",
                                field="agentId", value=agent,
                                rule=f"must be the session's agent ({found.agent_id or 'none'})")
-            if error is not None:
+            if found.cancel_requested_at is not None:
+                state = "cancelled"  # whatever stopped it, its client asked for that
+            elif error is not None:
                 state = "failed"
-            elif found.cancel_requested_at is not None:
-                state = "cancelled"
             else:
                 state = "done"
             _end_running(conn, found.id, agent, now, state=state, exit_code=exit_code,

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from automation.agentpools.broker import create_app
+from automation.agentpools.broker import BrokerThread, create_app
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
 from automation.agentpools.registry import Registry
-from automation.errors import Conflict, InvalidInput, NotFound
+from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 from automation.ledger import open_ledger
 
 POOL = "default/cpu"
@@ -242,6 +242,22 @@ def test_real_uvicorn_serves_the_client(ledger_url: str, tmp_path: Path) -> None
         assert stop(proc) == 0
     with pytest.raises(BrokerUnreachable, match="cannot reach the broker"):
         BrokerClient(url, timeout=2).pool(POOL)
+
+
+def test_broker_in_a_thread_of_another_command(registry: Registry) -> None:
+    """How ``anycloud serve`` can run it beside the operator, over the same registry."""
+    server = BrokerThread(create_app(registry, expire_every=None), "127.0.0.1:0")
+    client = BrokerClient(server.url)
+    try:
+        client.register(POOL, "pod-a", "pod-a", 3)
+        assert registry.pool_view(POOL).slots == 3  # the same ledger, seen in-process
+        with pytest.raises(AnycloudError, match="cannot listen on"):
+            BrokerThread(create_app(registry), server.url.removeprefix("http://"))
+    finally:
+        client.close()
+        server.stop()
+    with pytest.raises(BrokerUnreachable):
+        BrokerClient(server.url, timeout=2).pool(POOL)
 
 
 def test_broker_refuses_a_bad_listen_address(tmp_path: Path) -> None:

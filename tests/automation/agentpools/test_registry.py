@@ -175,6 +175,14 @@ def test_pending_sessions_whose_client_stopped_asking_are_cancelled(
     assert reg.session(watched.id).state == "running"
 
 
+def test_a_cancelled_session_stays_cancelled_however_its_agent_ends_it(reg: Registry) -> None:
+    reg.register(POOL, "a", "a", 1)
+    s = reg.acquire(POOL, ["x"])
+    reg.release(s.id)  # the client cancels before the agent has started it
+    ended = reg.release(s.id, agent="a", error="cancelled before it started")
+    assert ended.state == "cancelled" and ended.error == "cancelled before it started"
+
+
 def test_work_gives_each_session_once(reg: Registry) -> None:
     reg.register(POOL, "a", "a", 2)
     s1 = reg.acquire(POOL, ["x"])
