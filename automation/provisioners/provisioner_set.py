@@ -1,0 +1,228 @@
+"""The provisioner set: named provisioners of three types, and the global default.
+
+``ANYCLOUD_PROVISIONER_SET_JSON`` names them (several of one type are allowed: two clusters,
+two static fleets); ``ANYCLOUD_DEFAULT_PROVISIONER`` names the one used where neither the
+project nor its org chose one. The set is checked whole when the control plane starts, so a
+typo is refused there (exit 2) rather than when a deployment first starts:
+
+- ``static``: runtimes with ``host``, ``slots``, ``data_dir``, ``audience_url``;
+- ``kubernetes``: ``timeout_seconds``, ``data_dir``, ``host`` (its ``*`` becomes the
+  deployment's provision id), ``namespace``, ``image``, ``kubeconfig_path``, ``template_paths``;
+- ``nodepool``: the kubernetes type aimed at one of our node pools (``node_pool``): its objects
+  go to the pool's own namespace on the pool's cluster, so it names no namespace or kubeconfig.
+
+Every error names the field (``<provisioner>.spec.runtimes[0].slots``), the value and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from automation.errors import InvalidInput
+from automation.provisioners.templates import TEMPLATE_KINDS, check_template
+
+SET_ENV = "ANYCLOUD_PROVISIONER_SET_JSON"
+DEFAULT_ENV = "ANYCLOUD_DEFAULT_PROVISIONER"
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NAME = re.compile(r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StaticRuntime(_Spec):
+    host: str = Field(min_length=1)
+    slots: int = Field(ge=1)
+    data_dir: str = Field(min_length=1)
+    audience_url: str = Field(min_length=1)
+
+
+class StaticSpec(_Spec):
+    runtimes: list[StaticRuntime] = Field(min_length=1)
+
+
+class TemplatePaths(_Spec):
+    """The objects a runtime is made of; a Deployment and its Service at least."""
+
+    deployment: str
+    service: str
+    pvc: str | None = None
+    http_ingress: str | None = None
+    grpc_ingress: str | None = None
+
+
+class _TemplatedSpec(_Spec):
+    timeout_seconds: int = Field(ge=1)
+    data_dir: str = Field(min_length=1)
+    host: str
+    image: str = Field(min_length=1)
+    template_paths: TemplatePaths
+
+    @field_validator("host")
+    @classmethod
+    def _one_wildcard(cls, host: str) -> str:
+        # Without exactly one '*' every deployment would get the same host (or an ambiguous one).
+        if host.count("*") != 1:
+            raise ValueError("must hold exactly one '*', replaced by the deployment's "
+                             "provision id (e.g. http://node-*.localhost)")
+        return host
+
+
+class KubernetesSpec(_TemplatedSpec):
+    namespace: str
+    kubeconfig_path: str = Field(min_length=1)
+
+    @field_validator("namespace")
+    @classmethod
+    def _dns_label(cls, namespace: str) -> str:
+        if not _DNS_LABEL.fullmatch(namespace):
+            raise ValueError("must be a Kubernetes namespace name (DNS-1123 label)")
+        return namespace
+
+
+class NodePoolSpec(_TemplatedSpec):
+    node_pool: str = Field(min_length=1)
+    cluster: str | None = None  # needed only when pools of that name exist on two clusters
+
+
+class StaticProvisioner(_Spec):
+    type: Literal["static"]
+    spec: StaticSpec
+
+
+class KubernetesProvisioner(_Spec):
+    type: Literal["kubernetes"]
+    spec: KubernetesSpec
+
+
+class NodePoolProvisioner(_Spec):
+    type: Literal["nodepool"]
+    spec: NodePoolSpec
+
+
+Provisioner = Annotated[StaticProvisioner | KubernetesProvisioner | NodePoolProvisioner,
+                        Field(discriminator="type")]
+TYPES = ("static", "kubernetes", "nodepool")
+
+
+class _Entry(BaseModel):
+    provisioner: Provisioner
+
+
+class ProvisionerSet(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    provisioners: dict[str, StaticProvisioner | KubernetesProvisioner | NodePoolProvisioner]
+    default: str
+
+    def get(self, name: str) -> StaticProvisioner | KubernetesProvisioner | NodePoolProvisioner:
+        return self.provisioners[name]
+
+
+def parse_json(text: str, field: str = SET_ENV) -> Any:
+    """JSON, or an error with the line and column (and a hint for the comments people paste
+    from examples)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        lines = text.split("\n")  # the decoder counts lines by "\n" only
+        line = lines[err.lineno - 1] if err.lineno <= len(lines) else ""
+        hint = "; comments (// ...) are not JSON" if "//" in line[max(err.colno - 2, 0):] else ""
+        raise InvalidInput(field, _shorten(line.strip()),
+                           f"must be JSON: line {err.lineno} column {err.colno}: "
+                           f"{err.msg}{hint}") from None
+
+
+def load(raw: Any, default: str | None, base_dir: Path, field: str = SET_ENV) -> ProvisionerSet:
+    """The set from its parsed JSON, checked whole: types, fields, templates, hosts, default."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise InvalidInput(field, _shorten(json.dumps(raw)),
+                           "must be a JSON object of provisioner name -> {type, spec}")
+    provisioners = {}
+    for name, entry in raw.items():
+        if not _NAME.fullmatch(name):
+            raise InvalidInput(f"{field} key", name, "a provisioner name is 1-63 letters, "
+                               "digits, '-', '_' or '.', starting and ending alphanumeric")
+        provisioners[name] = _provisioner(name, entry, field)
+    _check_hosts(provisioners, field)
+    for name, p in provisioners.items():
+        if not isinstance(p, StaticProvisioner):
+            _check_templates(name, p.spec.template_paths, base_dir, field)
+    if not default:
+        raise InvalidInput(DEFAULT_ENV, default, f"must name the global default provisioner: "
+                           f"one of {', '.join(sorted(provisioners))}")
+    if default not in provisioners:
+        raise InvalidInput(DEFAULT_ENV, default, f"must name a provisioner of the set: "
+                           f"one of {', '.join(sorted(provisioners))}")
+    return ProvisionerSet(provisioners=provisioners, default=default)
+
+
+def load_from_env(environ: Mapping[str, str], base_dir: Path) -> ProvisionerSet | None:
+    """The set the environment names, or None when it names none (templates resolve
+    against ``base_dir``)."""
+    text = environ.get(SET_ENV)
+    if not text:
+        if environ.get(DEFAULT_ENV):
+            raise InvalidInput(SET_ENV, None, f"is required when {DEFAULT_ENV} is set")
+        return None
+    return load(parse_json(text), environ.get(DEFAULT_ENV), base_dir)
+
+
+def _provisioner(name: str, entry: Any, field: str) -> Any:
+    kind = entry.get("type") if isinstance(entry, Mapping) else None
+    if kind not in TYPES:
+        raise InvalidInput(f"{field}.{name}.type", kind,
+                           f"must be one of {', '.join(TYPES)}")
+    try:
+        return _Entry.model_validate({"provisioner": entry}).provisioner
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(_step(s) for s in first["loc"][2:]).replace(".[", "[")
+        value = first.get("input")
+        rule = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "missing":
+            value, rule = None, "is required"
+        elif first["type"] == "extra_forbidden":
+            rule = f"is not a field of a {kind} provisioner"
+        raise InvalidInput(f"{field}.{name}.{where}", _shorten(value), rule) from None
+
+
+def _step(loc: int | str) -> str:
+    return f"[{loc}]" if isinstance(loc, int) else str(loc)
+
+
+def _check_hosts(provisioners: Mapping[str, Any], field: str) -> None:
+    """A host is one runtime: two static runtimes, or two host patterns, may not share it."""
+    seen: dict[str, str] = {}
+    for name, p in provisioners.items():
+        hosts = ([(f"{name}.spec.runtimes[{i}].host", r.host)
+                  for i, r in enumerate(p.spec.runtimes)] if isinstance(p, StaticProvisioner)
+                 else [(f"{name}.spec.host", p.spec.host)])
+        for where, host in hosts:
+            key = host.rstrip("/").lower()
+            if key in seen:
+                raise InvalidInput(f"{field}.{where}", host,
+                                   f"must be unique in the set: {seen[key]} has it too")
+            seen[key] = where
+
+
+def _check_templates(name: str, paths: TemplatePaths, base_dir: Path, field: str) -> None:
+    for kind in TEMPLATE_KINDS:
+        path = getattr(paths, kind)
+        if path is not None:
+            where = f"{field}.{name}.spec.template_paths.{kind}"
+            check_template(where, base_dir / path, kind)
+
+
+def _shorten(value: Any, limit: int = 80) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit - 1] + "…"
+    return value

@@ -1,0 +1,104 @@
+"""The Kubernetes objects of a runtime, from Jinja templates (kubernetes and nodepool types).
+
+A template renders one object with these variables: ``provision_id``, ``host``, ``image``,
+``data_dir``, ``namespace`` and ``resources`` (``cpu``, ``memory``, ``storage``). Undefined
+variables are errors, never empty strings. A template is checked when the set is loaded: it
+must be readable, parse, render with sample values, and give one object of its kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automation.errors import InvalidInput
+
+# template_paths key -> the kind of object it must render
+TEMPLATE_KINDS: dict[str, str] = {
+    "deployment": "Deployment",
+    "service": "Service",
+    "pvc": "PersistentVolumeClaim",
+    "http_ingress": "Ingress",
+    "grpc_ingress": "Ingress",
+}
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: str = "1"
+    memory: str = "2Gi"
+    storage: str = "10Gi"
+
+
+@dataclass(frozen=True)
+class TemplateValues:
+    provision_id: str
+    host: str
+    image: str
+    data_dir: str
+    namespace: str
+    resources: Resources = field(default_factory=Resources)
+
+
+SAMPLE = TemplateValues(provision_id="sample-0123", host="http://node-sample-0123.localhost",
+                        image="example/runtime:1", data_dir="/mnt/data", namespace="sample")
+
+
+def _environment() -> Any:
+    import jinja2
+
+    # Autoescaping is for HTML; YAML values are quoted by the template author.
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def read_template(field_name: str, path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise InvalidInput(field_name, str(path), "must be a readable template file: "
+                           "no such file") from None
+    except IsADirectoryError:
+        raise InvalidInput(field_name, str(path), "must be a template file, not a "
+                           "directory") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise InvalidInput(field_name, str(path),
+                           f"must be a readable UTF-8 template file: {err}") from None
+
+
+def render(field_name: str, path: Path, text: str, values: TemplateValues) -> dict[str, Any]:
+    """One Kubernetes object, or an error naming the template, the line and why."""
+    import jinja2
+    import yaml
+
+    try:
+        rendered = _environment().from_string(text).render(asdict(values))
+    except jinja2.TemplateSyntaxError as err:
+        raise InvalidInput(field_name, str(path),
+                           f"must be a valid template: line {err.lineno}: {err.message}") from None
+    except jinja2.UndefinedError as err:
+        raise InvalidInput(field_name, str(path), f"must use only the documented variables "
+                           f"(provision_id, host, image, data_dir, namespace, resources): "
+                           f"{err.message}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(rendered) if d is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at rendered line {mark.line + 1}" if mark is not None else ""
+        raise InvalidInput(field_name, str(path),
+                           f"must render YAML{where}: {getattr(err, 'problem', err)}") from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InvalidInput(field_name, str(path),
+                           f"must render exactly one Kubernetes object (got {len(docs)})")
+    return docs[0]
+
+
+def check_template(field_name: str, path: Path, key: str) -> None:
+    """Load-time check: readable, parses, renders the sample, gives one object of its kind."""
+    obj = render(field_name, path, read_template(field_name, path), SAMPLE)
+    expected = TEMPLATE_KINDS[key]
+    if obj.get("kind") != expected or not obj.get("apiVersion"):
+        raise InvalidInput(field_name, str(path),
+                           f"must render a {expected} (apiVersion and kind), got "
+                           f"kind {obj.get('kind')!r}")
