@@ -1,0 +1,169 @@
+"""The Kubernetes calls of the AgentPool operator, and nothing else: every verb here is one
+k8s/rbac/ grants (the RBAC test runs the operator under exactly that Role).
+
+    pods        list (label selector), create, delete
+    configmaps  get
+    agentpools  patch (status subresource; kopf itself lists, watches and patches the pools)
+    events      create
+
+Errors: 403 is ``ClusterForbidden`` naming the verb and resource, 422 from a pod create is
+``PodRejected`` (the template is what the API server refused), anything else
+``ClusterUnavailable`` with the API server's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from automation.agentpools.model import GROUP, KIND, VERSION
+from automation.kube.port import ClusterForbidden, ClusterUnavailable
+
+PLURAL = "agentpools"
+COMPONENT = "anycloud-operator"
+
+
+class PodRejected(ClusterUnavailable):
+    """The API server refused a worker pod as invalid (422): the template is wrong."""
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    try:
+        return str(json.loads(body).get("message")) if body else str(exc.reason)
+    except (ValueError, AttributeError):
+        return str(body)
+
+
+def client_configuration(kubeconfig: Path | None = None, context: str | None = None) -> Any:
+    """The official client's configuration: the kubeconfig's context (KUBECONFIG or
+    ~/.kube/config and its current context when not given), or the pod's service account when
+    running in a cluster with no kubeconfig."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    cfg = client.Configuration()
+    path = kubeconfig or (Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+                          if os.environ.get("KUBECONFIG") else Path.home() / ".kube/config")
+    try:
+        if kubeconfig is None and not path.exists() \
+                and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(config_file=str(path), context=context,
+                                    client_configuration=cfg, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"kubeconfig {path}" + (f" context {context!r}" if context else "")
+        raise ClusterUnavailable(f"cannot load {where}: {exc}") from exc
+    cfg.retries = 0  # the next tick retries; urllib3's own retries only delay the answer
+    return cfg
+
+
+class KubeApi:
+    """The operator's calls over one ApiClient (thread-safe: kopf runs handlers in threads).
+
+    Requests go out as plain JSON through the client's transport and auth (its typed
+    methods validate bodies against their models, and refuse a template's ``nvidia.com/gpu:
+    1`` that the API server itself accepts)."""
+
+    def __init__(self, configuration: Any, timeout: float = 10.0) -> None:
+        from kubernetes import client
+
+        self.configuration = configuration
+        self.timeout = timeout
+        self._api = client.ApiClient(configuration)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def _request(self, verb: str, resource: str, namespace: str, method: str, path: str, *,
+                 body: Any = None, query: list[tuple[str, str]] | None = None,
+                 content_type: str = "application/json",
+                 tolerate: tuple[int, ...] = ()) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            _, url, headers, data, _ = self._api.param_serialize(
+                method=method, resource_path=path, query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body, auth_settings=["BearerToken"])
+            resp = self._api.call_api(method, url, header_params=headers, body=data,
+                                      _request_timeout=self.timeout)
+            raw = resp.read()
+            if not 200 <= resp.status < 300:
+                raise ApiException(http_resp=resp, body=raw.decode(errors="replace"))
+            found: dict[str, Any] = json.loads(raw) if raw else {}
+            return found
+        except ApiException as exc:
+            message = _message(exc)
+            if exc.status == 403:
+                raise ClusterForbidden(verb, resource, namespace, message) from exc
+            if exc.status in tolerate:
+                return None
+            if exc.status == 422 and resource == "pods" and verb == "create":
+                raise PodRejected(message) from exc
+            raise ClusterUnavailable(f"the API server answered {exc.status} {exc.reason} to "
+                                     f"{verb} {resource} in {namespace}: {message}") from exc
+        except (HTTPError, OSError) as exc:
+            raise ClusterUnavailable(f"cannot reach {self.configuration.host} ({verb} "
+                                     f"{resource}): {exc}") from exc
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        out = self._request("list", "pods", namespace, "GET",
+                            f"/api/v1/namespaces/{namespace}/pods",
+                            query=[("labelSelector", selector)])
+        return list((out or {}).get("items") or [])
+
+    def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
+        """True when made, False when a pod of that name already exists (a retried create)."""
+        made = self._request("create", "pods", namespace, "POST",
+                             f"/api/v1/namespaces/{namespace}/pods", body=pod,
+                             tolerate=(409,))
+        return made is not None
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete that very pod (uid precondition: never a newer pod of the same name);
+        False when it was already gone."""
+        done = self._request("delete", "pods", namespace, "DELETE",
+                             f"/api/v1/namespaces/{namespace}/pods/{name}",
+                             body={"kind": "DeleteOptions", "apiVersion": "v1",
+                                   "preconditions": {"uid": uid}},
+                             tolerate=(404, 409))
+        return done is not None
+
+    def config_map_exists(self, namespace: str, name: str) -> bool:
+        found = self._request("get", "configmaps", namespace, "GET",
+                              f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+                              tolerate=(404,))
+        return found is not None
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self._request("patch", f"{PLURAL}/status", namespace, "PATCH",
+                      f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status",
+                      body={"status": status}, content_type="application/merge-patch+json",
+                      tolerate=(404,))
+
+    def post_event(self, pool: dict[str, Any], type_: str, reason: str, message: str,
+                   now: datetime) -> None:
+        """A core/v1 Event on the AgentPool: what ``kubectl describe agentpool`` lists."""
+        meta = pool["metadata"]
+        namespace = meta["namespace"]
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+                               "name": meta["name"], "namespace": namespace,
+                               "uid": meta["uid"],
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+            "reportingInstance": os.environ.get("HOSTNAME") or COMPONENT,
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        self._request("create", "events", namespace, "POST",
+                      f"/api/v1/namespaces/{namespace}/events", body=event)

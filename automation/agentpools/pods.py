@@ -1,0 +1,214 @@
+"""A worker Pod from an AgentPool: pure rendering, no I/O.
+
+What the operator adds to the pool's template (and why):
+- labels ``anycloud.sh/agent-pool=<pool>`` and ``app.kubernetes.io/managed-by=anycloud``: the
+  operator finds the pool's pods by the first (the template's own labels are kept, so the
+  seed's ``kubectl get pods -l app=...,pool=...`` still works);
+- a name of its own choosing (``<pool>-<5 random>``), so a create that timed out can be sent
+  again under the same name and a 409 says it was made;
+- an owner reference to the AgentPool (controller, blockOwnerDeletion): the garbage collector
+  removes pods an operator never got to;
+- the agent container's ``--pool=<name>`` argument (added when absent; another pool's name is
+  a template error), and ``POD_NAME``/``POD_NAMESPACE``/``ANYCLOUD_AGENT_SLOTS`` in its
+  environment (what ``anycloud agent`` reads) unless the template sets them;
+- the agent ConfigMap mounted read-only at ``/run/anycloud`` unless the container already
+  mounts something there;
+- ``spec.nodePool``: nodeSelector ``anycloud.sh/node-pool=<pool id>`` and the toleration of
+  exactly that pool's taint (seed 003: select exactly that node pool, tolerate only its taint),
+  and a template toleration that would let the pods onto another node pool is refused;
+- a container requesting ``nvidia.com/gpu``: runtimeClassName ``nvidia`` and nodeSelector
+  ``anycloud.sh/accelerator=nvidia`` (the labels the node pools' GPU Nodes carry).
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import string
+from collections.abc import Callable
+from typing import Any
+
+from automation.agentpools.model import API_VERSION, KIND
+from automation.errors import InvalidInput
+from automation.kube.port import (
+    ACCELERATOR_LABEL,
+    GPU_RESOURCE,
+    MANAGED_BY,
+    MANAGER,
+    POOL_LABEL,
+    RUNTIME_CLASS_NAME,
+)
+
+AGENT_POOL_LABEL = "anycloud.sh/agent-pool"
+NODE_POOL_LABEL = POOL_LABEL  # anycloud.sh/node-pool: the label and the taint key of a pool
+NODE_POOL_TAINT = POOL_LABEL
+CONFIG_MOUNT = "/run/anycloud"
+CONFIG_VOLUME = "anycloud-config"
+DEFAULT_CONFIG_MAP = "anycloud-agent-config"
+AGENT_CONTAINER = "agent"
+_SUFFIX = string.ascii_lowercase + string.digits
+
+
+def pod_selector(pool_name: str) -> str:
+    return f"{AGENT_POOL_LABEL}={pool_name}"
+
+
+def random_suffix() -> str:
+    return "".join(secrets.choice(_SUFFIX) for _ in range(5))
+
+
+def pod_name(pool_name: str, suffix: str) -> str:
+    # A pod name is also the agent's id and its hostname: keep it a DNS label (<= 63).
+    return f"{pool_name[:57].rstrip('-.')}-{suffix}"
+
+
+def agent_container(spec: dict[str, Any]) -> dict[str, Any]:
+    """The container that runs ``anycloud agent``: the one named ``agent``, else the first."""
+    containers = spec["containers"]
+    return next((c for c in containers if c.get("name") == AGENT_CONTAINER), containers[0])
+
+
+def requests_gpu(spec: dict[str, Any]) -> bool:
+    for c in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+        res = c.get("resources") or {}
+        for part in ("requests", "limits"):
+            value = (res.get(part) or {}).get(GPU_RESOURCE)
+            if value not in (None, 0, "0"):
+                return True
+    return False
+
+
+def config_maps(pod: dict[str, Any]) -> list[str]:
+    """The ConfigMaps a pod's volumes name and needs (``optional: true`` ones left out)."""
+    out = []
+    for volume in pod["spec"].get("volumes") or []:
+        cm = volume.get("configMap")
+        if cm and cm.get("name") and not cm.get("optional"):
+            out.append(cm["name"])
+    return sorted(set(out))
+
+
+def _pool_arg(container: dict[str, Any], pool_name: str, field: str) -> None:
+    args = container.setdefault("args", [])
+    command = container.get("command") or []
+    for where, argv in (("args", args), ("command", command)):
+        for i, arg in enumerate(argv):
+            if not isinstance(arg, str):
+                continue
+            value = None
+            if arg.startswith("--pool="):
+                value = arg.removeprefix("--pool=")
+            elif arg == "--pool" and i + 1 < len(argv):
+                value = argv[i + 1]
+            if value is None:
+                continue
+            # NAME or NAMESPACE/NAME (the agent qualifies a bare name with its namespace).
+            if value.rpartition("/")[2] != pool_name:
+                raise InvalidInput(f"{field}.{where}[{i}]", arg,
+                                   f"must name this pool (--pool={pool_name}): an agent "
+                                   "registers in the pool its --pool names")
+            return
+    args.append(f"--pool={pool_name}")
+
+
+def _env(container: dict[str, Any], slots: int) -> None:
+    env = container.setdefault("env", [])
+    have = {e.get("name") for e in env}
+    wanted: list[dict[str, Any]] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE",
+         "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "ANYCLOUD_AGENT_SLOTS", "value": str(slots)},
+    ]
+    env.extend(e for e in wanted if e["name"] not in have)
+
+
+def _config_mount(spec: dict[str, Any], container: dict[str, Any], config_map: str) -> None:
+    mounts = container.setdefault("volumeMounts", [])
+    if any(str(m.get("mountPath", "")).rstrip("/") == CONFIG_MOUNT for m in mounts):
+        return
+    volumes = spec.setdefault("volumes", [])
+    names = {v.get("name") for v in volumes}
+    name = CONFIG_VOLUME
+    while name in names:
+        name += "-x"
+    volumes.append({"name": name, "configMap": {"name": config_map}})
+    mounts.append({"name": name, "mountPath": CONFIG_MOUNT, "readOnly": True})
+
+
+def _node_pool(spec: dict[str, Any], pool_id: str) -> None:
+    selector = spec.setdefault("nodeSelector", {})
+    other = selector.get(NODE_POOL_LABEL)
+    if other not in (None, pool_id):
+        raise InvalidInput(f"spec.template.spec.nodeSelector.{NODE_POOL_LABEL}", other,
+                           f"must be left out with spec.nodePool (node pool id {pool_id})")
+    selector[NODE_POOL_LABEL] = pool_id
+    tolerations = spec.setdefault("tolerations", [])
+    for i, t in enumerate(tolerations):
+        key = t.get("key") or ""
+        wide = (key == "" and t.get("operator") == "Exists") or (
+            key == NODE_POOL_TAINT and (t.get("operator") == "Exists"
+                                        or t.get("value") != pool_id))
+        if wide:
+            raise InvalidInput(f"spec.template.spec.tolerations[{i}]", t,
+                               "must not tolerate other node pools' taints: with "
+                               "spec.nodePool the operator adds the one toleration needed")
+    mine = {"key": NODE_POOL_TAINT, "operator": "Equal", "value": pool_id,
+            "effect": "NoSchedule"}
+    if mine not in tolerations:
+        tolerations.append(mine)
+
+
+def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
+               config_map: str = DEFAULT_CONFIG_MAP,
+               suffix: Callable[[], str] = random_suffix) -> dict[str, Any]:
+    """The worker Pod for the AgentPool object ``pool`` (as the API server returns it, with
+    ``metadata.uid``). ``node_pool_id``: the id of ``spec.nodePool`` (the caller looks it up).
+    InvalidInput naming the template field when the template cannot make a worker."""
+    meta = pool["metadata"]
+    name = meta["name"]
+    spec = pool["spec"]
+    if spec.get("nodePool") and node_pool_id is None:
+        raise ValueError("spec.nodePool is set: give its node_pool_id")
+    template = copy.deepcopy(spec["template"])
+    tmeta = template.get("metadata") or {}
+    pod_spec: dict[str, Any] = template["spec"]
+    slots = int((spec.get("autoscaler") or {}).get("defaultSlotsPerAgent", 1))
+
+    labels = dict(tmeta.get("labels") or {})
+    for key in (AGENT_POOL_LABEL, MANAGED_BY):
+        if key in labels:
+            raise InvalidInput(f"spec.template.metadata.labels.{key}", labels[key],
+                               "is set by the operator: leave it out")
+    labels[AGENT_POOL_LABEL] = name
+    labels[MANAGED_BY] = MANAGER
+
+    container = agent_container(pod_spec)
+    index = pod_spec["containers"].index(container)
+    _pool_arg(container, name, f"spec.template.spec.containers[{index}]")
+    _env(container, slots)
+    _config_mount(pod_spec, container, config_map)
+    if node_pool_id is not None:
+        _node_pool(pod_spec, node_pool_id)
+    if requests_gpu(pod_spec):
+        pod_spec.setdefault("runtimeClassName", RUNTIME_CLASS_NAME)
+        pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_LABEL] = "nvidia"
+
+    pod_meta: dict[str, Any] = {
+        "name": pod_name(name, suffix()),
+        "namespace": meta.get("namespace"),
+        "labels": labels,
+        "ownerReferences": [{
+            "apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}],
+    }
+    if tmeta.get("annotations"):
+        pod_meta["annotations"] = dict(tmeta["annotations"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+def owned_by(pod: dict[str, Any], uid: str) -> bool:
+    """The pod's controller is the AgentPool with this uid (a pod of another pool that
+    happens to carry the same labels is never ours)."""
+    return any(ref.get("uid") == uid and ref.get("controller")
+               for ref in pod["metadata"].get("ownerReferences") or [])

@@ -1,0 +1,335 @@
+"""One reconcile pass of one AgentPool: observe, decide, act, report.
+
+Observe: the pool's pods from the API server (label ``anycloud.sh/agent-pool=<name>`` *and*
+controlled by this pool's uid) and the broker's view of its agents and pending sessions
+(``PoolState``: the registry, or anything a test feeds it). Decide: ``autoscaler.decide``.
+Act: create and delete pods. Report: the AgentPool's status and Events.
+
+Restart-safe by construction: nothing is remembered between passes. Every pass reads the
+pods that exist, so pods a previous operator created (even one killed between two creates)
+count as ``starting`` capacity and are never made again.
+
+The one condition, ``Ready``, says why the pool is not what its spec asks, first cause
+first: TemplateInvalid, NodePoolNotFound, ConfigMapMissing, Forbidden, Unschedulable, else
+True (Reconciled). A Warning Event is posted when that cause changes, a Normal one for every
+pod created or deleted, so ``kubectl describe agentpool`` tells the story.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from automation.agentpools import pods as render
+from automation.agentpools.autoscaler import Decision, Settings, Worker, decide
+from automation.agentpools.kubeapi import PodRejected
+from automation.agentpools.model import validate_manifest
+from automation.clock import Clock, SystemClock
+from automation.errors import AnycloudError, InvalidInput
+from automation.kube.port import ClusterForbidden
+
+CONDITION = "Ready"
+ENDED = ("Succeeded", "Failed")
+
+
+class PoolState(Protocol):
+    """The broker's side of a pool (``automation.agentpools.registry.Registry`` is one)."""
+
+    def workers(self, pool: str, now: datetime) -> list[Worker]: ...
+
+    def pending_sessions(self, pool: str) -> int: ...
+
+    def close_pool(self, pool: str) -> int: ...
+
+
+# The id of the live node pool named (NotFound, or another AnycloudError, when none).
+NodePoolIds = Callable[[str], str]
+
+
+class Api(Protocol):
+    """What a pass calls (``kubeapi.KubeApi``)."""
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+
+    def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool: ...
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> bool: ...
+
+    def config_map_exists(self, namespace: str, name: str) -> bool: ...
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+
+    def post_event(self, pool: dict[str, Any], type_: str, reason: str, message: str,
+                   now: datetime) -> None: ...
+
+
+class Blocked(Exception):
+    """The pass cannot go on: ``reason`` is the condition's reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class Outcome:
+    """What one pass saw and did (the status it wrote, for callers and tests)."""
+
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    reason: str = "Reconciled"
+    message: str = ""
+    status: dict[str, Any] = field(default_factory=dict)
+    decision: Decision | None = None
+
+
+def pool_key(pool: dict[str, Any]) -> str:
+    """The broker's name of the pool: ``namespace/name``."""
+    return f"{pool['metadata']['namespace']}/{pool['metadata']['name']}"
+
+
+def _ts(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return {}
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    return _condition(pod, "Ready").get("status") == "True"
+
+
+def unschedulable(pod: dict[str, Any]) -> str | None:
+    c = _condition(pod, "PodScheduled")
+    if c.get("status") == "False" and c.get("reason") == "Unschedulable":
+        return str(c.get("message") or "no node fits")
+    return None
+
+
+def as_workers(pods: Sequence[dict[str, Any]], registered: Sequence[Worker]) -> list[Worker]:
+    """Each live pod as the autoscaler's Worker: the broker's agent of that pod name when it
+    registered, else ``starting`` since the pod was made; a pod being deleted is
+    ``terminating``. Agents with no pod here are not capacity the operator can act on."""
+    agents = {w.name: w for w in registered}
+    out = []
+    for pod in pods:
+        meta = pod["metadata"]
+        created = _ts(meta["creationTimestamp"])
+        if meta.get("deletionTimestamp"):
+            out.append(Worker(name=meta["name"], created_at=created, state="terminating"))
+        elif meta["name"] in agents:
+            w = agents[meta["name"]]
+            out.append(Worker(name=w.name, created_at=created, state=w.state, slots=w.slots,
+                              busy_slots=w.busy_slots, idle_since=w.idle_since,
+                              unknown_since=w.unknown_since))
+        else:
+            out.append(Worker(name=meta["name"], created_at=created, state="starting"))
+    return out
+
+
+def settings_of(pool: dict[str, Any]) -> Settings:
+    a = validate_manifest({"apiVersion": pool["apiVersion"], "kind": pool["kind"],
+                           "metadata": {"name": pool["metadata"]["name"]},
+                           "spec": pool["spec"]}).spec.autoscaler
+    return Settings(min_replicas=a.min_replicas, max_replicas=a.max_replicas,
+                    min_idle=a.min_idle, max_idle=a.max_idle,
+                    idle_decay_second=a.idle_decay_second,
+                    kill_unknown_after_second=a.kill_unknown_after_second,
+                    default_slots_per_agent=a.default_slots_per_agent)
+
+
+@dataclass
+class Reconciler:
+    api: Api
+    state: PoolState
+    node_pool_id: NodePoolIds | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    config_map: str = render.DEFAULT_CONFIG_MAP
+    # Called after each pod create: tests stop the operator there (a crash mid-scale).
+    after_create: Callable[[str], None] | None = None
+    log: Callable[[str], None] = lambda line: None
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def _lock(self, uid: str) -> threading.Lock:
+        # kopf may run a pool's timer and its update handler at once: one pass at a time.
+        with self._guard:
+            return self._locks.setdefault(uid, threading.Lock())
+
+    # -- a pass -------------------------------------------------------------------------
+
+    def reconcile(self, pool: dict[str, Any]) -> Outcome:
+        with self._lock(pool["metadata"]["uid"]):
+            return self._reconcile(pool)
+
+    def _reconcile(self, pool: dict[str, Any]) -> Outcome:
+        now = self.clock.now()
+        meta = pool["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        out = Outcome()
+        live: list[dict[str, Any]] = []
+        try:
+            try:
+                settings = settings_of(pool)
+            except InvalidInput as exc:
+                raise Blocked("TemplateInvalid", exc.message) from exc
+            sample = self._render(pool)
+            pods = [p for p in self.api.list_pods(ns, render.pod_selector(name))
+                    if render.owned_by(p, meta["uid"])]
+            ended = [p for p in pods if (p.get("status") or {}).get("phase") in ENDED]
+            live = [p for p in pods if p not in ended]
+            for p in ended:  # a worker whose container exited for good: not capacity
+                if not p["metadata"].get("deletionTimestamp"):
+                    self._delete(pool, p, out, f"its pod ended ({p['status']['phase']})", now)
+            key = pool_key(pool)
+            workers = as_workers(live, self.state.workers(key, now))
+            decision = decide(settings, workers, self.state.pending_sessions(key), now)
+            out.decision = decision
+            missing = [cm for cm in render.config_maps(sample)
+                       if not self.api.config_map_exists(ns, cm)]
+            by_name = {p["metadata"]["name"]: p for p in live}
+            for victim in decision.delete:
+                self._delete(pool, by_name[victim], out, "; ".join(decision.reasons), now)
+            if missing:
+                raise Blocked("ConfigMapMissing", f"ConfigMap {', '.join(missing)} not found "
+                              f"in namespace {ns}: no worker pod is created until it exists "
+                              "(it holds the agents' broker address)")
+            for _ in range(decision.create):
+                pod = self._render(pool)
+                self._create(pool, pod, out, "; ".join(decision.reasons), now)
+            stuck = [(p["metadata"]["name"], unschedulable(p)) for p in live]
+            stuck = [(n, why) for n, why in stuck if why and n not in out.deleted]
+            if stuck:
+                raise Blocked("Unschedulable", f"{len(stuck)} worker pod(s) cannot be "
+                              f"scheduled: {stuck[0][0]}: {stuck[0][1]}")
+        except Blocked as exc:
+            out.reason, out.message = exc.reason, exc.message
+        except ClusterForbidden as exc:
+            out.reason, out.message = "Forbidden", str(exc)
+        self._report(pool, live, out, now)
+        return out
+
+    def _render(self, pool: dict[str, Any]) -> dict[str, Any]:
+        node_pool = pool["spec"].get("nodePool")
+        pool_id = None
+        if node_pool:
+            if self.node_pool_id is None:
+                raise Blocked("NodePoolNotFound", f"spec.nodePool {node_pool!r}: this "
+                              "operator has no ledger to look node pools up in")
+            try:
+                pool_id = self.node_pool_id(node_pool)
+            except AnycloudError as exc:
+                raise Blocked("NodePoolNotFound", f"spec.nodePool {node_pool!r}: "
+                              f"{exc.message}; its agents stay unplaced rather than "
+                              "landing on another node pool") from exc
+        try:
+            return render.render_pod(pool, node_pool_id=pool_id, config_map=self.config_map)
+        except InvalidInput as exc:
+            raise Blocked("TemplateInvalid", exc.message) from exc
+
+    def _create(self, pool: dict[str, Any], pod: dict[str, Any], out: Outcome, why: str,
+                now: datetime) -> None:
+        ns = pool["metadata"]["namespace"]
+        try:
+            self.api.create_pod(ns, pod)
+        except PodRejected as exc:
+            raise Blocked("TemplateInvalid", f"the API server refused the worker pod: "
+                          f"{exc}") from exc
+        name = pod["metadata"]["name"]
+        out.created.append(name)
+        self.log(f"{pool_key(pool)}: created pod {name} ({why})")
+        self.api.post_event(pool, "Normal", "ScaledUp", f"created worker pod {name}: {why}",
+                            now)
+        if self.after_create is not None:
+            self.after_create(name)
+
+    def _delete(self, pool: dict[str, Any], pod: dict[str, Any], out: Outcome, why: str,
+                now: datetime) -> None:
+        ns = pool["metadata"]["namespace"]
+        name = pod["metadata"]["name"]
+        self.api.delete_pod(ns, name, pod["metadata"]["uid"])
+        out.deleted.append(name)
+        self.log(f"{pool_key(pool)}: deleted pod {name} ({why})")
+        self.api.post_event(pool, "Normal", "ScaledDown", f"deleted worker pod {name}: {why}",
+                            now)
+
+    # -- status ---------------------------------------------------------------------------
+
+    def _report(self, pool: dict[str, Any], live: list[dict[str, Any]], out: Outcome,
+                now: datetime) -> None:
+        meta = pool["metadata"]
+        old = dict(pool.get("status") or {})
+        kept = [p for p in live if p["metadata"]["name"] not in out.deleted
+                and not p["metadata"].get("deletionTimestamp")]
+        d = out.decision
+        status: dict[str, Any] = {
+            "replicas": len(kept) + len(out.created),
+            "readyReplicas": sum(1 for p in kept if pod_ready(p)),
+            "idleSlots": d.idle_slots if d else old.get("idleSlots", 0),
+            "busySlots": d.busy_slots if d else old.get("busySlots", 0),
+            "pendingSessions": d.pending_sessions if d else old.get("pendingSessions", 0),
+            "observedGeneration": meta.get("generation"),
+        }
+        ok = out.reason == "Reconciled"
+        message = out.message or (
+            "; ".join(d.reasons) if d and d.reasons else "the pool is as its spec asks")
+        before: dict[str, Any] = next((c for c in old.get("conditions") or []
+                       if c.get("type") == CONDITION), {})
+        state = "True" if ok else "False"
+        changed = (before.get("status"), before.get("reason")) != (state, out.reason)
+        condition = {
+            "type": CONDITION, "status": state, "reason": out.reason,
+            "message": message[:32768], "observedGeneration": meta.get("generation"),
+            "lastTransitionTime": before.get("lastTransitionTime") if not changed and
+            before.get("lastTransitionTime") else now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if ok and not d:
+            condition["message"] = "the pool is as its spec asks"
+        status["conditions"] = [condition]
+        out.status = status
+        same = {k: old.get(k) for k in status if k != "conditions"} == \
+            {k: v for k, v in status.items() if k != "conditions"} and not changed \
+            and before.get("message") == condition["message"]
+        if not ok and changed:
+            self.log(f"{pool_key(pool)}: {out.reason}: {out.message}")
+            self._event(pool, "Warning", out.reason, out.message, now)
+        elif ok and changed and before:
+            self._event(pool, "Normal", "Reconciled", "the pool is as its spec asks again",
+                        now)
+        if not same:
+            try:
+                self.api.patch_status(meta["namespace"], meta["name"], status)
+            except ClusterForbidden as exc:
+                self.log(f"{pool_key(pool)}: cannot write its status: {exc}")
+
+    def _event(self, pool: dict[str, Any], type_: str, reason: str, message: str,
+               now: datetime) -> None:
+        try:
+            self.api.post_event(pool, type_, reason, message, now)
+        except ClusterForbidden as exc:
+            self.log(f"{pool_key(pool)}: cannot post an event: {exc}")
+
+    # -- delete ---------------------------------------------------------------------------
+
+    def delete(self, pool: dict[str, Any]) -> list[str]:
+        """The AgentPool is being deleted: delete exactly its pods (label and controller uid)
+        and close it in the broker (pending sessions cancelled). Returns the pods deleted."""
+        meta = pool["metadata"]
+        with self._lock(meta["uid"]):
+            ns = meta["namespace"]
+            gone = []
+            for p in self.api.list_pods(ns, render.pod_selector(meta["name"])):
+                if render.owned_by(p, meta["uid"]) and not p["metadata"].get("deletionTimestamp"):
+                    self.api.delete_pod(ns, p["metadata"]["name"], p["metadata"]["uid"])
+                    gone.append(p["metadata"]["name"])
+            self.state.close_pool(pool_key(pool))
+            self.log(f"{pool_key(pool)}: deleted; removed its pods {', '.join(gone) or '(none)'}")
+            return gone

@@ -1,0 +1,185 @@
+"""Worker pod rendering (automation/agentpools/pods.py): labels, owner reference, the
+--pool argument, the agent ConfigMap mount, node pool placement (exactly one pool's taint)
+and the GPU runtime class; pure, no cluster."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from automation.agentpools.pods import (
+    AGENT_POOL_LABEL,
+    CONFIG_MOUNT,
+    config_maps,
+    owned_by,
+    pod_name,
+    render_pod,
+)
+from automation.errors import InvalidInput
+from tests.automation.agentpools.cases import example
+
+UID = "0b7c6f0e-5a41-4e4b-9d65-3c1a3c2a9f10"
+
+
+def pool(file: str = "shell-pool.yaml", **spec: Any) -> dict[str, Any]:
+    doc = example(file)
+    doc["metadata"]["uid"] = UID
+    doc["spec"].update(spec)
+    return doc
+
+
+def agent(pod: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = pod["spec"]["containers"][0]
+    return container
+
+
+def test_labels_owner_and_name() -> None:
+    src = pool()
+    pod = render_pod(src, suffix=lambda: "abcde")
+    meta = pod["metadata"]
+    assert meta["name"] == "shell-abcde" and meta["namespace"] == "default"
+    # The template's labels kept (the seed's `kubectl get pods -l group=anycloud-agent`).
+    assert meta["labels"] == {"app": "anycloud-agent-shell", "group": "anycloud-agent",
+                              "type": "shell", AGENT_POOL_LABEL: "shell",
+                              "app.kubernetes.io/managed-by": "anycloud"}
+    assert meta["ownerReferences"] == [{
+        "apiVersion": "anycloud.sh/v1", "kind": "AgentPool", "name": "shell", "uid": UID,
+        "controller": True, "blockOwnerDeletion": True}]
+    assert owned_by(pod, UID) and not owned_by(pod, "another-uid")
+    assert src == pool(), "the AgentPool object itself is never changed"
+    # Two renders, two names.
+    assert render_pod(src)["metadata"]["name"] != render_pod(src)["metadata"]["name"]
+
+
+def test_long_pool_names_give_dns_label_pod_names() -> None:
+    name = pod_name("p" * 63, "abcde")
+    assert len(name) <= 63 and name.endswith("-abcde")
+
+
+def test_the_templates_config_mount_is_kept_and_pool_argument_not_repeated() -> None:
+    pod = render_pod(pool())
+    c = agent(pod)
+    assert c["args"] == ["--pool=shell"]
+    mounts = [m for m in c["volumeMounts"] if m["mountPath"] == CONFIG_MOUNT]
+    assert mounts == [{"name": "anycloud-config", "mountPath": "/run/anycloud"}]
+    assert config_maps(pod) == ["anycloud-agent-config"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["ANYCLOUD_AGENT_SLOTS"]["value"] == "1"
+
+
+def test_missing_pool_argument_and_config_mount_are_added() -> None:
+    src = pool()
+    spec = src["spec"]["template"]["spec"]
+    spec["containers"][0].pop("args")
+    spec["containers"][0].pop("volumeMounts")
+    spec.pop("volumes")
+    src["spec"]["autoscaler"]["defaultSlotsPerAgent"] = 3
+    pod = render_pod(src, config_map="team-config")
+    c = agent(pod)
+    assert c["args"] == ["--pool=shell"]
+    assert {"name": "anycloud-config", "mountPath": CONFIG_MOUNT, "readOnly": True} \
+        in c["volumeMounts"]
+    assert {"name": "anycloud-config", "configMap": {"name": "team-config"}} \
+        in pod["spec"]["volumes"]
+    assert {e["name"]: e.get("value") for e in c["env"]}["ANYCLOUD_AGENT_SLOTS"] == "3"
+
+
+def test_pool_argument_naming_another_pool_is_a_template_error() -> None:
+    src = pool()
+    src["spec"]["template"]["spec"]["containers"][0]["args"] = ["--pool", "gpu-pool"]
+    with pytest.raises(InvalidInput) as err:
+        render_pod(src)
+    assert err.value.field == "spec.template.spec.containers[0].args[0]"
+    src["spec"]["template"]["spec"]["containers"][0]["args"] = ["--pool=default/shell"]
+    assert agent(render_pod(src))["args"] == ["--pool=default/shell"]
+
+
+def test_operator_labels_in_the_template_are_refused() -> None:
+    src = pool()
+    src["spec"]["template"]["metadata"]["labels"][AGENT_POOL_LABEL] = "other"
+    with pytest.raises(InvalidInput, match="set by the operator"):
+        render_pod(src)
+
+
+def test_cpu_pool_gets_no_gpu_runtime_and_no_placement() -> None:
+    pod = render_pod(pool("cpu-pool.yaml"))
+    assert "runtimeClassName" not in pod["spec"]
+    assert "nodeSelector" not in pod["spec"] and "tolerations" not in pod["spec"]
+
+
+def test_gpu_template_gets_nvidia_runtime_class_and_accelerator_selector() -> None:
+    src = pool("gpu-pool.yaml")
+    del src["spec"]["template"]["spec"]["nodeSelector"]
+    pod = render_pod(src)
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
+    assert pod["spec"]["nodeSelector"] == {"anycloud.sh/accelerator": "nvidia"}
+    # The template's own GPU toleration is kept as written.
+    assert pod["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_node_pool_adds_exactly_its_selector_and_taint_toleration() -> None:
+    pod = render_pod(pool(nodePool="gpu-a10"), node_pool_id="np_1234")
+    assert pod["spec"]["nodeSelector"] == {"anycloud.sh/node-pool": "np_1234"}
+    assert pod["spec"]["tolerations"] == [{"key": "anycloud.sh/node-pool", "operator": "Equal",
+                                           "value": "np_1234", "effect": "NoSchedule"}]
+
+
+def test_node_pool_needs_its_id() -> None:
+    with pytest.raises(ValueError, match="node_pool_id"):
+        render_pod(pool(nodePool="gpu-a10"))
+
+
+@pytest.mark.parametrize("toleration", [
+    {"operator": "Exists"},
+    {"key": "anycloud.sh/node-pool", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "anycloud.sh/node-pool", "operator": "Equal", "value": "np_other",
+     "effect": "NoSchedule"},
+])
+def test_template_tolerating_other_node_pools_is_refused(toleration: dict[str, Any]) -> None:
+    src = pool(nodePool="gpu-a10")
+    src["spec"]["template"]["spec"]["tolerations"] = [toleration]
+    with pytest.raises(InvalidInput) as err:
+        render_pod(src, node_pool_id="np_1234")
+    assert err.value.field == "spec.template.spec.tolerations[0]"
+
+
+def test_template_selecting_another_node_pool_is_refused() -> None:
+    src = pool(nodePool="gpu-a10")
+    src["spec"]["template"]["spec"]["nodeSelector"] = {"anycloud.sh/node-pool": "np_other"}
+    with pytest.raises(InvalidInput, match="left out"):
+        render_pod(src, node_pool_id="np_1234")
+
+
+narrow = st.fixed_dictionaries({
+    "key": st.sampled_from(["nvidia.com/gpu", "dedicated", "example.com/spot"]),
+    "operator": st.sampled_from(["Exists", "Equal"]),
+    "effect": st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]),
+})
+
+
+@given(pool_id=st.from_regex(r"np_[a-z0-9]{4,12}", fullmatch=True),
+       extra=st.lists(narrow, max_size=3), gpu=st.booleans())
+def test_placement_tolerates_exactly_one_node_pool_taint(
+        pool_id: str, extra: list[dict[str, Any]], gpu: bool) -> None:
+    src = pool("gpu-pool.yaml" if gpu else "shell-pool.yaml", nodePool="my-pool")
+    spec = src["spec"]["template"]["spec"]
+    spec["tolerations"] = copy.deepcopy(extra)
+    spec.pop("nodeSelector", None)
+    pod = render_pod(src, node_pool_id=pool_id)
+    ours = [t for t in pod["spec"]["tolerations"]
+            if t.get("key") in ("anycloud.sh/node-pool", None, "")]
+    assert ours == [{"key": "anycloud.sh/node-pool", "operator": "Equal", "value": pool_id,
+                     "effect": "NoSchedule"}]
+    # The template's other tolerations are kept as they were.
+    assert [t for t in pod["spec"]["tolerations"] if t not in ours] == extra
+    selector = pod["spec"]["nodeSelector"]
+    assert selector["anycloud.sh/node-pool"] == pool_id
+    assert (selector.get("anycloud.sh/accelerator") == "nvidia") == gpu
+    assert (pod["spec"].get("runtimeClassName") == "nvidia") == gpu
