@@ -325,3 +325,29 @@ session_output = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
 )
 sa.Index("ix_session_output_session", session_output.c.session_id, session_output.c.id)
+
+# --- static provisioner slots (issue 12) --------------------------------------------------
+
+static_runtimes = sa.Table(
+    "static_runtimes",
+    metadata,
+    # One row per runtime of a static provisioner, created on first use: the row a slot
+    # allocation locks, so two processes never hand out the same runtime's last slot.
+    sa.Column("provisioner", sa.String(63), primary_key=True),
+    sa.Column("host", sa.String(512), primary_key=True),
+    _ts("created_at", False),
+)
+
+static_allocations = sa.Table(
+    "static_allocations",
+    metadata,
+    # The slots a provisioned resource holds on one runtime: one row per provision id, so
+    # provisioning is idempotent and a release removes it exactly once.
+    sa.Column("provision_id", sa.String(64), primary_key=True),
+    sa.Column("provisioner", sa.String(63), nullable=False),
+    sa.Column("host", sa.String(512), nullable=False),
+    sa.Column("slots", sa.Integer, nullable=False),
+    _ts("allocated_at", False),
+)
+sa.Index("ix_static_allocations_runtime", static_allocations.c.provisioner,
+         static_allocations.c.host)
