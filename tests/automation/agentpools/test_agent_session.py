@@ -121,6 +121,24 @@ def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> Non
     assert workdir.name.startswith("se-")
     wait_until("the session directory removed", lambda: not workdir.exists())
 
+    # Output streams: the first line is here while the command still runs.
+    streaming = cluster.session("sh", "-c", "echo first; sleep 3; echo second")
+    assert streaming.stdout is not None
+    assert streaming.stdout.readline() == "first\n"
+    assert streaming.poll() is None
+    rest, _ = streaming.communicate(timeout=60)
+    assert (streaming.returncode, rest) == (0, "second\n")
+
+    # --json: one line per chunk, then the session.
+    as_json = subprocess.run(
+        [ANYCLOUD, "session", "run", "--pool", "cpu", "--broker", cluster.url, "--json", "--",
+         "sh", "-c", "echo hi; exit 4"], env=cluster.env, capture_output=True, text=True,
+        timeout=60)
+    docs = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert as_json.returncode == 4
+    assert docs[0] == {"stream": "stdout", "data": "hi\n"}
+    assert docs[-1]["session"]["exitCode"] == 4 and docs[-1]["session"]["state"] == "done"
+
     # SIGTERM to an agent with a running session: it takes nothing new, lets the session
     # end, deregisters and exits 0.
     graceful = cluster.session("sh", "-c", "sleep 1.5; echo graceful")
