@@ -457,3 +457,35 @@ def test_operator_runs_under_the_rbac_role_and_shows_forbidden(
         assert not [line for line in log if "cannot" in line and "cpu-pool" not in line], log
     finally:
         plane.kubectl("delete", "namespace", sa_ns, "--wait=false", check=False)
+
+
+def test_shipped_rbac_and_deployment_are_accepted(plane: ControlPlane) -> None:
+    """k8s/rbac/ applied as shipped, k8s/deploy/control-plane.yaml accepted by the API
+    server (server-side dry run: no image to run here), and the seed's `kubectl auth can-i`
+    step answered for the shipped ServiceAccount."""
+    try:
+        plane.kubectl("apply", "-f", str(RBAC))
+        done = plane.kubectl("apply", "--dry-run=server", "-f",
+                             str(REPO / "k8s" / "deploy" / "control-plane.yaml"))
+        assert "deployment.apps/anycloud-control-plane created (server dry run)" in done.stdout
+        who = "--as=system:serviceaccount:anycloud:anycloud-control-plane"
+        def can(verb: str, what: str, sub: str | None = None) -> str:
+            extra = [f"--subresource={sub}"] if sub else []
+            return str(plane.kubectl("auth", "can-i", verb, what, *extra, who, "-n", "anycloud",
+                                     check=False).stdout.strip())
+
+        for verb, what, sub in (("list", "agentpools.anycloud.sh", None),
+                                ("watch", "agentpools.anycloud.sh", None),
+                                ("patch", "agentpools.anycloud.sh", "status"),
+                                ("create", "pods", None), ("delete", "pods", None),
+                                ("get", "configmaps", None), ("create", "events", None)):
+            assert can(verb, what, sub) == "yes", (verb, what, sub)
+        for verb, what, sub in (("update", "agentpools.anycloud.sh", None),
+                                ("update", "agentpools.anycloud.sh", "status"),
+                                ("get", "secrets", None), ("create", "pods", "exec"),
+                                ("patch", "pods", None)):
+            assert can(verb, what, sub) == "no", (verb, what, sub)
+        assert plane.kubectl("auth", "can-i", "list", "pods", who, "-n", "default",
+                             check=False).stdout.strip() == "no"
+    finally:
+        plane.kubectl("delete", "namespace", "anycloud", "--wait=false", check=False)

@@ -1,0 +1,317 @@
+"""One operator pass (automation/agentpools/reconcile.py) over an in-memory API and broker
+state, and the operator's config file: fast, no cluster. The same pass runs against the
+real API server in test_operator.py."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from automation.agentpools.autoscaler import Worker
+from automation.agentpools.operator import load_config
+from automation.agentpools.pods import AGENT_POOL_LABEL, render_pod
+from automation.agentpools.reconcile import Reconciler
+from automation.clock import ManualClock
+from automation.errors import InvalidInput, NotFound
+from automation.kube.port import ClusterForbidden
+from tests.automation.agentpools.cases import example
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class FakeApi:
+    """Pods, ConfigMaps, status patches and Events in memory, with the API server's
+    behaviour the pass relies on (label selection, uid preconditions)."""
+
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    config_maps: set[str] = field(default_factory=lambda: {"anycloud-agent-config"})
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    forbid: set[tuple[str, str]] = field(default_factory=set)
+    uids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def _check(self, verb: str, resource: str) -> None:
+        if (verb, resource) in self.forbid:
+            raise ClusterForbidden(verb, resource, "ns", "forbidden by the test")
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        self._check("list", "pods")
+        key, _, value = selector.partition("=")
+        return [p for p in self.pods.values() if p["metadata"]["labels"].get(key) == value]
+
+    def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
+        self._check("create", "pods")
+        name = pod["metadata"]["name"]
+        if name in self.pods:
+            return False
+        pod = {**pod, "metadata": {**pod["metadata"], "uid": f"pod-{next(self.uids)}",
+                                   "creationTimestamp": NOW.isoformat()}}
+        self.pods[name] = pod
+        return True
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        self._check("delete", "pods")
+        if name in self.pods and self.pods[name]["metadata"]["uid"] == uid:
+            del self.pods[name]
+            return True
+        return False
+
+    def config_map_exists(self, namespace: str, name: str) -> bool:
+        self._check("get", "configmaps")
+        return name in self.config_maps
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self._check("patch", "agentpools/status")
+        self.patches.append(status)
+
+    def post_event(self, pool: dict[str, Any], type_: str, reason: str, message: str,
+                   now: datetime) -> None:
+        self.events.append((type_, reason, message))
+
+
+@dataclass
+class FakeState:
+    workers_: list[Worker] = field(default_factory=list)
+    pending: int = 0
+    closed: list[str] = field(default_factory=list)
+
+    def workers(self, pool: str, now: datetime) -> list[Worker]:
+        return list(self.workers_)
+
+    def pending_sessions(self, pool: str) -> int:
+        return self.pending
+
+    def close_pool(self, pool: str) -> int:
+        self.closed.append(pool)
+        return 0
+
+
+def pool_body(file: str = "cpu-pool.yaml", uid: str = "uid-1", **autoscaler: Any
+              ) -> dict[str, Any]:
+    doc = example(file)
+    doc["metadata"].update({"uid": uid, "generation": 1, "namespace": "ns"})
+    doc["spec"]["autoscaler"].update(autoscaler)
+    return doc
+
+
+def with_status(body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    return {**body, "status": status}
+
+
+def test_a_pass_creates_what_the_autoscaler_decides_and_reports_it() -> None:
+    api = FakeApi()
+    out = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW)).reconcile(pool_body())
+    assert len(out.created) == 3 and len(api.pods) == 3  # minReplicas 2, minIdle 3
+    status = api.patches[-1]
+    assert status["replicas"] == 3 and status["readyReplicas"] == 0
+    assert status["idleSlots"] == 3 and status["observedGeneration"] == 1
+    cond = status["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Ready", "True", "Reconciled")
+    assert [e[1] for e in api.events] == ["ScaledUp"] * 3
+    for pod in api.pods.values():
+        assert pod["metadata"]["labels"][AGENT_POOL_LABEL] == "cpu-pool"
+
+
+def test_an_unchanged_pool_writes_no_status_and_posts_no_event() -> None:
+    api = FakeApi()
+    rec = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW))
+    body = pool_body()
+    rec.reconcile(body)
+    # The pass after a scale-up says the pool is as asked (its message was the action's).
+    rec.reconcile(with_status(body, api.patches[-1]))
+    assert api.patches[-1]["conditions"][0]["message"] == "the pool is as its spec asks"
+    body = with_status(body, api.patches[-1])
+    patches, events = len(api.patches), len(api.events)
+    out = rec.reconcile(body)
+    assert out.created == [] and out.deleted == []
+    assert (len(api.patches), len(api.events)) == (patches, events)
+
+
+def test_warning_event_once_per_cause_and_transition_time_kept() -> None:
+    api = FakeApi(config_maps=set())
+    clock = ManualClock(NOW)
+    rec = Reconciler(api=api, state=FakeState(), clock=clock)
+    body = pool_body()
+    out = rec.reconcile(body)
+    assert out.reason == "ConfigMapMissing" and api.pods == {}
+    first = api.patches[-1]["conditions"][0]
+    clock.advance(timedelta(seconds=30))
+    rec.reconcile(with_status(body, api.patches[-1]))
+    assert [e for e in api.events if e[0] == "Warning"] == [
+        ("Warning", "ConfigMapMissing", out.message)]
+    assert api.patches[-1]["conditions"][0]["lastTransitionTime"] == \
+        first["lastTransitionTime"]
+    api.config_maps.add("anycloud-agent-config")
+    again = rec.reconcile(with_status(body, api.patches[-1]))
+    assert again.reason == "Reconciled" and len(api.pods) == 3
+    assert api.events[-1][:2] == ("Normal", "Reconciled")
+
+
+def test_forbidden_create_is_the_condition() -> None:
+    api = FakeApi(forbid={("create", "pods")})
+    out = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW)).reconcile(pool_body())
+    assert out.reason == "Forbidden" and "`create` on `pods`" in out.message
+    assert api.patches[-1]["conditions"][0]["reason"] == "Forbidden"
+
+
+def test_template_errors_and_missing_node_pools_create_nothing() -> None:
+    body = pool_body()
+    body["spec"]["template"]["spec"]["containers"][0]["args"] = ["--pool=other"]
+    api = FakeApi()
+    out = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW)).reconcile(body)
+    assert out.reason == "TemplateInvalid" and api.pods == {}
+
+    def no_pool(name: str) -> str:
+        raise NotFound("node pool", name, field="spec.nodePool")
+
+    body = pool_body()
+    body["spec"]["nodePool"] = "gone"
+    out = Reconciler(api=api, state=FakeState(), node_pool_id=no_pool,
+                     clock=ManualClock(NOW)).reconcile(body)
+    assert out.reason == "NodePoolNotFound" and "gone" in out.message and api.pods == {}
+    out = Reconciler(api=api, state=FakeState(), node_pool_id=lambda name: "np_77",
+                     clock=ManualClock(NOW)).reconcile(body)
+    assert out.reason == "Reconciled"
+    assert {p["spec"]["nodeSelector"]["anycloud.sh/node-pool"] for p in api.pods.values()} \
+        == {"np_77"}
+
+
+def test_registered_idle_agents_decay_and_busy_ones_stay() -> None:
+    api = FakeApi()
+    body = pool_body("shell-pool.yaml", minReplicas=0, minIdle=1, maxIdle=1,
+                     idleDecaySecond=60, maxReplicas=4)
+    for _ in range(3):
+        api.create_pod("ns", render_pod(body))
+    names = sorted(api.pods)
+    long_ago = NOW - timedelta(minutes=5)
+    state = FakeState(workers_=[
+        Worker(name=names[0], created_at=long_ago, state="ready", slots=1, busy_slots=1),
+        Worker(name=names[1], created_at=long_ago, state="ready", slots=1,
+               idle_since=long_ago),
+        Worker(name=names[2], created_at=long_ago, state="ready", slots=1,
+               idle_since=long_ago)])
+    rec = Reconciler(api=api, state=state, clock=ManualClock(NOW))
+    out = rec.reconcile(body)
+    assert len(out.deleted) == 1 and names[0] not in out.deleted
+    assert sorted(api.pods) == sorted(set(names) - set(out.deleted))
+
+
+def test_delete_removes_exactly_the_pools_own_pods() -> None:
+    api = FakeApi()
+    state = FakeState()
+    a, b = pool_body(uid="uid-a"), pool_body(uid="uid-b")
+    b["metadata"]["name"] = "cpu-pool"  # same name, another object (recreated)
+    Reconciler(api=api, state=state, clock=ManualClock(NOW)).reconcile(a)
+    mine = set(api.pods)
+    stranger = {"metadata": {"name": "stranger", "uid": "u-s",
+                             "labels": {AGENT_POOL_LABEL: "cpu-pool"}}}
+    api.pods["stranger"] = stranger
+    gone = Reconciler(api=api, state=state).delete(b)
+    assert gone == [] and set(api.pods) == mine | {"stranger"}
+    gone = Reconciler(api=api, state=state).delete(a)
+    assert set(gone) == mine and set(api.pods) == {"stranger"}
+    assert state.closed == ["ns/cpu-pool", "ns/cpu-pool"]
+
+
+class Crash(Exception):
+    pass
+
+
+@settings(max_examples=40, deadline=None)
+@given(min_replicas=st.integers(0, 6), min_idle=st.integers(0, 6), slots=st.integers(1, 3),
+       crash_after=st.integers(1, 6))
+def test_a_crash_mid_scale_then_a_fresh_operator_makes_exactly_the_same_pods(
+        min_replicas: int, min_idle: int, slots: int, crash_after: int) -> None:
+    body = pool_body(minReplicas=min_replicas, maxReplicas=8, minIdle=min_idle,
+                     maxIdle=min_idle + 2, defaultSlotsPerAgent=slots)
+    clean = FakeApi()
+    Reconciler(api=clean, state=FakeState(), clock=ManualClock(NOW)).reconcile(body)
+    want = len(clean.pods)
+
+    api = FakeApi()
+    made: list[str] = []
+
+    def crash(name: str) -> None:
+        made.append(name)
+        if len(made) == crash_after:
+            raise Crash(name)
+
+    try:
+        Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW),
+                   after_create=crash).reconcile(body)
+    except Crash:
+        assert len(api.pods) == crash_after < want + 1
+    fresh = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW))
+    fresh.reconcile(body)
+    assert len(api.pods) == want
+    assert fresh.reconcile(body).created == []
+
+
+# -- the config file ----------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_config_the_seeds_shape(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, """
+provisioners:
+  - kubernetes:
+      namespace: anycloud
+  - kubernetes:
+      namespace: team-b
+      agentConfigMap: team-b-agents
+      gke: {project: my-proj, location: us-central1, cluster_name: c1}
+  - static: {hosts: []}
+other: kept for other readers
+"""))
+    assert config.config_maps() == {"anycloud": "anycloud-agent-config",
+                                    "team-b": "team-b-agents"}
+    assert config.context() == "gke_my-proj_us-central1_c1"
+
+
+@pytest.mark.parametrize(("text", "field", "rule"), [
+    ("provisioners: []", "provisioners", "must list a kubernetes provisioner"),
+    ("provisioners:\n  - kubernetes: {}", "provisioners.0.kubernetes.namespace", "required"),
+    ("provisioners:\n  - kubernetes: {namespace: Bad_NS}",
+     "provisioners.0.kubernetes.namespace", "pattern"),
+    ("provisioners:\n  - kubernetes: {namespace: a, nmespace: b}",
+     "provisioners.0.kubernetes.nmespace", "not a field"),
+    ("provisioners:\n  - kubernetes: {namespace: a}\n  - kubernetes: {namespace: a}",
+     "provisioners", "once"),
+    ("provisioners:\n  - kubernetes: {namespace: a, gke: {project: p, location: l, "
+     "cluster_name: c}}\n  - kubernetes: {namespace: b, gke: {project: p, location: l, "
+     "cluster_name: d}}", "provisioners[].kubernetes.gke", "one cluster"),
+    ("- just a list", "config.yaml", "mapping"),
+])
+def test_config_refusals_name_field_and_rule(tmp_path: Path, text: str, field: str,
+                                             rule: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.field is not None and err.value.field.endswith(field)
+    assert rule in str(err.value.rule)
+
+
+def test_operator_command_refuses_a_bad_config_with_exit_2(tmp_path: Path) -> None:
+    from automation.cli import cli
+
+    path = write(tmp_path, "provisioners: []")
+    done = CliRunner().invoke(cli, ["--home", str(tmp_path), "operator", "--config",
+                                    str(path), "--json"])
+    assert done.exit_code == 2, done.output
+    assert "must list a kubernetes provisioner" in done.output
+    missing = CliRunner().invoke(cli, ["--home", str(tmp_path), "operator", "--config",
+                                       str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "readable" in missing.output
