@@ -1,0 +1,110 @@
+"""AgentPool operator reaction time (issue 11, "Measure"): from ``kubectl apply`` of a pool
+to its first worker pod created, and to its pods Running, on the local control plane (kwok
+plays the kubelets).
+
+The operator runs in-process (kopf in a thread, as ``anycloud operator`` runs it) with its
+timer at 10 s, so what is measured is the watch -> create handler -> pod create path, not a
+timer tick. Each run applies the seed's shell pool under a new name (minIdle 2 here, so two
+pods) and polls the API server every 10 ms. Needs the tools built by
+``python3 tools/build.py``.
+
+    .venv/bin/python benchmarks/bench_operator.py      (BENCH_RUNS=9 by default)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._table import median, ms, print_table
+
+RUNS = int(os.environ.get("BENCH_RUNS", "9"))
+REPO = Path(__file__).resolve().parent.parent
+
+
+def point_at_tools() -> None:
+    from tools.build import locate
+
+    folders = [str(Path(str(b)).parent) for m in locate().values()
+               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
+    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(dict.fromkeys(folders))
+
+
+def main() -> None:
+    point_at_tools()
+    from automation.agentpools.operator import ControlPlaneConfig, assemble
+    from automation.devcluster import control_plane
+    from automation.devcluster.control_plane import KWOK_ANNOTATION
+    from automation.ledger import open_ledger
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plane = control_plane.start(Path(tmp) / "cp")
+        try:
+            plane.kubectl("apply", "-f", str(REPO / "k8s/crd/agentpool-crd.yaml"))
+            plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                          "crd/agentpools.anycloud.sh")
+            plane.kubectl("create", "namespace", "bench")
+            plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
+            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
+            plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
+            config_map = yaml.safe_load((REPO / "k8s/examples/agent-config.yaml").read_text())
+            config_map["metadata"]["namespace"] = "bench"
+            plane.apply(config_map)
+            ledger = open_ledger(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+            config = ControlPlaneConfig.model_validate(
+                {"provisioners": [{"kubernetes": {"namespace": "bench"}}]})
+            op = assemble(config, ledger, kubeconfig=plane.kubeconfig, interval=10.0)
+            op.start()
+            try:
+                rows = [run(plane, i) for i in range(RUNS + 1)][1:]  # first: warm-up
+            finally:
+                op.stop()
+        finally:
+            plane.stop()
+    applied = [r[0] for r in rows]
+    first = [r[1] for r in rows]
+    running = [r[2] for r in rows]
+    print_table(f"AgentPool operator reaction, {RUNS} runs (after one warm-up), ms",
+                ["from kubectl apply to", "median", "min", "max"],
+                [(name, ms(median(v)), ms(min(v)), ms(max(v))) for name, v in (
+                    ("kubectl apply returned", applied),
+                    ("first worker pod created", first),
+                    ("both pods Running (kwok)", running))])
+
+
+def run(plane: object, i: int) -> tuple[float, float, float]:
+    from automation.devcluster.control_plane import ControlPlane
+
+    assert isinstance(plane, ControlPlane)
+    doc = yaml.safe_load((REPO / "k8s/examples/shell-pool.yaml").read_text())
+    name = f"shell-{i}"
+    doc["metadata"].update({"name": name, "namespace": "bench"})
+    doc["spec"]["autoscaler"].update({"minIdle": 2, "maxIdle": 3})
+    doc["spec"]["template"]["spec"]["containers"][0]["args"] = [f"--pool={name}"]
+    path = f"/api/v1/namespaces/bench/pods?labelSelector=anycloud.sh/agent-pool%3D{name}"
+    start = time.perf_counter()
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    applied = time.perf_counter() - start
+    first = None
+    while True:
+        items = plane.get(path)["items"]
+        if items and first is None:
+            first = time.perf_counter() - start
+        if len(items) == 2 and all(p.get("status", {}).get("phase") == "Running"
+                                   for p in items):
+            return applied, first or 0.0, time.perf_counter() - start
+        if time.perf_counter() - start > 60:
+            raise SystemExit(f"{name}: no two Running pods within 60 s")
+        time.sleep(0.01)
+
+
+if __name__ == "__main__":
+    main()
