@@ -278,14 +278,14 @@ def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None
              after_create: Callable[[str], None] | None = None) -> Operator:
     """The operator for this config over this ledger (broker registry and node pools)."""
     from automation.agentpools.kubeapi import KubeApi, client_configuration
-    from automation.agentpools.reconcile import Reconciler
+    from automation.agentpools.reconcile import Reconciler, RegistryState
     from automation.agentpools.registry import Registry
     from automation.clock import SystemClock
 
     clock = clock or SystemClock()
     client_config = client_configuration(kubeconfig, context or config.context())
     api = KubeApi(client_config)
-    state = Registry(ledger, clock)
+    state = RegistryState(Registry(ledger, clock))
     node_pool_id = ledger_node_pool_ids(ledger)
     reconcilers = {
         ns: Reconciler(api=api, state=state, node_pool_id=node_pool_id, clock=clock,

@@ -44,6 +44,32 @@ class PoolState(Protocol):
 
     def close_pool(self, pool: str) -> int: ...
 
+    def forget_pod(self, pool: str, pod: str, reason: str) -> None:
+        """The agent(s) of that pod are gone for good (their sessions fail)."""
+        ...
+
+
+@dataclass
+class RegistryState:
+    """``PoolState`` over the broker's registry (C's ``Registry``)."""
+
+    registry: Any  # automation.agentpools.registry.Registry (imported lazily: the ledger)
+
+    def workers(self, pool: str, now: datetime) -> list[Worker]:
+        found: list[Worker] = self.registry.workers(pool, now)
+        return found
+
+    def pending_sessions(self, pool: str) -> int:
+        return int(self.registry.pending_sessions(pool))
+
+    def close_pool(self, pool: str) -> int:
+        return int(self.registry.close_pool(pool))
+
+    def forget_pod(self, pool: str, pod: str, reason: str) -> None:
+        for agent in self.registry.pool_view(pool).agents:
+            if agent.pod_name == pod and agent.state != "gone":
+                self.registry.deregister(agent.id, reason)
+
 
 # The id of the live node pool named (NotFound, or another AnycloudError, when none).
 NodePoolIds = Callable[[str], str]
@@ -190,7 +216,9 @@ class Reconciler:
                 if not p["metadata"].get("deletionTimestamp"):
                     self._delete(pool, p, out, f"its pod ended ({p['status']['phase']})", now)
             key = pool_key(pool)
-            workers = as_workers(live, self.state.workers(key, now))
+            registered = self.state.workers(key, now)
+            self._forget_lost(key, pods, registered)
+            workers = as_workers(live, registered)
             decision = decide(settings, workers, self.state.pending_sessions(key), now)
             out.decision = decision
             missing = [cm for cm in render.config_maps(sample)
@@ -216,6 +244,17 @@ class Reconciler:
             out.reason, out.message = "Forbidden", str(exc)
         self._report(pool, live, out, now)
         return out
+
+    def _forget_lost(self, key: str, pods: list[dict[str, Any]],
+                     registered: list[Worker]) -> None:
+        """An agent whose heartbeats stopped and whose pod no longer exists (its node died,
+        the pod was force-deleted) will never come back: tell the broker, so its sessions
+        fail now and it stops being listed. A live agent with no pod (run by hand) is left."""
+        names = {p["metadata"]["name"] for p in pods}
+        for w in registered:
+            if w.state == "unknown" and w.name not in names:
+                self.state.forget_pod(key, w.name, "its pod is gone")
+                self.log(f"{key}: forgot agent of pod {w.name} (unknown, its pod is gone)")
 
     def _render(self, pool: dict[str, Any]) -> dict[str, Any]:
         node_pool = pool["spec"].get("nodePool")

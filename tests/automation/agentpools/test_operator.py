@@ -29,7 +29,7 @@ import yaml
 
 from automation.agentpools.operator import ControlPlaneConfig, Operator, assemble
 from automation.agentpools.pods import AGENT_POOL_LABEL
-from automation.agentpools.reconcile import Reconciler
+from automation.agentpools.reconcile import Reconciler, RegistryState
 from automation.agentpools.registry import Registry
 from automation.devcluster.control_plane import KWOK_ANNOTATION, ControlPlane
 from automation.kube.port import MANAGED_BY, MANAGER
@@ -223,6 +223,9 @@ def test_seed_examples_scale_decay_report_and_delete(plane: ControlPlane, ns: st
         gpu = pods(plane, ns, "gpu-pool")[0]
         assert gpu["spec"]["runtimeClassName"] == "nvidia"
         assert gpu["spec"]["nodeName"].startswith("ap-gpu-")
+        # The seed's troubleshooting selector still finds them (template labels kept).
+        seed = get_json(plane, "pods", "-n", ns, "-l", "app=anycloud-agent,pool=gpu-pool")
+        assert names(seed["items"]) == names(pods(plane, ns, "gpu-pool"))
         # Agents registered: status shows ready agents and idle slots.
         eventually(lambda: status(plane, ns, "shell").get("readyReplicas") == 1
                    and status(plane, ns, "shell").get("idleSlots") == 1,
@@ -289,15 +292,15 @@ def test_restart_mid_scale_creates_no_extra_pod(plane: ControlPlane, ns: str,
         raise Crash(name)
 
     api = KubeApi(client_configuration(plane.kubeconfig))
-    first = Reconciler(api=api, state=Registry(ledger), after_create=crash)
+    first = Reconciler(api=api, state=RegistryState(Registry(ledger)), after_create=crash)
     with pytest.raises(Crash):
         first.reconcile(body)
     assert len(pods(plane, ns, "cpu-pool")) == 1
-    second = Reconciler(api=api, state=Registry(ledger))
+    second = Reconciler(api=api, state=RegistryState(Registry(ledger)))
     out = second.reconcile(get_json(plane, "agentpool", "cpu-pool", "-n", ns))
     assert len(out.created) == 4
     assert len(pods(plane, ns, "cpu-pool")) == 5
-    again = Reconciler(api=api, state=Registry(ledger)).reconcile(
+    again = Reconciler(api=api, state=RegistryState(Registry(ledger))).reconcile(
         get_json(plane, "agentpool", "cpu-pool", "-n", ns))
     assert again.created == [] and again.deleted == []
     assert len(pods(plane, ns, "cpu-pool")) == 5

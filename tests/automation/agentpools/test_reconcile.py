@@ -83,6 +83,7 @@ class FakeState:
     workers_: list[Worker] = field(default_factory=list)
     pending: int = 0
     closed: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
 
     def workers(self, pool: str, now: datetime) -> list[Worker]:
         return list(self.workers_)
@@ -93,6 +94,9 @@ class FakeState:
     def close_pool(self, pool: str) -> int:
         self.closed.append(pool)
         return 0
+
+    def forget_pod(self, pool: str, pod: str, reason: str) -> None:
+        self.forgotten.append(pod)
 
 
 def pool_body(file: str = "cpu-pool.yaml", uid: str = "uid-1", **autoscaler: Any
@@ -203,6 +207,39 @@ def test_registered_idle_agents_decay_and_busy_ones_stay() -> None:
     out = rec.reconcile(body)
     assert len(out.deleted) == 1 and names[0] not in out.deleted
     assert sorted(api.pods) == sorted(set(names) - set(out.deleted))
+
+
+def test_unknown_agents_whose_pod_is_gone_are_forgotten() -> None:
+    ago = NOW - timedelta(minutes=2)
+    state = FakeState(workers_=[
+        Worker(name="lost", created_at=ago, state="unknown", slots=1, unknown_since=ago),
+        Worker(name="by-hand", created_at=ago, state="ready", slots=1, idle_since=ago)])
+    Reconciler(api=FakeApi(), state=state, clock=ManualClock(NOW)).reconcile(pool_body())
+    assert state.forgotten == ["lost"]
+
+
+def test_registry_state_forgets_the_lost_agent_in_the_ledger(tmp_path: Path) -> None:
+    """Over C's real registry: an agent whose pod vanished and whose heartbeats stopped is
+    deregistered (gone); the pool's other agent, whose pod exists, is kept."""
+    from automation.agentpools.reconcile import RegistryState
+    from automation.agentpools.registry import Registry
+    from automation.ledger import open_ledger
+
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    clock = ManualClock(NOW)
+    registry = Registry(ledger, clock)
+    api = FakeApi()
+    body = pool_body("shell-pool.yaml", minIdle=1, maxIdle=2)
+    api.create_pod("ns", render_pod(body))
+    (kept,) = api.pods
+    registry.register("ns/shell", kept, kept, 1)
+    registry.register("ns/shell", "vanished", "vanished", 1)
+    clock.advance(timedelta(minutes=2))
+    registry.heartbeat(kept, 0)
+    Reconciler(api=api, state=RegistryState(registry), clock=clock).reconcile(body)
+    states = {a.id: a.state for a in registry.pool_view("ns/shell").agents}
+    assert states == {kept: "ready"}
+    ledger.dispose()
 
 
 def test_delete_removes_exactly_the_pools_own_pods() -> None:
