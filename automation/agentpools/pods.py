@@ -23,6 +23,8 @@ What the operator adds to the pool's template (and why):
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import secrets
 import string
 from collections.abc import Callable
@@ -40,6 +42,9 @@ from automation.kube.port import (
 )
 
 AGENT_POOL_LABEL = "anycloud.sh/agent-pool"
+# What the pod was made from (template, placement, ConfigMap, slots): a change of any of them
+# makes the pool's older pods outdated, replaced one at a time (reconcile.py).
+TEMPLATE_HASH_LABEL = "anycloud.sh/template-hash"
 NODE_POOL_LABEL = POOL_LABEL  # anycloud.sh/node-pool: the label and the taint key of a pool
 NODE_POOL_TAINT = POOL_LABEL
 CONFIG_MOUNT = "/run/anycloud"
@@ -176,7 +181,7 @@ def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
     slots = int((spec.get("autoscaler") or {}).get("defaultSlotsPerAgent", 1))
 
     labels = dict(tmeta.get("labels") or {})
-    for key in (AGENT_POOL_LABEL, MANAGED_BY):
+    for key in (AGENT_POOL_LABEL, MANAGED_BY, TEMPLATE_HASH_LABEL):
         if key in labels:
             raise InvalidInput(f"spec.template.metadata.labels.{key}", labels[key],
                                "is set by the operator: leave it out")
@@ -194,6 +199,8 @@ def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
         pod_spec.setdefault("runtimeClassName", RUNTIME_CLASS_NAME)
         pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_LABEL] = "nvidia"
 
+    labels[TEMPLATE_HASH_LABEL] = hashlib.sha256(json.dumps(
+        [tmeta, pod_spec], sort_keys=True).encode()).hexdigest()[:12]
     pod_meta: dict[str, Any] = {
         "name": pod_name(name, suffix()),
         "namespace": meta.get("namespace"),
@@ -205,6 +212,10 @@ def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
     if tmeta.get("annotations"):
         pod_meta["annotations"] = dict(tmeta["annotations"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+def template_hash(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get(TEMPLATE_HASH_LABEL)
 
 
 def owned_by(pod: dict[str, Any], uid: str) -> bool:

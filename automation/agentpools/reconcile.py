@@ -233,6 +233,8 @@ class Reconciler:
             for _ in range(decision.create):
                 pod = self._render(pool)
                 self._create(pool, pod, out, "; ".join(decision.reasons), now)
+            if not decision.create and not decision.delete:
+                self._roll(pool, live, workers, render.template_hash(sample), out, now)
             stuck = [(p["metadata"]["name"], unschedulable(p)) for p in live]
             stuck = [(n, why) for n, why in stuck if why and n not in out.deleted]
             if stuck:
@@ -244,6 +246,25 @@ class Reconciler:
             out.reason, out.message = "Forbidden", str(exc)
         self._report(pool, live, out, now)
         return out
+
+    def _roll(self, pool: dict[str, Any], live: list[dict[str, Any]], workers: list[Worker],
+              current: str | None, out: Outcome, now: datetime) -> None:
+        """spec.template changed: replace the pods made from an older one, one per pass and
+        only in a pass that scaled nothing (the next pass's scale-up makes its successor), a
+        pod that never registered first, then the longest idle; a busy one waits until it
+        is idle. One at a time keeps at most one agent's slots missing."""
+        ranked = []
+        for pod, w in zip(live, workers, strict=True):
+            if render.template_hash(pod) == current or w.state == "terminating":
+                continue
+            if w.state == "starting":
+                ranked.append((0, now, pod))
+            elif w.busy_slots == 0:
+                ranked.append((1, w.idle_since or now, pod))
+        if ranked:
+            ranked.sort(key=lambda r: (r[0], r[1], r[2]["metadata"]["name"]))
+            self._delete(pool, ranked[0][2], out, "made from an older spec.template: "
+                         "replaced one pod at a time", now, reason="Replaced")
 
     def _forget_lost(self, key: str, pods: list[dict[str, Any]],
                      registered: list[Worker]) -> None:
@@ -291,14 +312,13 @@ class Reconciler:
             self.after_create(name)
 
     def _delete(self, pool: dict[str, Any], pod: dict[str, Any], out: Outcome, why: str,
-                now: datetime) -> None:
+                now: datetime, reason: str = "ScaledDown") -> None:
         ns = pool["metadata"]["namespace"]
         name = pod["metadata"]["name"]
         self.api.delete_pod(ns, name, pod["metadata"]["uid"])
         out.deleted.append(name)
         self.log(f"{pool_key(pool)}: deleted pod {name} ({why})")
-        self.api.post_event(pool, "Normal", "ScaledDown", f"deleted worker pod {name}: {why}",
-                            now)
+        self.api.post_event(pool, "Normal", reason, f"deleted worker pod {name}: {why}", now)
 
     # -- status ---------------------------------------------------------------------------
 

@@ -263,6 +263,17 @@ def test_seed_examples_scale_decay_report_and_delete(plane: ControlPlane, ns: st
         described = plane.kubectl("describe", "agentpool", "shell", "-n", ns).stdout
         assert "ScaledDown" in described and "idleDecaySecond" in described
 
+        # A new image for the GPU pool (a GitOps change): its pod is replaced by one of the
+        # new template, the pool ending as it was.
+        plane.kubectl("patch", "agentpool", "gpu-pool", "-n", ns, "--type=json", "-p",
+                      json.dumps([{"op": "replace", "value": "anycloud/agent:2", "path":
+                                   "/spec/template/spec/containers/0/image"}]))
+        eventually(lambda: [p["spec"]["containers"][0]["image"]
+                            for p in running(pods(plane, ns, "gpu-pool"))]
+                   == ["anycloud/agent:2"] and len(pods(plane, ns, "gpu-pool")) == 1,
+                   "gpu-pool rolled to the new image", tick=sync)
+        assert any(e["reason"] == "Replaced" for e in events(plane, ns, "gpu-pool"))
+
         # kubectl delete agentpool: exactly its pods go; the other pools' and the decoy stay.
         others = {p: names(pods(plane, ns, p)) for p in ("cpu-pool", "gpu-pool")}
         plane.kubectl("delete", "agentpool", "shell", "-n", ns, "--timeout=60s")

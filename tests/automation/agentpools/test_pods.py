@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from automation.agentpools.pods import (
     AGENT_POOL_LABEL,
     CONFIG_MOUNT,
+    TEMPLATE_HASH_LABEL,
     config_maps,
     owned_by,
     pod_name,
     render_pod,
+    template_hash,
 )
 from automation.errors import InvalidInput
 from tests.automation.agentpools.cases import example
@@ -42,6 +44,8 @@ def test_labels_owner_and_name() -> None:
     pod = render_pod(src, suffix=lambda: "abcde")
     meta = pod["metadata"]
     assert meta["name"] == "shell-abcde" and meta["namespace"] == "default"
+    digest = meta["labels"].pop(TEMPLATE_HASH_LABEL)
+    assert len(digest) == 12 and int(digest, 16) >= 0
     # The template's labels kept (the seed's `kubectl get pods -l group=anycloud-agent`).
     assert meta["labels"] == {"app": "anycloud-agent-shell", "group": "anycloud-agent",
                               "type": "shell", AGENT_POOL_LABEL: "shell",
@@ -53,6 +57,25 @@ def test_labels_owner_and_name() -> None:
     assert src == pool(), "the AgentPool object itself is never changed"
     # Two renders, two names.
     assert render_pod(src)["metadata"]["name"] != render_pod(src)["metadata"]["name"]
+
+
+def test_template_hash_follows_what_the_pod_is_made_from() -> None:
+    src = pool(nodePool="np")
+    base = template_hash(render_pod(src, node_pool_id="np_1"))
+    assert template_hash(render_pod(src, node_pool_id="np_1")) == base
+    assert template_hash(render_pod(src, node_pool_id="np_2")) != base
+    # The template mounts its own ConfigMap: the operator's is not used, nothing changes.
+    assert template_hash(render_pod(src, node_pool_id="np_1", config_map="other")) == base
+    bare = pool()
+    bare["spec"]["template"]["spec"]["containers"][0].pop("volumeMounts")
+    bare["spec"]["template"]["spec"].pop("volumes")
+    assert template_hash(render_pod(bare, config_map="a")) != \
+        template_hash(render_pod(bare, config_map="b"))
+    src["spec"]["template"]["spec"]["containers"][0]["image"] = "anycloud/agent:2"
+    assert template_hash(render_pod(src, node_pool_id="np_1")) != base
+    src = pool(nodePool="np")
+    src["spec"]["autoscaler"]["maxReplicas"] = 9  # the bounds are not the template
+    assert template_hash(render_pod(src, node_pool_id="np_1")) == base
 
 
 def test_long_pool_names_give_dns_label_pod_names() -> None:

@@ -209,6 +209,33 @@ def test_registered_idle_agents_decay_and_busy_ones_stay() -> None:
     assert sorted(api.pods) == sorted(set(names) - set(out.deleted))
 
 
+def test_a_template_change_replaces_pods_one_at_a_time_busy_last() -> None:
+    api = FakeApi()
+    body = pool_body(minReplicas=3, minIdle=0, maxIdle=0)
+    Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW)).reconcile(body)
+    old = sorted(api.pods)
+    busy = old[0]
+    state = FakeState(workers_=[
+        Worker(name=n, created_at=NOW, state="ready", slots=1, busy_slots=int(n == busy),
+               idle_since=None if n == busy else NOW) for n in old])
+    body["spec"]["template"]["spec"]["containers"][0]["image"] = "anycloud/agent:2"
+    rec = Reconciler(api=api, state=state, clock=ManualClock(NOW))
+    seen = []
+    for _ in range(8):
+        out = rec.reconcile(body)
+        seen.append((len(out.created), len(out.deleted)))
+        assert len(api.pods) >= 2, "never more than one agent missing"
+        state.workers_ = [w for w in state.workers_ if w.name in api.pods]
+    assert seen[:4] == [(0, 1), (1, 0), (0, 1), (1, 0)]
+    assert set(api.pods) & set(old) == {busy}, "the busy pod waits"
+    state.workers_ = [Worker(name=busy, created_at=NOW, state="ready", slots=1,
+                             idle_since=NOW)]
+    rec.reconcile(body)
+    rec.reconcile(body)
+    assert not set(api.pods) & set(old) and len(api.pods) == 3
+    assert ("Normal", "Replaced") in {e[:2] for e in api.events}
+
+
 def test_unknown_agents_whose_pod_is_gone_are_forgotten() -> None:
     ago = NOW - timedelta(minutes=2)
     state = FakeState(workers_=[
