@@ -245,14 +245,14 @@ def test_unknown_agents_whose_pod_is_gone_are_forgotten() -> None:
     assert state.forgotten == ["lost"]
 
 
-def test_registry_state_forgets_the_lost_agent_in_the_ledger(tmp_path: Path) -> None:
+def test_registry_state_forgets_the_lost_agent_in_the_ledger(ledger_url: str) -> None:
     """Over C's real registry: an agent whose pod vanished and whose heartbeats stopped is
     deregistered (gone); the pool's other agent, whose pod exists, is kept."""
     from automation.agentpools.reconcile import RegistryState
     from automation.agentpools.registry import Registry
     from automation.ledger import open_ledger
 
-    ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    ledger = open_ledger(ledger_url)
     clock = ManualClock(NOW)
     registry = Registry(ledger, clock)
     api = FakeApi()
