@@ -48,6 +48,10 @@ class PoolState(Protocol):
         """The agent(s) of that pod are gone for good (their sessions fail)."""
         ...
 
+    def retire_if_idle(self, pool: str, pod: str) -> bool:
+        """Take the pod's agents out of the pool if none holds a slot (False: keep it)."""
+        ...
+
 
 @dataclass
 class RegistryState:
@@ -69,6 +73,9 @@ class RegistryState:
         for agent in self.registry.pool_view(pool).agents:
             if agent.pod_name == pod and agent.state != "gone":
                 self.registry.deregister(agent.id, reason)
+
+    def retire_if_idle(self, pool: str, pod: str) -> bool:
+        return bool(self.registry.retire_if_idle(pool, pod))
 
 
 # The id of the live node pool named (NotFound, or another AnycloudError, when none).
@@ -225,6 +232,11 @@ class Reconciler:
                        if not self.api.config_map_exists(ns, cm)]
             by_name = {p["metadata"]["name"]: p for p in live}
             for victim in decision.delete:
+                # Between the decision and the delete the broker may have given the agent a
+                # session: retiring it first is one locked step that refuses if so.
+                if not self.state.retire_if_idle(key, victim):
+                    self.log(f"{key}: kept pod {victim}: its agent took a session meanwhile")
+                    continue
                 self._delete(pool, by_name[victim], out, "; ".join(decision.reasons), now)
             if missing:
                 raise Blocked("ConfigMapMissing", f"ConfigMap {', '.join(missing)} not found "

@@ -259,6 +259,21 @@ class Registry:
                          .values(state="gone", gone_at=now, busy_slots=0))
             return _agent(conn, agent)
 
+    def retire_if_idle(self, pool: str, pod: str) -> bool:
+        """The autoscaler chose ``pod`` for removal: its agents leave the pool only if none
+        holds a slot, in one locked step, so no session is assigned to an agent whose pod is
+        about to be deleted. False: one became busy since the decision (keep the pod)."""
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            mine = [r for r in _lock_pool(conn, pool)
+                    if r["pod_name"] == pod and r["state"] in _LIVE_AGENT]
+            if any(r["busy_slots"] for r in mine):
+                return False
+            for r in mine:
+                conn.execute(agents.update().where(agents.c.id == r["id"]).values(
+                    state="gone", gone_at=now))
+            return True
+
     def expire_unknown(self, now: datetime, heartbeat_timeout: timedelta,
                        give_up_after: timedelta | None = None) -> list[str]:
         """Agents with no heartbeat for ``heartbeat_timeout`` become ``unknown`` (since their

@@ -84,6 +84,7 @@ class FakeState:
     pending: int = 0
     closed: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
+    busy_now: set[str] = field(default_factory=set)  # took a session after the decision
 
     def workers(self, pool: str, now: datetime) -> list[Worker]:
         return list(self.workers_)
@@ -97,6 +98,9 @@ class FakeState:
 
     def forget_pod(self, pool: str, pod: str, reason: str) -> None:
         self.forgotten.append(pod)
+
+    def retire_if_idle(self, pool: str, pod: str) -> bool:
+        return pod not in self.busy_now
 
 
 def pool_body(file: str = "cpu-pool.yaml", uid: str = "uid-1", **autoscaler: Any
@@ -207,6 +211,42 @@ def test_registered_idle_agents_decay_and_busy_ones_stay() -> None:
     out = rec.reconcile(body)
     assert len(out.deleted) == 1 and names[0] not in out.deleted
     assert sorted(api.pods) == sorted(set(names) - set(out.deleted))
+
+
+def test_a_victim_that_took_a_session_after_the_decision_is_kept() -> None:
+    api = FakeApi()
+    body = pool_body("shell-pool.yaml", minReplicas=0, minIdle=0, maxIdle=0,
+                     idleDecaySecond=60, maxReplicas=4)
+    api.create_pod("ns", render_pod(body))
+    (name,) = api.pods
+    long_ago = NOW - timedelta(minutes=5)
+    state = FakeState(workers_=[Worker(name=name, created_at=long_ago, state="ready",
+                                       slots=1, idle_since=long_ago)], busy_now={name})
+    out = Reconciler(api=api, state=state, clock=ManualClock(NOW)).reconcile(body)
+    assert out.decision is not None and out.decision.delete == (name,)
+    assert out.deleted == [] and list(api.pods) == [name]
+
+
+def test_registry_retires_only_an_idle_agent_and_assigns_it_nothing(ledger_url: str) -> None:
+    """Over the real registry: retiring is refused while the agent holds a slot; once
+    retired, a pending session is not given to it."""
+    from automation.agentpools.registry import Registry
+    from automation.ledger import open_ledger
+
+    ledger = open_ledger(ledger_url)
+    registry = Registry(ledger, ManualClock(NOW))
+    registry.register("ns/shell", "a", "pod-a", 1)
+    session = registry.acquire("ns/shell", ["true"])
+    assert registry.session(session.id).state == "running"
+    assert registry.retire_if_idle("ns/shell", "pod-a") is False
+    registry.release(session.id, 0, agent="a")
+    assert registry.retire_if_idle("ns/shell", "pod-a") is True
+    waiting = registry.acquire("ns/shell", ["true"])
+    assert registry.session(waiting.id).state == "pending"
+    with pytest.raises(NotFound):  # it cannot heartbeat back into the pool: it must register
+        registry.heartbeat("a", 0)
+    assert registry.retire_if_idle("ns/shell", "never-registered") is True
+    ledger.dispose()
 
 
 def test_a_template_change_replaces_pods_one_at_a_time_busy_last() -> None:
