@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -108,11 +109,38 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
             click.echo(f"{pool_id}\t{state}")
 
 
+def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | None,
+                 ledger: Any) -> list[Any]:
+    """The AgentPool operator (with --operator-config) and the agent broker (with
+    --broker-listen), each in a thread of this process over the same ledger; what to stop."""
+    running: list[Any] = []
+    if config is not None:
+        from automation.agentpools.operator import assemble, load_config
+
+        running.append(assemble(load_config(config), ledger, log=info).start())
+        info(f"AgentPool operator started ({config})")
+    if broker_listen is not None:
+        from automation.agentpools.broker import BrokerThread, create_app
+        from automation.agentpools.registry import Registry
+
+        broker = BrokerThread(create_app(Registry(ledger)), broker_listen)
+        running.append(broker)
+        info(f"agent broker listening on {broker.url}")
+    return running
+
+
 @click.command()
 @click.option("--interval", type=float, default=30.0, show_default=True,
               help="Seconds between passes.")
 @click.option("--speed", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="With --simulate: simulated seconds per real second.")
+@click.option("--operator-config", "operator_config", envvar="ANYCLOUD_CONFIG",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Also run the AgentPool operator with this control-plane config "
+                   "(provisioners: - kubernetes: {namespace: ...}; env ANYCLOUD_CONFIG), as "
+                   "`anycloud operator` does.")
+@click.option("--broker-listen", metavar="HOST:PORT",
+              help="Also serve the agent broker here, as `anycloud broker` does.")
 @_engine
 @_simulate
 @_concurrency
@@ -120,11 +148,13 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
 @json_option
 @handle_errors
 @click.pass_context
-def serve(ctx: click.Context, interval: float, speed: float, engine: str | None,
-          simulate: bool, concurrency: int | None, per_credential: int | None,
-          as_json: bool) -> None:
-    """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds."""
+def serve(ctx: click.Context, interval: float, speed: float, operator_config: Path | None,
+          broker_listen: str | None, engine: str | None, simulate: bool,
+          concurrency: int | None, per_credential: int | None, as_json: bool) -> None:
+    """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds (and,
+    when asked, the AgentPool operator and the agent broker beside it)."""
     reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
+    beside = _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     stop = {"now": False}
 
     def _stop(*_: object) -> None:
@@ -152,4 +182,6 @@ def serve(ctx: click.Context, interval: float, speed: float, engine: str | None,
             from datetime import timedelta
 
             world.advance(timedelta(seconds=interval * speed))
+    for part in reversed(beside):
+        part.stop()
     reconciler.close()

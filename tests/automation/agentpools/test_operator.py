@@ -503,3 +503,44 @@ def test_shipped_rbac_and_deployment_are_accepted(plane: ControlPlane) -> None:
                              check=False).stdout.strip() == "no"
     finally:
         plane.kubectl("delete", "namespace", "anycloud", "--wait=false", check=False)
+
+
+def test_serve_runs_the_operator_and_the_broker_beside_the_control_loop(
+        plane: ControlPlane, ns: str, tmp_path: Path) -> None:
+    """``anycloud serve --operator-config ... --broker-listen ...``: one process keeps the
+    pool's pods and answers agents; SIGTERM stops all three."""
+    import urllib.request
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"provisioners": [{"kubernetes": {"namespace": ns}}]}))
+    env = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "home"),
+           "ANYCLOUD_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
+           "KUBECONFIG": str(plane.kubeconfig)}
+    env.pop("ANYCLOUD_CONFIG", None)
+    cmd = [sys.executable, "-c", "from automation.cli import cli; cli()", "serve",
+           "--simulate", "--interval", "1", "--operator-config", str(config),
+           "--broker-listen", "127.0.0.1:0"]
+    pool = example("shell-pool.yaml")
+    pool["spec"]["autoscaler"].update({"minReplicas": 2, "maxReplicas": 2})
+    apply(plane, ns, example("agent-config.yaml"), pool)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        url = None
+        for _ in range(20):
+            line = proc.stderr.readline()
+            if "agent broker listening on " in line:
+                url = line.split("listening on ")[1].split()[0]
+                break
+        assert url, "serve did not say where the broker listens"
+        eventually(lambda: len(pods(plane, ns, "shell")) == 2, "the pool's 2 pods")
+        with urllib.request.urlopen(f"{url}/v1/pools/{ns}/shell", timeout=10) as answer:
+            assert json.loads(answer.read())["pool"] == f"{ns}/shell"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(40) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
