@@ -93,37 +93,37 @@ class NodePoolSpec(_TemplatedSpec):
     cluster: str | None = None  # needed only when pools of that name exist on two clusters
 
 
-class StaticProvisioner(_Spec):
+class StaticEntry(_Spec):
     type: Literal["static"]
     spec: StaticSpec
 
 
-class KubernetesProvisioner(_Spec):
+class KubernetesEntry(_Spec):
     type: Literal["kubernetes"]
     spec: KubernetesSpec
 
 
-class NodePoolProvisioner(_Spec):
+class NodePoolEntry(_Spec):
     type: Literal["nodepool"]
     spec: NodePoolSpec
 
 
-Provisioner = Annotated[StaticProvisioner | KubernetesProvisioner | NodePoolProvisioner,
+Provisioner = Annotated[StaticEntry | KubernetesEntry | NodePoolEntry,
                         Field(discriminator="type")]
 TYPES = ("static", "kubernetes", "nodepool")
 
 
-class _Entry(BaseModel):
+class _Tagged(BaseModel):
     provisioner: Provisioner
 
 
 class ProvisionerSet(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    provisioners: dict[str, StaticProvisioner | KubernetesProvisioner | NodePoolProvisioner]
+    provisioners: dict[str, StaticEntry | KubernetesEntry | NodePoolEntry]
     default: str
 
-    def get(self, name: str) -> StaticProvisioner | KubernetesProvisioner | NodePoolProvisioner:
+    def get(self, name: str) -> StaticEntry | KubernetesEntry | NodePoolEntry:
         return self.provisioners[name]
 
 
@@ -154,7 +154,7 @@ def load(raw: Any, default: str | None, base_dir: Path, field: str = SET_ENV) ->
         provisioners[name] = _provisioner(name, entry, field)
     _check_hosts(provisioners, field)
     for name, p in provisioners.items():
-        if not isinstance(p, StaticProvisioner):
+        if not isinstance(p, StaticEntry):
             _check_templates(name, p.spec.template_paths, base_dir, field)
     if not default:
         raise InvalidInput(DEFAULT_ENV, default, f"must name the global default provisioner: "
@@ -182,7 +182,7 @@ def _provisioner(name: str, entry: Any, field: str) -> Any:
         raise InvalidInput(f"{field}.{name}.type", kind,
                            f"must be one of {', '.join(TYPES)}")
     try:
-        return _Entry.model_validate({"provisioner": entry}).provisioner
+        return _Tagged.model_validate({"provisioner": entry}).provisioner
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(_step(s) for s in first["loc"][2:]).replace(".[", "[")
@@ -204,7 +204,7 @@ def _check_hosts(provisioners: Mapping[str, Any], field: str) -> None:
     seen: dict[str, str] = {}
     for name, p in provisioners.items():
         hosts = ([(f"{name}.spec.runtimes[{i}].host", r.host)
-                  for i, r in enumerate(p.spec.runtimes)] if isinstance(p, StaticProvisioner)
+                  for i, r in enumerate(p.spec.runtimes)] if isinstance(p, StaticEntry)
                  else [(f"{name}.spec.host", p.spec.host)])
         for where, host in hosts:
             key = host.rstrip("/").lower()

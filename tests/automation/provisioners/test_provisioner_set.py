@@ -17,9 +17,9 @@ from automation.errors import InvalidInput
 from automation.provisioners.provisioner_set import (
     DEFAULT_ENV,
     SET_ENV,
-    KubernetesProvisioner,
-    NodePoolProvisioner,
-    StaticProvisioner,
+    KubernetesEntry,
+    NodePoolEntry,
+    StaticEntry,
     load,
     load_from_env,
     parse_json,
@@ -71,9 +71,9 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
 
 def test_the_seeds_example_loads_with_several_types(base: Path) -> None:
     loaded = load(SEED_SET, "kubernetes-example", base)
-    assert isinstance(loaded.get("static-example"), StaticProvisioner)
+    assert isinstance(loaded.get("static-example"), StaticEntry)
     k8s = loaded.get("kubernetes-example")
-    assert isinstance(k8s, KubernetesProvisioner) and k8s.spec.namespace == "cloud-runtime"
+    assert isinstance(k8s, KubernetesEntry) and k8s.spec.namespace == "cloud-runtime"
     assert loaded.default == "kubernetes-example"
 
 
@@ -87,7 +87,7 @@ def test_two_of_one_type_and_a_nodepool_provisioner(base: Path) -> None:
         "host": "http://gpu-*.example.com", "image": "example/runtime",
         "template_paths": {"deployment": PATHS["deployment"], "service": PATHS["service"]}}}
     loaded = load(raw, "gpu-pool", base)
-    assert isinstance(loaded.get("gpu-pool"), NodePoolProvisioner)
+    assert isinstance(loaded.get("gpu-pool"), NodePoolEntry)
     assert sorted(loaded.provisioners) == ["gpu-pool", "k8s-eu", "kubernetes-example",
                                            "static-example"]
 

@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from automation.errors import InvalidInput
-from automation.provisioners.provisioner_set import ProvisionerSet, StaticProvisioner
+from automation.provisioners.provisioner_set import ProvisionerSet, StaticEntry
 from automation.provisioners.resolve import resolve
 
-STATIC = StaticProvisioner.model_validate({"type": "static", "spec": {"runtimes": [
+STATIC = StaticEntry.model_validate({"type": "static", "spec": {"runtimes": [
     {"host": "http://h:1", "slots": 1, "data_dir": "/d", "audience_url": "http://h:1"}]}})
 SET = ProvisionerSet(provisioners={"a": STATIC, "b": STATIC, "c": STATIC}, default="c")
 
