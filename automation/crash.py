@@ -18,6 +18,9 @@ BOUNDARIES = (
     "after-ledger-sync",  # attempts synced from the stack outputs
     "after-node-removed",  # a Node removed, decision not yet stored
     "after-destroy",  # network removed, pool not yet marked deleted
+    "after-move-intent",  # a deployment's move written, nothing done yet
+    "after-deprovision",  # the old provisioner released the resource, step not yet recorded
+    "after-provision",  # the new provisioner holds the resource, deployment not yet updated
 )
 
 

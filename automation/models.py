@@ -227,3 +227,35 @@ class Event(_Record):
     kind: str
     message: str
     data: dict[str, Any] | None
+
+
+class Org(_Record):
+    id: str
+    name: str
+    default_provisioner: str | None = None
+    created_at: datetime
+
+
+class Project(_Record):
+    id: str
+    name: str
+    org_id: str
+    provisioner: str | None = None
+    created_at: datetime
+
+
+class ProjectDeployment(_Record):
+    """A deployment of a project: its runtime resource and where it runs (issue 12)."""
+
+    id: str
+    name: str
+    project_id: str
+    state: str  # stopped | running | deleted
+    provision_id: str
+    provisioner: str | None = None  # what its runtime is provisioned with
+    runtime_host: str | None = None
+    data_dir: str | None = None
+    move: dict[str, Any] | None = None  # a move in progress (from, to, step)
+    last_error: str | None = None
+    created_at: datetime
+    updated_at: datetime

@@ -351,3 +351,56 @@ static_allocations = sa.Table(
 )
 sa.Index("ix_static_allocations_runtime", static_allocations.c.provisioner,
          static_allocations.c.host)
+
+# --- orgs, projects and their deployments (issue 12) ---------------------------------------
+
+orgs = sa.Table(
+    "orgs",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False, unique=True),
+    sa.Column("default_provisioner", sa.String(63)),  # superuser-only; NULL: the global one
+    _ts("created_at", False),
+    _ts("updated_at", False),
+)
+
+projects = sa.Table(
+    "projects",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False, unique=True),
+    sa.Column("org_id", sa.String(32), sa.ForeignKey("orgs.id"), nullable=False),
+    sa.Column("provisioner", sa.String(63)),  # superuser-only; NULL: the org's, else global
+    _ts("created_at", False),
+    _ts("updated_at", False),
+)
+
+deployments = sa.Table(
+    "deployments",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(63), nullable=False),
+    sa.Column("project_id", sa.String(32), sa.ForeignKey("projects.id"), nullable=False),
+    # stopped | running | deleted; what the user asked last (``starting`` while it provisions)
+    sa.Column("state", sa.String(16), nullable=False),
+    # The runtime resource: its id never changes, whatever provisioner holds it.
+    sa.Column("provision_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("provisioner", sa.String(63)),  # what it is provisioned with; NULL: nothing
+    sa.Column("runtime_host", sa.String(512)),
+    sa.Column("data_dir", sa.String(512)),
+    # A move in progress, written before each step (durable intent):
+    # {"from": name | null, "to": name, "step": "deprovision" | "provision"}
+    sa.Column("move", sa.JSON),
+    sa.Column("last_error", sa.Text),
+    _ts("created_at", False),
+    _ts("updated_at", False),
+    _ts("deleted_at"),
+)
+sa.Index(
+    "uq_deployments_live_name",
+    deployments.c.name,
+    unique=True,
+    sqlite_where=deployments.c.state != "deleted",
+    postgresql_where=deployments.c.state != "deleted",
+)
+sa.Index("ix_deployments_project", deployments.c.project_id, deployments.c.state)

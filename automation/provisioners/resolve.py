@@ -10,7 +10,9 @@ from typing import Literal
 from automation.errors import InvalidInput
 from automation.provisioners.provisioner_set import ProvisionerSet
 
-Level = Literal["project", "org", "global"]
+# "current": the runtime stays with the provisioner holding it (only a project or org choice
+# moves a provisioned runtime; the global default places new ones).
+Level = Literal["project", "org", "global", "current"]
 
 
 @dataclass(frozen=True)

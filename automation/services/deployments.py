@@ -1,0 +1,191 @@
+"""Deployments of projects: a runtime resource provisioned when the deployment starts, with
+the provisioner resolved then (project, else org default, else global default; seed 002).
+
+- A running deployment keeps its provisioner; a project or org change applies the next time
+  it goes from stopped to running (``restart`` does both).
+- The global default only places runtimes that have none: changing it, or unsetting a project
+  or org choice, moves nothing that is provisioned already.
+- A start that resolves to another provisioner than the one holding the runtime moves it,
+  keeping the provision id: deprovision with the old one, reset, provision with the new one,
+  update the host. The old disk is not migrated (the runtime recovers from object storage).
+- Each step is written to the ledger before it is taken (``move``), so a process killed at any
+  point resumes where it stopped: one resource, the same id, released exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from automation import ids
+from automation.crash import crashpoint
+from automation.errors import AnycloudError, Conflict
+from automation.ledger import schema
+from automation.models import ProjectDeployment
+from automation.provisioners.base import Health, ProvisionRequest
+from automation.provisioners.factory import Provisioners
+from automation.provisioners.provisioner_set import ProvisionerSet
+from automation.provisioners.resolve import Resolved, resolve
+from automation.services.common import find_live, record_event
+from automation.services.context import App
+from automation.validation import check_name
+
+_dep = schema.deployments
+_LIVE = _dep.c.state != "deleted"
+
+
+def create_deployment(app: App, name: str, project: str) -> ProjectDeployment:
+    """A stopped deployment: nothing is provisioned until it starts."""
+    check_name("name", name)
+    now = app.clock.now()
+    with app.ledger.write() as conn:
+        owner = find_live(conn, schema.projects, project, live=sa.true(), kind="project",
+                          field="--project")
+        taken = conn.execute(sa.select(_dep.c.id).where(_LIVE, _dep.c.name == name)).first()
+        placed = conn.execute(sa.select(schema.workloads.c.id).where(
+            schema.workloads.c.state != "removed", schema.workloads.c.name == name)).first()
+        if taken or placed:
+            raise Conflict(f"deployment {name!r} already exists", code="ALREADY_EXISTS",
+                           field="name", value=name,
+                           rule="must be unique among deployments and services")
+        dep_id = ids.new_id("dpl")
+        row = dict(id=dep_id, name=name, project_id=owner["id"], state="stopped",
+                   provision_id="rt-" + dep_id.removeprefix("dpl-"), created_at=now,
+                   updated_at=now)
+        conn.execute(_dep.insert().values(**row))
+        record_event(conn, now, "deployment", dep_id, "created",
+                     f"deployment {name} in project {owner['name']}")
+    return ProjectDeployment.model_validate(row)
+
+
+def list_deployments(app: App, project: str | None = None) -> list[ProjectDeployment]:
+    with app.ledger.read() as conn:
+        query = sa.select(_dep).where(_LIVE).order_by(_dep.c.name)
+        if project is not None:
+            owner = find_live(conn, schema.projects, project, live=sa.true(), kind="project",
+                              field="--project")
+            query = query.where(_dep.c.project_id == owner["id"])
+        return [ProjectDeployment.model_validate(dict(r)) for r in conn.execute(query).mappings()]
+
+
+def get_deployment(app: App, ref: str) -> ProjectDeployment:
+    with app.ledger.read() as conn:
+        return ProjectDeployment.model_validate(dict(_row(conn, ref)))
+
+
+def choice_for(app: App, dep: ProjectDeployment, provisioner_set: ProvisionerSet) -> Resolved:
+    """What a start would use: the resolution, except that a runtime already provisioned
+    stays where it is unless the project or its org chose otherwise."""
+    with app.ledger.read() as conn:
+        project = conn.execute(sa.select(schema.projects).where(
+            schema.projects.c.id == dep.project_id)).mappings().one()
+        org = conn.execute(sa.select(schema.orgs).where(
+            schema.orgs.c.id == project["org_id"])).mappings().one()
+    resolved = resolve(provisioner_set, project=project["name"],
+                       project_choice=project["provisioner"], org=org["name"],
+                       org_default=org["default_provisioner"])
+    if resolved.level == "global" and dep.provisioner is not None:
+        return Resolved(dep.provisioner, "current")
+    return resolved
+
+
+def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
+                     provisioners: Provisioners,
+                     request: ProvisionRequest | None = None) -> ProjectDeployment:
+    """stopped -> running. A running deployment is left as it is (its provisioner kept); an
+    interrupted move is finished first, to the provisioner it was moving to."""
+    request = request or ProvisionRequest()
+    dep = get_deployment(app, ref)
+    if dep.state == "running" and dep.move is None:
+        return dep
+    if dep.move is None:
+        target = choice_for(app, dep, provisioner_set).name
+        step = "provision" if dep.provisioner in (None, target) else "deprovision"
+        dep = _write(app, dep, move={"from": dep.provisioner, "to": target, "step": step},
+                     event=("move_started" if step == "deprovision" else "starting",
+                            f"to {target}" + (f" from {dep.provisioner}"
+                                              if step == "deprovision" else "")))
+        crashpoint("after-move-intent")
+    return _finish_move(app, dep, provisioners, request)
+
+
+def _finish_move(app: App, dep: ProjectDeployment, provisioners: Provisioners,
+                 request: ProvisionRequest) -> ProjectDeployment:
+    move = dict(dep.move or {})
+    try:
+        if move["step"] == "deprovision":
+            provisioners(move["from"]).deprovision(dep.provision_id)
+            crashpoint("after-deprovision")
+            # Reset for the new provisioner, keeping the id: nothing holds it now.
+            dep = _write(app, dep, move=move | {"step": "provision"}, provisioner=None,
+                         runtime_host=None, data_dir=None,
+                         event=("deprovisioned", f"released by {move['from']}"))
+        new = provisioners(move["to"])
+        held = new.provision(dep.provision_id, request)
+        crashpoint("after-provision")
+        new.await_ready(held)
+    except AnycloudError as exc:
+        _write(app, dep, last_error=exc.message, event=("start_failed", exc.message))
+        raise
+    return _write(app, dep, move=None, state="running", provisioner=move["to"],
+                  runtime_host=held.host, data_dir=held.data_dir, last_error=None,
+                  event=("running", f"on {move['to']} at {held.host}"
+                         + "".join(f"; warning: {w}" for w in held.warnings)))
+
+
+def stop_deployment(app: App, ref: str) -> ProjectDeployment:
+    """running -> stopped; the runtime stays provisioned (a later start may move it)."""
+    dep = get_deployment(app, ref)
+    if dep.state == "stopped":
+        return dep
+    return _write(app, dep, state="stopped", event=("stopped", "runtime kept"))
+
+
+def restart_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
+                       provisioners: Provisioners) -> ProjectDeployment:
+    stop_deployment(app, ref)
+    return start_deployment(app, ref, provisioner_set, provisioners)
+
+
+def restart_project(app: App, project: str, provisioner_set: ProvisionerSet,
+                    provisioners: Provisioners) -> list[ProjectDeployment]:
+    """``sudo project restart``: each running deployment stopped and started again."""
+    running = [d for d in list_deployments(app, project) if d.state == "running"]
+    return [restart_deployment(app, d.id, provisioner_set, provisioners) for d in running]
+
+
+def delete_deployment(app: App, ref: str, provisioners: Provisioners) -> ProjectDeployment:
+    """Release what the runtime holds (with whichever provisioner holds or may hold it),
+    then forget the deployment."""
+    dep = get_deployment(app, ref)
+    holders = {dep.provisioner} | ({(dep.move or {}).get("from"), (dep.move or {}).get("to")}
+                                   if dep.move else set())
+    for name in sorted(h for h in holders if h):
+        provisioners(name).deprovision(dep.provision_id)
+    return _write(app, dep, state="deleted", move=None, provisioner=None, runtime_host=None,
+                  deleted=True, event=("deleted", "runtime released"))
+
+
+def deployment_health(dep: ProjectDeployment, provisioners: Provisioners) -> Health | None:
+    """What its provisioner says of the runtime (None when nothing is provisioned)."""
+    if dep.provisioner is None:
+        return None
+    return provisioners(dep.provisioner).check(dep.provision_id)
+
+
+def _row(conn: Any, ref: str) -> Any:
+    return find_live(conn, _dep, ref, live=_LIVE, kind="deployment", field="deployment")
+
+
+def _write(app: App, dep: ProjectDeployment, *, event: tuple[str, str],
+           deleted: bool = False, **values: Any) -> ProjectDeployment:
+    now = app.clock.now()
+    values["updated_at"] = now
+    if deleted:
+        values["deleted_at"] = now
+    with app.ledger.write() as conn:
+        conn.execute(_dep.update().where(_dep.c.id == dep.id).values(**values))
+        record_event(conn, now, "deployment", dep.id, event[0], event[1])
+        row = conn.execute(sa.select(_dep).where(_dep.c.id == dep.id)).mappings().one()
+    return ProjectDeployment.model_validate(dict(row))
