@@ -26,6 +26,7 @@ class Provisioned:
     data_dir: str
     audience_url: str | None = None
     warnings: tuple[str, ...] = ()
+    checksum: str | None = None  # kubernetes/nodepool: SHA-256 of the rendered templates
 
 
 @dataclass(frozen=True)

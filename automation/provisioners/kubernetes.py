@@ -1,0 +1,651 @@
+"""The ``kubernetes`` and ``nodepool`` provisioners: a deployment's runtime as Kubernetes
+objects rendered from the set's templates (Deployment, Service, and optionally PVC and
+Ingresses), applied to a cluster with server-side apply.
+
+Every object carries ``anycloud.sh/provision-id=<id>`` and ``app.kubernetes.io/managed-by=
+anycloud``; deprovision and check find what an id holds by those labels alone. The Deployment
+also carries the checksum of what was rendered (``anycloud.sh/templates-sha256``) and the
+request it was rendered with (``anycloud.sh/request``), so ``check`` can render again and
+tell a changed template from an object edited by hand.
+
+Requests go out as plain JSON through the official client's transport and auth, as in
+automation/agentpools/kubeapi.py: the typed models of kubernetes 37 refuse some bodies the
+API server accepts (a ``nvidia.com/gpu: 1`` limit), and server-side apply needs no model.
+
+The ``nodepool`` type is the same provisioner aimed at one node pool (seed 003): its objects go
+to the pool's namespace on the pool's cluster, and every pod template selects exactly that
+pool and tolerates only its taint; a template that would let pods onto another pool is
+refused before anything is applied.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from automation.errors import AnycloudError, Conflict, InvalidInput
+from automation.kube.port import MANAGED_BY, MANAGER, POOL_LABEL
+from automation.provisioners.base import Health, Provisioned, ProvisionRequest
+from automation.provisioners.provisioner_set import (
+    KubernetesSpec,
+    NodePoolSpec,
+    TemplatePaths,
+)
+from automation.provisioners.templates import (
+    TEMPLATE_KINDS,
+    Resources,
+    TemplateValues,
+    read_template,
+    render,
+)
+
+PROVISION_ID_LABEL = "anycloud.sh/provision-id"
+CHECKSUM_ANNOTATION = "anycloud.sh/templates-sha256"
+REQUEST_ANNOTATION = "anycloud.sh/request"
+FIELD_MANAGER = "anycloud"
+NODE_POOL_TAINT = POOL_LABEL  # anycloud.sh/node-pool: the pool's label and its taint key
+
+# Applied in this order (the claim before the pods that mount it), deleted in reverse.
+_ORDER = ("pvc", "service", "deployment", "http_ingress", "grpc_ingress")
+_PLURALS = {"Deployment": "deployments", "Service": "services",
+            "PersistentVolumeClaim": "persistentvolumeclaims", "Ingress": "ingresses"}
+_DELETE_ORDER = (("networking.k8s.io/v1", "Ingress"), ("v1", "Service"),
+                 ("apps/v1", "Deployment"), ("v1", "PersistentVolumeClaim"))
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+
+
+class KubernetesFailed(AnycloudError):
+    """The API server could not be reached or refused a call (not the request's fault)."""
+
+    default_code = "KUBERNETES_FAILED"
+
+
+class NotReady(AnycloudError):
+    default_code = "RUNTIME_NOT_READY"
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """Where a nodepool provisioner puts objects: resolved from the ledger by the caller."""
+
+    pool_id: str
+    namespace: str
+    kubeconfig_path: str
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class _Target:
+    namespace: str
+    kubeconfig_path: str
+    context: str | None
+    pool_id: str | None  # set: every pod template is placed on exactly this node pool
+
+
+@dataclass(frozen=True)
+class _Object:
+    key: str  # the template_paths key it came from
+    body: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.body["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+# -- the API calls -------------------------------------------------------------------------
+
+
+def _message(status: int, raw: bytes) -> str:
+    try:
+        return str(json.loads(raw).get("message"))
+    except (ValueError, AttributeError):
+        return raw.decode(errors="replace")[:300] or f"HTTP {status}"
+
+
+class _Api:
+    """Plain JSON requests over the official client's ApiClient (auth, TLS, proxy)."""
+
+    def __init__(self, kubeconfig: Path, context: str | None, timeout: float) -> None:
+        from kubernetes import client
+
+        from automation.agentpools.kubeapi import client_configuration
+
+        self.configuration = client_configuration(kubeconfig, context)
+        self.timeout = timeout
+        self._api = client.ApiClient(self.configuration)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def call(self, method: str, path: str, *, body: Any = None,
+             query: list[tuple[str, str]] | None = None,
+             content_type: str = "application/json") -> tuple[int, dict[str, Any], str]:
+        """(status, parsed body, API server message); only transport failures raise."""
+        from urllib3.exceptions import HTTPError
+
+        try:
+            _, url, headers, data, _ = self._api.param_serialize(
+                method=method, resource_path=path, query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body, auth_settings=["BearerToken"])
+            resp = self._api.call_api(method, url, header_params=headers, body=data,
+                                      _request_timeout=self.timeout)
+            raw = resp.read()
+        except (HTTPError, OSError) as exc:
+            raise KubernetesFailed(f"cannot reach the API server {self.configuration.host} "
+                                   f"({method} {path}): {exc}") from exc
+        if 200 <= resp.status < 300:
+            return resp.status, (json.loads(raw) if raw else {}), ""
+        return resp.status, {}, _message(resp.status, raw)
+
+    def expect(self, method: str, path: str, what: str, *, ok: tuple[int, ...] = (),
+               **kwargs: Any) -> dict[str, Any] | None:
+        """The body of a 2xx answer, None for a status in ``ok``, else KubernetesFailed."""
+        status, body, message = self.call(method, path, **kwargs)
+        if 200 <= status < 300:
+            return body
+        if status in ok:
+            return None
+        raise KubernetesFailed(f"the API server answered {status} to {what}: {message}")
+
+
+def _collection(api_version: str, kind: str, namespace: str) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{base}/namespaces/{namespace}/{_PLURALS[kind]}"
+
+
+def _path(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{_collection(obj['apiVersion'], obj['kind'], meta['namespace'])}/{meta['name']}"
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod template's spec of a workload object (Deployment and the like), else None."""
+    if obj.get("kind") == "Pod":
+        return obj.setdefault("spec", {})
+    template = (obj.get("spec") or {}).get("template")
+    if isinstance(template, dict):
+        return template.setdefault("spec", {})
+    return None
+
+
+def place_on_pool(spec: dict[str, Any], pool_id: str, field: str) -> None:
+    """Exactly the pool's nodeSelector and the one toleration of its taint (seed 003). The
+    same rule as automation/agentpools/pods.py (mirrored: its messages speak of AgentPools),
+    and a ``nodeName`` is refused too (it skips the scheduler, so the taint too)."""
+    if spec.get("nodeName"):
+        raise InvalidInput(f"{field}.nodeName", spec["nodeName"],
+                           f"must be left out: a nodepool provisioner places pods on node "
+                           f"pool {pool_id} through the scheduler")
+    selector = spec.setdefault("nodeSelector", {})
+    other = selector.get(POOL_LABEL)
+    if other not in (None, pool_id):
+        raise InvalidInput(f"{field}.nodeSelector.{POOL_LABEL}", other,
+                           f"must be left out: the provisioner selects node pool {pool_id}")
+    selector[POOL_LABEL] = pool_id
+    tolerations = spec.setdefault("tolerations", [])
+    for i, t in enumerate(tolerations):
+        key = t.get("key") or ""
+        wide = (key == "" and t.get("operator") == "Exists") or (
+            key == NODE_POOL_TAINT and (t.get("operator") == "Exists"
+                                        or t.get("value") != pool_id))
+        if wide:
+            raise InvalidInput(f"{field}.tolerations[{i}]", json.dumps(t, sort_keys=True),
+                               "must not tolerate other node pools' taints: the provisioner "
+                               f"adds the one toleration of node pool {pool_id}")
+    mine = {"key": NODE_POOL_TAINT, "operator": "Equal", "value": pool_id,
+            "effect": "NoSchedule"}
+    if mine not in tolerations:
+        tolerations.append(mine)
+
+
+def checksum(objects: list[_Object]) -> str:
+    """SHA-256 of the rendered objects (labels and placement included, our two annotations
+    not: they are derived from it)."""
+    bodies = []
+    for o in objects:
+        body = copy.deepcopy(o.body)
+        notes = body["metadata"].get("annotations") or {}
+        notes.pop(CHECKSUM_ANNOTATION, None)
+        notes.pop(REQUEST_ANNOTATION, None)
+        bodies.append(body)
+    return hashlib.sha256(json.dumps(bodies, sort_keys=True).encode()).hexdigest()
+
+
+def _quantity(value: Any) -> Any:
+    from kubernetes.utils.quantity import parse_quantity
+
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def differences(want: Any, have: Any, path: str = "") -> Iterator[str]:
+    """Where ``have`` (the live object) no longer holds what ``want`` (what we apply) sets:
+    fields the API server or controllers added beside ours are not differences."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            yield f"{path or '.'} is {json.dumps(have)}"
+            return
+        for key, value in want.items():
+            yield from differences(value, have.get(key), f"{path}.{key}" if path else key)
+    elif isinstance(want, list):
+        if not isinstance(have, list) or len(have) != len(want):
+            yield (f"{path} has {len(have) if isinstance(have, list) else 'no'} item(s), "
+                   f"applied {len(want)}")
+            return
+        for i, (w, h) in enumerate(zip(want, have, strict=True)):
+            yield from differences(w, h, f"{path}[{i}]")
+    elif want != have and not (isinstance(want, str) and isinstance(have, str | int)
+                               and _quantity(want) is not None
+                               and _quantity(want) == _quantity(str(have))):
+        yield f"{path} is {json.dumps(have)}, applied {json.dumps(want)}"
+
+
+# -- the provisioner -----------------------------------------------------------------------
+
+
+class KubernetesProvisioner:
+    """The ``kubernetes`` type: ``spec.namespace`` on the cluster of ``spec.kubeconfig_path``
+    (template and kubeconfig paths relative to ``base_dir``)."""
+
+    def __init__(self, name: str, spec: KubernetesSpec, base_dir: Path = Path("."), *,
+                 context: str | None = None, poll_seconds: float = 0.1,
+                 request_timeout: float = 10.0) -> None:
+        self._setup(name, spec, base_dir, _Target(spec.namespace, spec.kubeconfig_path,
+                                                  context, None),
+                    poll_seconds, request_timeout)
+
+    def _setup(self, name: str, spec: KubernetesSpec | NodePoolSpec, base_dir: Path,
+               target: _Target, poll_seconds: float, request_timeout: float) -> None:
+        self.name = name
+        self.spec = spec
+        self.base_dir = base_dir
+        self.target = target
+        self.namespace = target.namespace
+        self.poll_seconds = poll_seconds
+        self.request_timeout = request_timeout
+        self._client: _Api | None = None
+
+    @property
+    def api(self) -> _Api:
+        if self._client is None:
+            path = Path(self.target.kubeconfig_path).expanduser()
+            self._client = _Api(path if path.is_absolute() else self.base_dir / path,
+                                self.target.context, self.request_timeout)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- the protocol ----------------------------------------------------------------------
+
+    def provision(self, provision_id: str, request: ProvisionRequest) -> Provisioned:
+        """Render, check (placement, namespace, the claim never shrinks, nothing foreign of
+        the same name), then apply every object. Applying the same id and request again
+        changes nothing: server-side apply of the same body is a no-op."""
+        objects = self.render(provision_id, request)
+        sha = checksum(objects)
+        for o in objects:
+            if o.kind == "Deployment":
+                notes = o.body["metadata"].setdefault("annotations", {})
+                notes[CHECKSUM_ANNOTATION] = sha
+                notes[REQUEST_ANNOTATION] = json.dumps(asdict(request), sort_keys=True)
+        live = {o.key: self._get(o.body) for o in objects}
+        for o in objects:
+            self._refuse_foreign(o, live[o.key], provision_id)
+            if o.kind == "PersistentVolumeClaim":
+                self._refuse_shrink(o, live[o.key])
+        self._ensure_namespace()
+        warnings = []
+        for o in objects:
+            taken = self._apply(o)
+            if taken:
+                warnings.append(f"{o.ref}: took back fields edited by hand ({taken})")
+        return Provisioned(provision_id=provision_id, provisioner=self.name,
+                           host=self.spec.host.replace("*", provision_id),
+                           data_dir=self.spec.data_dir, warnings=tuple(warnings),
+                           checksum=sha)
+
+    def await_ready(self, provisioned: Provisioned) -> None:
+        """Returns once the Deployment is Available with its current template rolled out;
+        after ``spec.timeout_seconds`` raises NotReady naming the pods and why."""
+        pid = provisioned.provision_id
+        deadline = time.monotonic() + self.spec.timeout_seconds
+        while True:
+            deployment = self._deployment(pid)
+            if deployment is not None and _available(deployment):
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(self.poll_seconds)
+        if deployment is None:
+            raise NotReady(f"{pid}: no Deployment labelled {PROVISION_ID_LABEL}={pid} in "
+                           f"namespace {self.namespace} (provision it first)")
+        raise NotReady(f"{pid}: Deployment {deployment['metadata']['name']} not available "
+                       f"after {self.spec.timeout_seconds} s: "
+                       f"{self._why_unavailable(deployment)}")
+
+    def deprovision(self, provision_id: str) -> bool:
+        """Deletes exactly the objects labelled with the id (the claim too), pods first
+        (foreground), and waits for them to go; False when there was nothing."""
+        _check_id(provision_id)
+        found = [(api_version, kind, obj) for api_version, kind in _DELETE_ORDER
+                 for obj in self._labelled(api_version, kind, provision_id)]
+        for api_version, kind, obj in found:
+            meta = obj["metadata"]
+            path = f"{_collection(api_version, kind, self.namespace)}/{meta['name']}"
+            self.api.expect("DELETE", path, f"delete {kind} {meta['name']}", ok=(404, 409),
+                            body={"kind": "DeleteOptions", "apiVersion": "v1",
+                                  "propagationPolicy": "Foreground",
+                                  "preconditions": {"uid": meta["uid"]}})
+        deadline = time.monotonic() + self.spec.timeout_seconds
+        left = found
+        while left:
+            left = [(a, k, o) for a, k, o in left if self._still_there(a, k, o)]
+            if not left:
+                break
+            if time.monotonic() >= deadline:
+                names = ", ".join(f"{k} {o['metadata']['name']}" for _, k, o in left)
+                raise KubernetesFailed(f"{provision_id}: still present "
+                                       f"{self.spec.timeout_seconds} s after delete: {names}")
+            time.sleep(self.poll_seconds)
+        return bool(found)
+
+    def check(self, provision_id: str) -> Health:
+        """Present, available, and still what was applied: the templates rendered now give
+        the checksum on the Deployment, and no field we set was changed by someone else."""
+        deployment = self._deployment(provision_id)
+        if deployment is None:
+            return Health(False, f"{provision_id}: no Deployment labelled "
+                                 f"{PROVISION_ID_LABEL}={provision_id} in {self.namespace}")
+        notes = deployment["metadata"].get("annotations") or {}
+        try:
+            request = ProvisionRequest(**json.loads(notes[REQUEST_ANNOTATION]))
+        except (KeyError, ValueError, TypeError):
+            request = ProvisionRequest()
+        problems = []
+        try:
+            objects = self.render(provision_id, request)
+        except InvalidInput as exc:
+            return Health(False, f"{provision_id}: the templates no longer render: "
+                                 f"{exc.message}")
+        now, applied = checksum(objects), notes.get(CHECKSUM_ANNOTATION)
+        if now != applied:
+            problems.append(f"templates changed since provisioning ({CHECKSUM_ANNOTATION} "
+                            f"{(applied or 'absent')[:12]}, rendered now {now[:12]}): "
+                            "provision again to apply them")
+        for o in objects:
+            live = self._get(o.body)
+            if live is None:
+                problems.append(f"{o.ref} is missing")
+            elif (live["metadata"].get("labels") or {}).get(PROVISION_ID_LABEL) \
+                    != provision_id:
+                problems.append(f"{o.ref} is not labelled {PROVISION_ID_LABEL}="
+                                f"{provision_id}")
+            elif now == applied:
+                # Against a changed template every field would look edited: compare only
+                # while the templates are what was applied.
+                edited = list(differences(_spec_and_meta(o.body), live))
+                if edited:
+                    problems.append(f"{o.ref} edited by hand: {'; '.join(edited[:5])}")
+        if not _available(deployment):
+            problems.append(f"Deployment {deployment['metadata']['name']} not available: "
+                            f"{self._why_unavailable(deployment)}")
+        if problems:
+            return Health(False, "; ".join(problems))
+        return Health(True, f"{len(objects)} object(s) in {self.namespace} as applied, "
+                            f"Deployment {deployment['metadata']['name']} available")
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def render(self, provision_id: str, request: ProvisionRequest) -> list[_Object]:
+        """The objects of the id, labelled and placed, in apply order; InvalidInput naming
+        the template when one cannot be used."""
+        _check_id(provision_id)
+        values = TemplateValues(
+            provision_id=provision_id, host=self.spec.host.replace("*", provision_id),
+            image=self.spec.image, data_dir=self.spec.data_dir, namespace=self.namespace,
+            resources=Resources(cpu=request.cpu, memory=request.memory,
+                                storage=request.storage))
+        paths: TemplatePaths = self.spec.template_paths
+        out = []
+        for key in _ORDER:
+            rel = getattr(paths, key)
+            if rel is None:
+                continue
+            field = f"{self.name}.spec.template_paths.{key}"
+            path = self.base_dir / rel
+            body = render(field, path, read_template(field, path), values)
+            self._complete(key, field, path, body, provision_id)
+            out.append(_Object(key, body))
+        return out
+
+    def _complete(self, key: str, field: str, path: Path, body: dict[str, Any],
+                  provision_id: str) -> None:
+        if body.get("kind") != TEMPLATE_KINDS[key] or not body.get("apiVersion"):
+            raise InvalidInput(field, str(path), f"must render a {TEMPLATE_KINDS[key]}, got "
+                                                 f"kind {body.get('kind')!r}")
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name"):
+            raise InvalidInput(field, str(path), "must render metadata.name")
+        if meta.setdefault("namespace", self.namespace) != self.namespace:
+            raise InvalidInput(f"{field} metadata.namespace", meta["namespace"],
+                               f"must be {self.namespace} (the provisioner's namespace; "
+                               "use {{ namespace }})")
+        labels = meta.setdefault("labels", {})
+        for label, value in ((PROVISION_ID_LABEL, provision_id), (MANAGED_BY, MANAGER)):
+            if labels.get(label) not in (None, value):
+                raise InvalidInput(f"{field} metadata.labels.{label}", labels[label],
+                                   "is set by the provisioner: leave it out")
+            labels[label] = value
+        spec = pod_spec(body)
+        if spec is not None:
+            # The pods carry the id too: what is running for an id is one selector away.
+            template = body["spec"]["template"] if body["kind"] != "Pod" else body
+            tlabels = template.setdefault("metadata", {}).setdefault("labels", {})
+            tlabels[PROVISION_ID_LABEL] = provision_id
+            if self.target.pool_id is not None:
+                place_on_pool(spec, self.target.pool_id, f"{field} spec.template.spec")
+
+    # -- API steps -------------------------------------------------------------------------
+
+    def _get(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        return self.api.expect("GET", _path(body), f"get {body['kind']} "
+                               f"{body['metadata']['name']}", ok=(404,))
+
+    def _refuse_foreign(self, o: _Object, live: dict[str, Any] | None,
+                        provision_id: str) -> None:
+        if live is None:
+            return
+        holder = (live["metadata"].get("labels") or {}).get(PROVISION_ID_LABEL)
+        if holder != provision_id:
+            raise Conflict(f"{o.ref} already exists in {self.namespace} and is not "
+                           f"provision {provision_id}'s ({PROVISION_ID_LABEL}="
+                           f"{holder or '(none)'}): refusing to take it over",
+                           code="OBJECT_EXISTS", field=o.key, value=o.name,
+                           rule="templates must render names unique to the provision id")
+
+    def _refuse_shrink(self, o: _Object, live: dict[str, Any] | None) -> None:
+        if live is None:
+            return
+        have = ((live.get("spec") or {}).get("resources") or {}).get("requests", {}) \
+            .get("storage")
+        want = o.body["spec"]["resources"]["requests"]["storage"]
+        if have is not None and _quantity(have) is not None and _quantity(want) is not None \
+                and _quantity(have) > _quantity(want):
+            raise Conflict(f"{o.ref} asks {have}; the request asks {want}: a claim is never "
+                           "shrunk (its data would not fit)", code="PVC_SHRINK",
+                           field="storage", value=want,
+                           rule=f"at least the claim's current size {have}")
+
+    def _ensure_namespace(self) -> None:
+        path = f"/api/v1/namespaces/{self.namespace}"
+        if self.api.expect("GET", path, f"get namespace {self.namespace}", ok=(404,)):
+            return
+        labels = {MANAGED_BY: MANAGER}
+        if self.target.pool_id is not None:
+            # The reconciler deletes the pool's namespace with the pool when it is ours.
+            labels[POOL_LABEL] = self.target.pool_id
+        self.api.expect("POST", "/api/v1/namespaces", f"create namespace {self.namespace}",
+                        ok=(409,), body={"apiVersion": "v1", "kind": "Namespace",
+                                         "metadata": {"name": self.namespace,
+                                                      "labels": labels}})
+
+    def _apply(self, o: _Object) -> str:
+        """Server-side apply as ``anycloud``; the conflict text when fields had to be taken
+        back, else "".
+
+        Without force first: a conflict means another manager (``kubectl edit``, a
+        ``kubectl patch``) changed a field our template sets. The object is ours (its
+        provision-id label was checked before anything was applied), and the template is
+        the source of truth for the fields it sets, so we apply again with force: it takes
+        back only those fields, and fields others added that we do not set stay theirs.
+        An object that is not ours is refused before this point, never forced."""
+        path = _path(o.body)
+        query = [("fieldManager", FIELD_MANAGER)]
+        taken = ""
+        for force in (False, True):
+            status, _, message = self.api.call(
+                "PATCH", path, body=json.dumps(o.body),
+                query=query + ([("force", "true")] if force else []),
+                content_type="application/apply-patch+yaml")
+            if 200 <= status < 300:
+                return taken if force else ""
+            if status == 409 and not force:
+                taken = message
+                continue
+            if status in (400, 422):
+                raise InvalidInput(f"{self.name}.spec.template_paths.{o.key}", o.name,
+                                   f"the API server refused the rendered {o.kind}: {message}")
+            raise KubernetesFailed(f"the API server answered {status} to apply {o.ref} in "
+                                   f"{self.namespace}: {message}")
+        raise AssertionError("unreachable: the second pass returns or raises")
+
+    def _labelled(self, api_version: str, kind: str, provision_id: str
+                  ) -> list[dict[str, Any]]:
+        found = self.api.expect("GET", _collection(api_version, kind, self.namespace),
+                                f"list {_PLURALS[kind]} of {provision_id}",
+                                query=[("labelSelector", _selector(provision_id))])
+        return list((found or {}).get("items") or [])
+
+    def _still_there(self, api_version: str, kind: str, obj: dict[str, Any]) -> bool:
+        meta = obj["metadata"]
+        path = f"{_collection(api_version, kind, self.namespace)}/{meta['name']}"
+        live = self.api.expect("GET", path, f"get {kind} {meta['name']}", ok=(404,))
+        return live is not None and live["metadata"].get("uid") == meta["uid"]
+
+    def _deployment(self, provision_id: str) -> dict[str, Any] | None:
+        found = self._labelled("apps/v1", "Deployment", provision_id)
+        return found[0] if found else None
+
+    def _why_unavailable(self, deployment: dict[str, Any]) -> str:
+        """The Deployment's own conditions, then each pod's phase, failed conditions and
+        waiting containers: what ``kubectl describe`` would show first."""
+        status = deployment.get("status") or {}
+        parts = [f"{status.get('availableReplicas', 0)}/"
+                 f"{deployment['spec'].get('replicas', 1)} replica(s) available"]
+        for c in status.get("conditions") or []:
+            if c.get("status") != "True" and c.get("message"):
+                parts.append(f"{c['type']}: {c['message']}")
+        selector = ",".join(f"{k}={v}" for k, v in
+                            (deployment["spec"]["selector"].get("matchLabels") or {}).items())
+        pods = self.api.expect("GET", f"/api/v1/namespaces/{self.namespace}/pods",
+                               "list pods", query=[("labelSelector", selector)]) or {}
+        items = pods.get("items") or []
+        if not items:
+            parts.append("no pods")
+        for pod in items:
+            parts.append(f"pod {pod['metadata']['name']} {_pod_state(pod)}")
+        return "; ".join(parts)
+
+
+class NodePoolProvisioner(KubernetesProvisioner):
+    """The ``nodepool`` type: the kubernetes type on one node pool's namespace and cluster;
+    every pod template selects exactly that pool and tolerates only its taint."""
+
+    def __init__(self, name: str, spec: NodePoolSpec, pool: PoolTarget,
+                 base_dir: Path = Path("."), *, poll_seconds: float = 0.1,
+                 request_timeout: float = 10.0) -> None:
+        self.pool = pool
+        self._setup(name, spec, base_dir, _Target(pool.namespace, pool.kubeconfig_path,
+                                                  pool.context, pool.pool_id),
+                    poll_seconds, request_timeout)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _check_id(provision_id: str) -> None:
+    # The id is a label value on every object: 63 characters of the label alphabet.
+    if not _LABEL_VALUE.fullmatch(provision_id):
+        raise InvalidInput("provision id", provision_id,
+                           "must be a Kubernetes label value: 1-63 letters, digits, '-', "
+                           "'_' or '.', starting and ending alphanumeric")
+
+
+def _selector(provision_id: str) -> str:
+    return f"{PROVISION_ID_LABEL}={provision_id},{MANAGED_BY}={MANAGER}"
+
+
+def _spec_and_meta(body: dict[str, Any]) -> dict[str, Any]:
+    """What we set that must still be there: labels, annotations and the spec."""
+    meta = body["metadata"]
+    out: dict[str, Any] = {"metadata": {"labels": meta.get("labels") or {}}}
+    if meta.get("annotations"):
+        out["metadata"]["annotations"] = meta["annotations"]
+    for key, value in body.items():
+        if key not in ("apiVersion", "kind", "metadata"):
+            out[key] = value
+    return out
+
+
+def _available(deployment: dict[str, Any]) -> bool:
+    status = deployment.get("status") or {}
+    meta = deployment["metadata"]
+    if status.get("observedGeneration", 0) < meta.get("generation", 1):
+        return False  # the controller has not seen the latest spec yet
+    replicas = deployment["spec"].get("replicas", 1)
+    if status.get("updatedReplicas", 0) < replicas:
+        return False
+    return any(c.get("type") == "Available" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
+def _pod_state(pod: dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    parts = [status.get("phase") or "Unknown"]
+    if pod["metadata"].get("deletionTimestamp"):
+        parts.append("terminating")
+    for c in status.get("conditions") or []:
+        if c.get("status") != "True":
+            why = ": ".join(x for x in (c.get("reason"), c.get("message")) if x)
+            parts.append(f"{c['type']}=False" + (f" ({why})" if why else ""))
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting:
+            parts.append(f"container {cs['name']} waiting: {waiting.get('reason')}"
+                         + (f" {waiting['message']}" if waiting.get("message") else ""))
+    return ", ".join(parts)
+
