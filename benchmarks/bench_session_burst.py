@@ -1,0 +1,261 @@
+"""A burst of session requests on one AgentPool (issue 11, "Measure"): wall seconds (real
+clock) and operator passes from the burst until every session holds a slot, on the local
+control plane (kwok plays the kubelets).
+
+What is real: etcd, kube-apiserver, scheduler, controller-manager, kwok; the operator
+in-process (kopf in a thread, its timer at ``INTERVAL`` s, the ``Reconciler`` and autoscaler
+of ``anycloud operator``); the broker's ``Registry`` over a SQLite ledger (or
+``BENCH_DATABASE_URL``). What stands in: the agents. 500 sessions at 10 slots an agent need
+50 agents, and 50 ``anycloud agent`` processes on two cores would measure Python start-up,
+so each worker pod is an agent **as registry calls** (as test_operator's ``Agents``): a
+thread lists the pool's pods every 20 ms, registers each one kwok reports Running under the
+pod's name with the pod's ``ANYCLOUD_AGENT_SLOTS``, and heartbeats every agent every 0.5 s
+(registering and heartbeats are what hand pending sessions slots). Sessions are
+``Registry.acquire`` calls from 32 threads fired at once, i.e. the broker's work for
+``POST /v1/sessions`` without HTTP.
+
+Cases (each a fresh pool: defaultSlotsPerAgent 10, maxReplicas 60, minIdle 0, deleted after):
+- burst: 500 sessions on a pool at zero agents (it must grow to 50);
+- baseline, small: 50 sessions on a pool at zero (grows to 5);
+- baseline, warm: 500 sessions on a pool already at 50 registered agents (minReplicas 50):
+  the registry's own cost, no scaling.
+
+A *pass* is one reconcile of the pool (timer tick or event) from the burst until the last
+session holds a slot. The operator's reaction (kubectl apply -> first pod) is
+bench_operator.py's.
+
+    .venv/bin/python benchmarks/bench_session_burst.py      (BENCH_RUNS=3 by default)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._table import median, print_table
+from benchmarks.bench_operator import point_at_tools
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+INTERVAL = float(os.environ.get("BENCH_INTERVAL", "0.5"))
+REPO = Path(__file__).resolve().parent.parent
+NS = "bench"
+SLOTS, MAX_REPLICAS = 10, 60
+FIRE_THREADS = 32
+
+
+@dataclass
+class Passes:
+    """Reconcile passes per pool, with the time of each and the pods it created."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    log: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+
+    def add(self, pool: str, created: int) -> None:
+        with self.lock:
+            self.log.setdefault(pool, []).append((time.perf_counter(), created))
+
+    def between(self, pool: str, start: float, end: float) -> list[tuple[float, int]]:
+        with self.lock:
+            return [p for p in self.log.get(pool, []) if start <= p[0] <= end]
+
+
+class Counted:
+    """A Reconciler that records each pass (what kopf's handlers call)."""
+
+    def __init__(self, inner: Any, passes: Passes) -> None:
+        self.inner, self.passes = inner, passes
+
+    def reconcile(self, pool: dict[str, Any]) -> Any:
+        out = self.inner.reconcile(pool)
+        self.passes.add(pool["metadata"]["name"], len(out.created))
+        return out
+
+    def delete(self, pool: dict[str, Any]) -> Any:
+        return self.inner.delete(pool)
+
+
+class StandInAgents:
+    """Each Running worker pod of ``pool`` registers as an agent (the pod's slot count) and
+    heartbeats; ``first_pod``/``registered`` record when pods and agents appeared."""
+
+    def __init__(self, plane: Any, registry: Any, pool: str) -> None:
+        self.plane, self.registry, self.pool = plane, registry, pool
+        self.key = f"{NS}/{pool}"
+        self.up: set[str] = set()
+        self.first_pod: float | None = None
+        self.last_register: float | None = None
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        beat = 0.0
+        path = (f"/api/v1/namespaces/{NS}/pods?labelSelector=anycloud.sh/agent-pool%3D"
+                f"{self.pool}")
+        while not self._stop.wait(0.02):
+            try:
+                items = self.plane.get(path)["items"]
+                if items and self.first_pod is None:
+                    self.first_pod = time.perf_counter()
+                for pod in items:
+                    name = pod["metadata"]["name"]
+                    if name in self.up or pod["metadata"].get("deletionTimestamp") or \
+                            (pod.get("status") or {}).get("phase") != "Running":
+                        continue
+                    env = {e["name"]: e.get("value") for e in
+                           pod["spec"]["containers"][0].get("env") or []}
+                    self.registry.register(self.key, name, name,
+                                           int(env.get("ANYCLOUD_AGENT_SLOTS") or 1))
+                    self.up.add(name)
+                    self.last_register = time.perf_counter()
+                if time.perf_counter() - beat > 0.5:
+                    beat = time.perf_counter()
+                    for agent in self.registry.pool_view(self.key).agents:
+                        self.registry.heartbeat(agent.id, agent.busy_slots)
+            except BaseException as exc:
+                self.errors.append(exc)
+                return
+
+
+@dataclass
+class Result:
+    acquired: float  # every acquire call returned
+    first_pod: float  # the first worker pod listed
+    all_running: float  # the last session holds a slot
+    passes: int  # reconcile passes in [burst, all running]
+    creating_passes: int  # of which created pods
+    pods: int  # pods the pool had when all ran
+
+
+def burst(plane: Any, registry: Any, passes: Passes, name: str, sessions: int,
+          warm: int = 0) -> Result:
+    doc = yaml.safe_load((REPO / "k8s/examples/shell-pool.yaml").read_text())
+    doc["metadata"].update({"name": name, "namespace": NS})
+    doc["spec"]["autoscaler"] = {"minIdle": 0, "maxIdle": SLOTS, "maxReplicas": MAX_REPLICAS,
+                                 "minReplicas": warm, "defaultSlotsPerAgent": SLOTS,
+                                 "idleDecaySecond": 600}
+    doc["spec"]["template"]["spec"]["containers"][0]["args"] = [f"--pool={name}"]
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    agents = StandInAgents(plane, registry, name)
+    key = f"{NS}/{name}"
+    try:
+        if warm:
+            _wait(lambda: registry.pool_view(key).ready_agents == warm, f"{warm} agents")
+        # A quiet moment: the pool as the operator left it (no pass mid-flight).
+        time.sleep(INTERVAL * 2)
+
+        def acquire(i: int) -> None:
+            registry.acquire(key, ["sh", "-c", f"echo {i}"])
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(FIRE_THREADS) as pool:
+            list(pool.map(acquire, range(sessions)))
+        acquired = time.perf_counter() - start
+        _wait(lambda: registry.pool_view(key).running_sessions == sessions,
+              f"{sessions} running sessions", poll=0.01, errors=agents.errors)
+        end = time.perf_counter()
+        seen = passes.between(name, start, end)
+        return Result(acquired=acquired,
+                      first_pod=(agents.first_pod or end) - start if not warm else 0.0,
+                      all_running=end - start, passes=len(seen),
+                      creating_passes=sum(1 for _, made in seen if made),
+                      pods=len(agents.up))
+    finally:
+        agents.stop()
+        plane.kubectl("delete", "agentpool", name, "-n", NS, "--timeout=120s")
+
+
+def _wait(check: Callable[[], bool], what: str, timeout: float = 180.0, poll: float = 0.05,
+          errors: list[BaseException] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if errors:
+            raise SystemExit(f"the stand-in agents failed: {errors[0]!r}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no {what} within {timeout:.0f} s")
+        time.sleep(poll)
+
+
+def main() -> None:
+    point_at_tools()
+    from automation.agentpools.kubeapi import KubeApi, client_configuration
+    from automation.agentpools.operator import Operator, build_registry
+    from automation.agentpools.reconcile import Reconciler, RegistryState
+    from automation.agentpools.registry import Registry
+    from automation.devcluster import control_plane
+    from automation.devcluster.control_plane import KWOK_ANNOTATION
+    from automation.ledger import open_ledger
+
+    with tempfile.TemporaryDirectory() as tmp, \
+            control_plane.running(Path(tmp) / "cp") as plane:
+        plane.kubectl("apply", "-f", str(REPO / "k8s/crd/agentpool-crd.yaml"))
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                      "crd/agentpools.anycloud.sh")
+        plane.kubectl("create", "namespace", NS)
+        plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
+        res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
+        plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
+        config_map = yaml.safe_load((REPO / "k8s/examples/agent-config.yaml").read_text())
+        config_map["metadata"]["namespace"] = NS
+        plane.apply(config_map)
+        url = os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{Path(tmp) / 'ledger.db'}"
+        ledger = open_ledger(url)
+        registry = Registry(ledger)
+        passes = Passes()
+        client_config = client_configuration(plane.kubeconfig)
+        reconciler = Counted(Reconciler(api=KubeApi(client_config),
+                                        state=RegistryState(registry)), passes)
+        op = Operator(build_registry(lambda ns: reconciler, client_config, INTERVAL), [NS])
+        op.start()
+        cases = [("burst: 500 sessions, pool at 0 agents", 500, 0),
+                 ("baseline: 50 sessions, pool at 0 agents", 50, 0),
+                 ("baseline: 500 sessions, pool at 50 agents", 500, 50)]
+        results: dict[str, list[Result]] = {c[0]: [] for c in cases}
+        try:
+            burst(plane, registry, passes, "warmup", 50)  # not counted
+            for run in range(RUNS):
+                for i, (title, sessions, warm) in enumerate(cases):
+                    results[title].append(burst(plane, registry, passes,
+                                                f"burst-{run}-{i}", sessions, warm))
+        finally:
+            op.stop()
+            ledger.dispose()
+    db = "PostgreSQL" if url.startswith("postgresql") else "SQLite"
+    rows = []
+    for title, got in results.items():
+        def med(attr: str, fmt: str, got: list[Result] = got) -> str:
+            return format(median([getattr(r, attr) for r in got]), fmt)
+
+        rows.append((title, med("acquired", ".2f"), med("first_pod", ".2f"),
+                     med("all_running", ".2f"),
+                     f"{min(r.all_running for r in got):.2f}-"
+                     f"{max(r.all_running for r in got):.2f}",
+                     med("passes", ".0f"), med("creating_passes", ".0f"),
+                     med("pods", ".0f")))
+    print_table(f"Session burst on one AgentPool ({SLOTS} slots an agent, operator timer "
+                f"{INTERVAL:g} s, {db} ledger, stand-in agents): medians of {RUNS} runs, "
+                "seconds from the burst",
+                ["case", "acquires done", "first pod", "all hold a slot", "range",
+                 "passes", "passes creating", "agents"], rows)
+
+
+if __name__ == "__main__":
+    main()
