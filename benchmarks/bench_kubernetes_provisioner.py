@@ -11,9 +11,10 @@ fresh namespace. Needs the tools built by ``python3 tools/build.py``.
     .venv/bin/python benchmarks/bench_kubernetes_provisioner.py   (BENCH_RUNS=3 by default)
 
 Here (2 cores, 2026-12-01): applying is ~30-60 ms a deployment; all ready is ~2.4 s for 10
-and ~26 s for 100, ~250 ms a deployment either way. Readiness is paced by the local
-kube-controller-manager's client rate limit (default --kube-api-qps=20: a ReplicaSet, a
-pod and status writes per deployment), not by the provisioner.
+and ~26 s for 100, ~250 ms a deployment either way: readiness is paced by the local
+control plane after the applies (deployment controller, scheduler, kwok), not by the
+provisioner. Which of them sets the pace is not established: their logs show no
+client-side throttling message.
 """
 
 from __future__ import annotations
