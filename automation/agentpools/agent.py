@@ -17,6 +17,15 @@ deregisters and exits 0.
 
 The broker being away for a while is survived: every call is retried until it answers (or
 the agent is told to stop); a broker that forgot the agent (404) is registered with again.
+
+Retired (410 AGENT_RETIRED, to a heartbeat, a work poll or a register): the operator took
+this agent out of its pool before deleting its pod (scale-down), or the pool was deleted. It
+never registers again under its id: it takes no new session, stops at once what still runs
+(the broker has already failed those sessions), does not deregister (it is out already) and
+exits 0 without waiting for its SIGTERM, which is on its way. Exiting rather than idling
+until SIGTERM: a pod whose delete failed shows its container completing (and restarting, to
+be refused again) instead of hiding an agent that serves nothing, and the operator replaces
+it as a pod that never registered once killUnknownAfterSecond has passed.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
-from automation.agentpools.registry import Session
+from automation.agentpools.registry import AgentRetired, Session
 from automation.errors import AnycloudError, NotFound
 
 Log = Callable[[str, str, dict[str, Any]], None]
@@ -197,6 +206,8 @@ class Agent:
         self.stopping = threading.Event()
         # Set when stopping has taken too long: calls to the broker stop being retried.
         self.abandon = threading.Event()
+        # Set when the broker said this agent is retired (410): stop, never register again.
+        self.retired = threading.Event()
         self.runs: dict[str, SessionRun] = {}
         self._runs_lock = threading.Lock()
         self._registered = threading.Lock()
@@ -216,6 +227,9 @@ class Agent:
                 if self.abandon.is_set():
                     raise
                 self.log("broker", f"{exc.message}; retrying in {delay:g}s", {})
+            except AgentRetired as exc:
+                self._retire(exc)
+                raise
             except NotFound as exc:
                 if exc.field != "agent":
                     raise
@@ -235,22 +249,40 @@ class Agent:
                  f"{s.slots} slot(s) at {self.client.base_url}",
                  {"agent": s.agent_id, "pool": s.pool, "slots": agent.slots})
 
+    def _retire(self, exc: AgentRetired) -> None:
+        """Told 410 by the broker: stop, without registering again (module docstring)."""
+        if not self.retired.is_set():
+            self.retired.set()
+            self.log("retired", f"{exc.message}: stopping without registering again",
+                     {"agent": self.settings.agent_id})
+        self.stopping.set()
+
     # the three loops
 
     def run(self) -> int:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.register()
+        try:
+            self.register()
+        except AgentRetired:  # a container restarted in a pod being deleted: logged
+            return 0
         heart = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         poller = threading.Thread(target=self._poll_work, name="work", daemon=True)
         heart.start()
         poller.start()
         self.stopping.wait()
+        if self.retired.is_set():
+            return self._leave_retired(poller)
         self.log("stopping", f"stopping: no new sessions; {len(self.running())} running get "
                  f"{self.settings.grace:g}s to end", {"running": self.running()})
-        self._beat()  # draining now, not at the next beat: nothing new is assigned after it
+        try:
+            self._beat()  # draining now, not at the next beat: nothing new is assigned after
+        except AgentRetired:  # retired meanwhile (its pool deleted): logged
+            return self._leave_retired(poller)
         deadline = time.monotonic() + self.settings.grace
-        while self.running() and time.monotonic() < deadline:
+        while self.running() and time.monotonic() < deadline and not self.retired.is_set():
             time.sleep(0.1)
+        if self.retired.is_set():  # the heartbeat was told 410 during the grace period
+            return self._leave_retired(poller)
         for run in self._snapshot():
             run.stop("the agent is stopping and its grace period is over")
         deadline = time.monotonic() + KILL_AFTER + 5
@@ -271,6 +303,20 @@ class Agent:
         except AnycloudError as exc:
             self.log("broker", f"could not deregister: {exc.message}", {})
         self.log("stopped", f"agent {self.settings.agent_id} stopped", {})
+        return 0
+
+    def _leave_retired(self, poller: threading.Thread) -> int:
+        """Retired: what still runs was already failed by the broker (its pool was deleted):
+        stop it now, no grace, and leave without deregistering."""
+        # Their releases are pointless now: an unreachable broker is not waited for.
+        self.abandon.set()
+        for run in self._snapshot():
+            run.stop("the broker retired this agent")
+        deadline = time.monotonic() + KILL_AFTER + 5
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        poller.join(timeout=0.5)
+        self.log("stopped", f"agent {self.settings.agent_id} stopped (retired)", {})
         return 0
 
     def stop(self) -> None:
@@ -304,6 +350,8 @@ class Agent:
         while True:
             try:
                 self._beat()
+            except AgentRetired:
+                return  # nothing more to tell the broker
             except AnycloudError as exc:
                 self.log("broker", f"heartbeat refused: {exc.message}", {})
             if self.stopping.wait(self.settings.heartbeat_interval) and not self.running():
@@ -315,6 +363,8 @@ class Agent:
                 given = self.retry(lambda: self.client.work(self.settings.agent_id,
                                                             wait=self.settings.work_wait),
                                    until_stopped=True) or []
+            except AgentRetired:
+                return
             except AnycloudError as exc:
                 self.log("broker", f"work refused: {exc.message}", {})
                 self.stopping.wait(1.0)

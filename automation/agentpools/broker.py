@@ -4,7 +4,8 @@ work; sessions acquire a slot, stream output and release it.
 Every body and answer is camelCase JSON. Refusals: ``{"error": {code, message, field,
 value, rule}}`` with 422 for a body or query of the wrong shape, 400 for a rule of the
 registry (InvalidInput), 404 for an unknown agent or session, 409 for a state that refuses
-the request (Conflict).
+the request (Conflict), 410 (code AGENT_RETIRED) for an agent the operator retired: its pod
+is being deleted, or its pool was, and it may not register again under that id.
 
 Long polls (``?wait=S``, at most 60 s): the handler re-reads the ledger when this process
 changed something and at least every ``poll_interval`` seconds (another replica, or another
@@ -13,8 +14,9 @@ calls are blocking (SQLAlchemy): they run in worker threads, never on the event 
 
 Endpoints:
 - ``POST /v1/agents`` {pool, agentId, pod, slots}: register (again), ready with free slots.
+  410: retired, never again under this id.
 - ``POST /v1/agents/{id}/heartbeat`` {busySlots, running, draining}: alive; the answer lists
-  sessions the agent must stop (``cancel``). 404: register again.
+  sessions the agent must stop (``cancel``). 404: register again. 410: retired, stop.
 - ``GET /v1/agents/{id}/work?wait=S``: sessions assigned to the agent, each given once.
 - ``DELETE /v1/agents/{id}``: the agent leaves (its running sessions fail).
 - ``POST /v1/sessions?wait=S`` {pool, command}: acquire; waits up to S while pending.
@@ -47,6 +49,7 @@ from starlette.concurrency import run_in_threadpool
 from automation.agentpools.registry import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     MAX_SLOTS,
+    AgentRetired,
     Registry,
     Session,
 )
@@ -113,6 +116,8 @@ def _json(model: BaseModel | dict[str, Any], status: int = 200) -> JSONResponse:
 
 
 def _status(err: AnycloudError) -> int:
+    if isinstance(err, AgentRetired):
+        return 410
     if isinstance(err, NotFound):
         return 404
     if isinstance(err, Conflict):

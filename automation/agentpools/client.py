@@ -2,7 +2,8 @@
 
 A refusal from the broker comes back as the same ``automation.errors`` error it was raised
 as (field, value and rule kept); a broker that cannot be reached is an ``AnycloudError``
-naming the address (exit 1), ``BrokerUnreachable`` so callers can retry it.
+naming the address (exit 1), ``BrokerUnreachable`` so callers can retry it. 410 with code
+AGENT_RETIRED is ``AgentRetired``: the agent must stop, not register again.
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ from typing import Any
 
 import httpx2
 
-from automation.agentpools.registry import Agent, HeartbeatReply, Output, PoolView, Session
+from automation.agentpools.registry import (
+    Agent,
+    AgentRetired,
+    HeartbeatReply,
+    Output,
+    PoolView,
+    Session,
+)
 from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 
 
@@ -46,6 +54,8 @@ class BrokerClient:
         except ValueError:
             err = {}
         message = err.get("message") or f"broker answered HTTP {resp.status_code}"
+        if resp.status_code == 410 and err.get("code") == AgentRetired.default_code:
+            raise AgentRetired(str(err.get("value")), "", message=message)
         if resp.status_code == 404 and err.get("field"):
             raise NotFound(str(err["field"]), str(err.get("value")), field=err["field"])
         if resp.status_code in (400, 422) and err.get("field"):

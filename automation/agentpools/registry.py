@@ -20,7 +20,10 @@ Who owns what:
 Session states: pending -> running -> done (the command ended; ``exit_code``), failed (it
 could not run, or its agent was lost or restarted; ``error``), cancelled (its client released
 it first). Agent states: ready, draining (SIGTERM: runs what it has, takes nothing new),
-unknown (heartbeats stopped), gone (left, or its pool was closed).
+unknown (heartbeats stopped), gone (it left: it may register again, as a process restarted
+by hand does), retired (the operator took it out before deleting its pod, or its pool was
+deleted: that agent id is refused from then on, ``AgentRetired``, so an agent told 404 on
+its way out cannot register itself back into the pool its pod is leaving).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from automation.agentpools.autoscaler import Worker, WorkerState
 from automation.clock import Clock, SystemClock
-from automation.errors import Conflict, InvalidInput, NotFound
+from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 from automation.ids import new_id
 from automation.ledger import schema
 from automation.ledger.db import Ledger
@@ -53,7 +56,7 @@ MAX_OUTPUT_CHARS = 1024 * 1024  # one post of output chunks
 # The exit codes a process can report: 0..255, or minus the signal that ended it (Python).
 EXIT_CODES = range(-128, 256)
 
-AgentState = Literal["ready", "draining", "unknown", "gone"]
+AgentState = Literal["ready", "draining", "unknown", "gone", "retired"]
 SessionState = Literal["pending", "running", "done", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
 _LIVE_AGENT = ("ready", "draining", "unknown")
@@ -67,6 +70,20 @@ _NAME = re.compile(_DNS_SUBDOMAIN)
 POOL_RULE = ("must be <namespace>/<name>: a Kubernetes namespace (DNS label, at most 63 "
              "characters) and an AgentPool name (DNS subdomain, at most 253)")
 NAME_RULE = "must be a Kubernetes object name (lowercase DNS subdomain, at most 253 characters)"
+
+
+class AgentRetired(AnycloudError):
+    """The agent was retired (its pod is being deleted, or its pool was): it may not register,
+    heartbeat or take work again under that id. The broker answers 410 Gone."""
+
+    default_code = "AGENT_RETIRED"
+
+    def __init__(self, agent: str, pool: str, *, message: str | None = None) -> None:
+        super().__init__(
+            message or f"agent {agent!r} was retired from pool {pool} (its pod is being "
+            "deleted, or the pool was): it takes no more sessions", field="agent", value=agent,
+            rule="a retired agent id never registers again: a new pod registers under its "
+                 "own name (an agent run by hand: another --agent-id)")
 
 
 class _Wire(BaseModel):
@@ -199,7 +216,9 @@ class Registry:
 
     def register(self, pool: str, agent: str, pod: str, slots: int) -> Agent:
         """Add the agent to its pool, ready with all its slots free. An agent that registers
-        again (its container restarted) starts afresh: the sessions it ran are failed."""
+        again (its container restarted) starts afresh: the sessions it ran are failed. A
+        retired agent id is refused (``AgentRetired``), in any pool: its pod is on its way
+        out. Another agent id, even with the same pod name, registers as usual."""
         check_pool(pool)
         _check_name(agent, "agent")
         _check_name(pod, "pod")
@@ -209,6 +228,8 @@ class Registry:
             _lock_pool(conn, pool)
             old = conn.execute(sa.select(agents).where(agents.c.id == agent)
                                .with_for_update()).mappings().first()
+            if old is not None and old["state"] == "retired":
+                raise AgentRetired(agent, old["pool"])
             if old is not None and old["pool"] != pool and old["state"] != "gone":
                 raise Conflict(
                     f"agent {agent!r} is registered in pool {old['pool']!r}", field="agent",
@@ -249,20 +270,23 @@ class Registry:
 
     def deregister(self, agent: str, reason: str = "left") -> Agent:
         """The agent is gone for good (it exited, or its pod was deleted): its running
-        sessions are failed and it is no longer a worker of its pool."""
+        sessions are failed and it is no longer a worker of its pool. A retired agent stays
+        retired (still refused if it registers)."""
         row = self._agent_row(agent)
         now = self.clock.now()
         with self.ledger.write() as conn:
             _lock_pool(conn, row["pool"])
             _fail_agent_sessions(conn, agent, now, f"agent {agent} {reason}")
-            conn.execute(agents.update().where(agents.c.id == agent, agents.c.state != "gone")
+            conn.execute(agents.update().where(agents.c.id == agent,
+                                               agents.c.state.in_(_LIVE_AGENT))
                          .values(state="gone", gone_at=now, busy_slots=0))
             return _agent(conn, agent)
 
     def retire_if_idle(self, pool: str, pod: str) -> bool:
         """The autoscaler chose ``pod`` for removal: its agents leave the pool only if none
         holds a slot, in one locked step, so no session is assigned to an agent whose pod is
-        about to be deleted. False: one became busy since the decision (keep the pod)."""
+        about to be deleted. False: one became busy since the decision (keep the pod).
+        Retired agents are refused from then on: told 404 or 410, they do not come back."""
         now = self.clock.now()
         with self.ledger.write() as conn:
             mine = [r for r in _lock_pool(conn, pool)
@@ -271,7 +295,7 @@ class Registry:
                 return False
             for r in mine:
                 conn.execute(agents.update().where(agents.c.id == r["id"]).values(
-                    state="gone", gone_at=now))
+                    state="retired", gone_at=now))
             return True
 
     def expire_unknown(self, now: datetime, heartbeat_timeout: timedelta,
@@ -308,8 +332,9 @@ class Registry:
         return sorted(became)
 
     def close_pool(self, pool: str) -> int:
-        """The AgentPool is deleted: every agent gone, running sessions failed, pending ones
-        cancelled. Returns the sessions ended."""
+        """The AgentPool is deleted: every live agent retired (refused if it registers
+        again), running sessions failed, pending ones cancelled. Returns the sessions
+        ended."""
         check_pool(pool)
         now = self.clock.now()
         with self.ledger.write() as conn:
@@ -317,8 +342,9 @@ class Registry:
             ended = 0
             for agent in ids:
                 ended += _fail_agent_sessions(conn, agent, now, f"pool {pool} was deleted")
-            conn.execute(agents.update().where(agents.c.pool == pool, agents.c.state != "gone")
-                         .values(state="gone", gone_at=now, busy_slots=0))
+            conn.execute(agents.update().where(agents.c.pool == pool,
+                                               agents.c.state.in_(_LIVE_AGENT))
+                         .values(state="retired", gone_at=now, busy_slots=0))
             ended += conn.execute(sessions.update().where(
                 sessions.c.pool == pool, sessions.c.state == "pending").values(
                 state="cancelled", error=f"pool {pool} was deleted",
@@ -534,6 +560,8 @@ class Registry:
 
     def _live_agent(self, agent: str, conn: Connection | None = None) -> RowMapping:
         row = self._agent_row(agent, conn)
+        if row["state"] == "retired":
+            raise AgentRetired(agent, row["pool"])  # it must not register again
         if row["state"] == "gone":
             raise NotFound("agent", agent, field="agent")  # it must register again
         return row

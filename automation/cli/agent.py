@@ -46,7 +46,9 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
     """Serve a pool's sessions: register with the broker, heartbeat, run each session's
     command in a fresh directory (DATA_DIR/<session id>, its working directory, removed when
     it ends) and report slot use. SIGTERM: take no new session, let
-    running ones end (--grace), deregister, exit 0."""
+    running ones end (--grace), deregister, exit 0. Retired by the operator (the broker
+    answers 410: its pod is being deleted, or its pool was): stop at once without
+    registering again, exit 0."""
     from automation.agentpools.agent import Agent, AgentSettings
     from automation.agentpools.client import BrokerClient
     from automation.agentpools.config import (

@@ -194,6 +194,43 @@ def test_a_command_that_cannot_run_fails_the_session(cluster: Cluster) -> None:
     assert "failed: cannot run '/nonexistent/program'" in err
 
 
+@pytest.mark.slow
+def test_an_agent_whose_pool_is_deleted_stops_its_session_and_exits_0(
+        cluster: Cluster, tmp_path: Path, sqlite_url: str) -> None:
+    """The operator closes the pool (its AgentPool was deleted): the broker fails the running
+    session and retires the agent. Told 410, the agent stops the command at once, does not
+    register again and exits 0 before any SIGTERM."""
+    from automation.agentpools.registry import Registry
+    from automation.ledger import open_ledger
+
+    agent = cluster.agent("agent-a", "--broker", cluster.url)
+    wait_until("a ready agent", lambda: cluster.client.pool(POOL).ready_agents == 1)
+    pid_file = tmp_path / "pid"
+    run = cluster.session("sh", "-c", f'echo $$ > "{pid_file}"; exec sleep 60')
+    wait_until("the command running", lambda: pid_file.exists() and pid_file.read_text())
+    pid = int(pid_file.read_text())
+    ledger = open_ledger(sqlite_url)
+    try:
+        assert Registry(ledger).close_pool(POOL) == 1
+    finally:
+        ledger.dispose()
+    assert agent.wait(timeout=30) == 0
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 1 and "was deleted" in err, err
+
+    def stopped() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until("the command stopped", stopped)
+    assert cluster.agent_state("agent-a") is None  # retired: not listed, never back
+    log = (tmp_path / "proc-1.log").read_text()
+    assert "[retired]" in log and log.count("[registered]") == 1, log
+
+
 # -- configuration and refusals, no broker needed ---------------------------------------------
 
 

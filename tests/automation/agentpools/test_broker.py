@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from automation.agentpools.broker import BrokerThread, create_app
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
-from automation.agentpools.registry import Registry
+from automation.agentpools.registry import AgentRetired, Registry
 from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 from automation.ledger import open_ledger
 
@@ -149,6 +149,19 @@ def test_conflicts_are_409(api: TestClient) -> None:
     assert resp.status_code == 409 and resp.json()["error"]["field"] == "agentId"
 
 
+def test_a_retired_agent_is_410_agent_retired(api: TestClient, registry: Registry) -> None:
+    register(api, "pod-a")
+    assert registry.retire_if_idle(POOL, "pod-a")
+    for method, path, body in (("post", "/v1/agents/pod-a/heartbeat", {"busySlots": 0}),
+                               ("get", "/v1/agents/pod-a/work", None),
+                               ("post", "/v1/agents", {"pool": POOL, "agentId": "pod-a"})):
+        resp = api.request(method.upper(), path, json=body)
+        assert resp.status_code == 410, resp.text
+        err = resp.json()["error"]
+        assert (err["code"], err["field"], err["value"]) == ("AGENT_RETIRED", "agent", "pod-a")
+        assert POOL in err["message"] and err["rule"]
+
+
 def test_the_waiting_clients_polls_keep_its_session_wanted(ledger_url: str) -> None:
     from automation.clock import ManualClock
 
@@ -251,6 +264,10 @@ def test_broker_in_a_thread_of_another_command(registry: Registry) -> None:
     try:
         client.register(POOL, "pod-a", "pod-a", 3)
         assert registry.pool_view(POOL).slots == 3  # the same ledger, seen in-process
+        registry.close_pool(POOL)
+        with pytest.raises(AgentRetired) as err:  # what the agent tells apart from a 404
+            client.heartbeat("pod-a", 0, [])
+        assert err.value.code == "AGENT_RETIRED" and POOL in err.value.message
         with pytest.raises(AnycloudError, match="cannot listen on"):
             BrokerThread(create_app(registry), server.url.removeprefix("http://"))
     finally:

@@ -344,34 +344,43 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
         broker.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: an agent the operator retired (Registry.retire_if_idle, before deleting its pod) "
-    "gets 404 on its next heartbeat, and anycloud agent answers a 404 by registering again "
-    "(Registry.register accepts a gone agent): it is ready in the pool again and takes "
-    "pending sessions until its pod's SIGTERM arrives, reopening the window b4557ba closed"))
 def test_a_retired_agent_takes_no_session_before_its_sigterm(
         ledger: Ledger, tmp_path: Path) -> None:
     """No cluster needed: the broker, one real agent process, and the operator's retire step
-    done directly; the pod's SIGTERM is not sent for 3 s (a kubelet may take that long)."""
+    done directly; no SIGTERM is sent. Told 410 on its next heartbeat, the agent does not
+    register again: it takes no session and exits 0 by itself. A new agent on the same pod
+    name (another id: the pod restarted) still registers and takes the session."""
     registry = Registry(ledger)
     broker = BrokerThread(create_app(registry), "127.0.0.1:0")
-    agent = subprocess.Popen(
-        [ANYCLOUD, "agent", "--pool", "default/shell", "--broker", broker.url,
-         "--heartbeat-interval", "0.3s", "--grace", "5s", "--data-dir", str(tmp_path / "d")],
-        env=dict(os.environ, POD_NAME="shell-abcde", ANYCLOUD_HOME=str(tmp_path / "home")),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(agent_id: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [ANYCLOUD, "agent", "--pool", "default/shell", "--broker", broker.url,
+             "--agent-id", agent_id, "--heartbeat-interval", "0.3s", "--grace", "5s",
+             "--data-dir", str(tmp_path / agent_id), "--json"],
+            env=dict(os.environ, POD_NAME="shell-abcde", ANYCLOUD_HOME=str(tmp_path / "home")),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    agent = start("shell-abcde")
+    successor: subprocess.Popen[bytes] | None = None
     try:
         eventually(lambda: registry.pool_view("default/shell").ready_agents == 1,
                    "the agent ready")
         assert registry.retire_if_idle("default/shell", "shell-abcde")
-        until = time.monotonic() + 3  # ten heartbeats
-        while time.monotonic() < until:
-            assert registry.pool_view("default/shell").ready_agents == 0, \
-                "the retired agent is ready in its pool again"
-            time.sleep(0.1)
+        assert agent.wait(30) == 0, "the retired agent exits 0 without a SIGTERM"
+        assert registry.pool_view("default/shell").ready_agents == 0
+        assert agent.stdout is not None
+        events = [json.loads(line)["event"] for line in agent.stdout.read().splitlines()]
+        assert events.count("registered") == 1 and "retired" in events, events
         s = registry.acquire("default/shell", ["true"])
         assert s.state == "pending" and s.agent_id is None
+        successor = start("shell-abcde-2")
+        done = eventually(lambda: registry.session(s.id).state == "done"
+                          and registry.session(s.id), "the successor ran the session")
+        assert done.agent_id == "shell-abcde-2"
     finally:
-        agent.terminate()
-        agent.wait(30)
+        for proc in (agent, successor):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
         broker.stop()

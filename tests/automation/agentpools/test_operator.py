@@ -6,8 +6,9 @@ the operator runs in-process (kopf in a thread, ``operator.Operator``) or as the
 ``anycloud operator`` command, and **agents are stood in for by direct registry calls**
 (``Agents`` below): for each worker pod kwok reports Running, an agent registers under the
 pod's name, heartbeats, and deregisters when its pod goes (what ``anycloud agent`` does on
-SIGTERM). Sessions are acquired and released through the same registry. The ledger is a
-SQLite file of the test's own.
+SIGTERM); one the operator retired stops heartbeating (``anycloud agent`` exits on 410).
+Sessions are acquired and released through the same registry. The ledger is a SQLite file
+of the test's own.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import yaml
 from automation.agentpools.operator import ControlPlaneConfig, Operator, assemble
 from automation.agentpools.pods import AGENT_POOL_LABEL
 from automation.agentpools.reconcile import Reconciler, RegistryState
-from automation.agentpools.registry import Registry
+from automation.agentpools.registry import AgentRetired, Registry
 from automation.devcluster.control_plane import KWOK_ANNOTATION, ControlPlane
 from automation.kube.port import MANAGED_BY, MANAGER
 from automation.ledger import open_ledger
@@ -160,7 +161,9 @@ class Agents:
         self.up = live
         view = {a.id: a for a in self.registry.pool_view(self.key).agents}
         for name in sorted(live):
-            self.registry.heartbeat(name, view[name].busy_slots if name in view else 0)
+            # Retired (its pod about to be deleted): the real agent stops, never re-registers.
+            with contextlib.suppress(AgentRetired):
+                self.registry.heartbeat(name, view[name].busy_slots if name in view else 0)
 
 
 def eventually(check: Callable[[], T], what: str, timeout: float = 60.0,

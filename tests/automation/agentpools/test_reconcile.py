@@ -230,7 +230,7 @@ def test_a_victim_that_took_a_session_after_the_decision_is_kept() -> None:
 def test_registry_retires_only_an_idle_agent_and_assigns_it_nothing(ledger_url: str) -> None:
     """Over the real registry: retiring is refused while the agent holds a slot; once
     retired, a pending session is not given to it."""
-    from automation.agentpools.registry import Registry
+    from automation.agentpools.registry import AgentRetired, Registry
     from automation.ledger import open_ledger
 
     ledger = open_ledger(ledger_url)
@@ -243,8 +243,10 @@ def test_registry_retires_only_an_idle_agent_and_assigns_it_nothing(ledger_url: 
     assert registry.retire_if_idle("ns/shell", "pod-a") is True
     waiting = registry.acquire("ns/shell", ["true"])
     assert registry.session(waiting.id).state == "pending"
-    with pytest.raises(NotFound):  # it cannot heartbeat back into the pool: it must register
+    with pytest.raises(AgentRetired):  # it cannot heartbeat or register back into the pool
         registry.heartbeat("a", 0)
+    with pytest.raises(AgentRetired):
+        registry.register("ns/shell", "a", "pod-a", 1)
     assert registry.retire_if_idle("ns/shell", "never-registered") is True
     ledger.dispose()
 

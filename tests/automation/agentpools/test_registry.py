@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from automation.agentpools.autoscaler import Settings, decide
-from automation.agentpools.registry import Registry
+from automation.agentpools.registry import AgentRetired, Registry
 from automation.clock import ManualClock
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ledger import open_ledger, schema
@@ -283,6 +283,47 @@ def test_deregistered_agent_is_gone_and_must_register_again(reg: Registry) -> No
     with pytest.raises(NotFound):
         reg.heartbeat("a", 0)
     assert reg.register("other/cpu", "a", "a", 1).pool == "other/cpu"  # gone: free to move
+
+
+def test_a_retired_agent_is_refused_but_a_new_agent_on_its_pod_registers(
+        reg: Registry) -> None:
+    """The operator retired the agent before deleting its pod: told 404/410 on its way out,
+    it must not come back (in any pool), whatever it calls; its pod's successor (another
+    agent id, the same pod name) is a new agent."""
+    reg.register(POOL, "a", "pod-a", 1)
+    assert reg.retire_if_idle(POOL, "pod-a")
+    for call in (lambda: reg.register(POOL, "a", "pod-a", 1),
+                 lambda: reg.register("other/cpu", "a", "pod-a", 1),
+                 lambda: reg.heartbeat("a", 0), lambda: reg.work("a")):
+        with pytest.raises(AgentRetired) as err:
+            call()
+        assert (err.value.code, err.value.field, err.value.value) == (
+            "AGENT_RETIRED", "agent", "a")
+        assert POOL in err.value.message and "another --agent-id" in (err.value.rule or "")
+    # Its SIGTERM path deregisters: it stays retired (still refused).
+    assert reg.deregister("a").state == "retired"
+    with pytest.raises(AgentRetired):
+        reg.register(POOL, "a", "pod-a", 1)
+    waiting = reg.acquire(POOL, ["x"])
+    assert reg.session(waiting.id).state == "pending"
+    successor = reg.register(POOL, "a-2", "pod-a", 1)
+    assert successor.state == "ready" and reg.session(waiting.id).agent_id == "a-2"
+    assert [w.name for w in reg.workers(POOL, T0)] == ["pod-a"]
+
+
+def test_agents_of_a_closed_pool_are_refused(reg: Registry) -> None:
+    reg.register(POOL, "a", "a", 1)
+    reg.register(POOL, "b", "b", 1)
+    reg.deregister("b")  # left before: stays gone, may come back (a process run by hand)
+    run = reg.acquire(POOL, ["x"])
+    reg.close_pool(POOL)
+    with pytest.raises(AgentRetired):
+        reg.heartbeat("a", 1, [run.id])
+    with pytest.raises(AgentRetired):
+        reg.register(POOL, "a", "a", 1)  # the same pool, made again: a new pod, a new id
+    assert reg.session(run.id).state == "failed"
+    assert reg.register(POOL, "b", "b", 1).state == "ready"
+    assert reg.register(POOL, "c", "c", 1).state == "ready"
 
 
 def test_draining_agent_takes_no_new_session(reg: Registry) -> None:
