@@ -302,8 +302,9 @@ class Registry:
                        give_up_after: timedelta | None = None) -> list[str]:
         """Agents with no heartbeat for ``heartbeat_timeout`` become ``unknown`` (since their
         last heartbeat). With ``give_up_after``: the running sessions of agents unknown that
-        long are failed and their slots freed (the agent, should it come back, is told to
-        stop them). Returns the agents that became unknown in this call."""
+        long are failed and their slots freed, ``busy_slots`` zeroed (the agent, should it
+        come back, is told to stop them). Returns the agents that became unknown in this
+        call."""
         stale = now - heartbeat_timeout
         lost = now - give_up_after if give_up_after is not None else None
         silent = sa.and_(agents.c.state.in_(("ready", "draining")),
@@ -325,9 +326,19 @@ class Registry:
                     became += ids
                 if give_up_after is not None:
                     why = f"no heartbeat for {int(give_up_after.total_seconds())}s"
-                    for agent in conn.execute(sa.select(agents.c.id).where(
-                            agents.c.pool == pool, abandoned)).scalars().all():
+                    given_up = conn.execute(sa.select(agents.c.id).where(
+                        agents.c.pool == pool, abandoned)).scalars().all()
+                    for agent in given_up:
                         _fail_agent_sessions(conn, agent, now, f"agent {agent} lost: {why}")
+                    if given_up:
+                        # Nothing runs there as far as the broker knows: no slot is held, even
+                        # if the count had drifted from the sessions (else the autoscaler would
+                        # keep the unknown worker as busy forever, and the pool view count it).
+                        conn.execute(agents.update().where(agents.c.id.in_(given_up))
+                                     .values(busy_slots=0))
+                        conn.execute(agents.update().where(agents.c.id.in_(given_up),
+                                                           agents.c.idle_since.is_(None))
+                                     .values(idle_since=now))
                     _assign(conn, pool, now)
         return sorted(became)
 

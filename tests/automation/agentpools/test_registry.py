@@ -264,6 +264,31 @@ def test_sessions_of_an_agent_unknown_too_long_are_given_up(
     assert reg.heartbeat("a", 1, [lost.id]).cancel == [lost.id]
 
 
+def test_giving_up_an_unknown_agent_zeroes_its_busy_slots(
+        reg: Registry, clock: ManualClock) -> None:
+    """Once its sessions are given up the agent holds no slot, even if its count had drifted
+    from its running sessions: the autoscaler then sees an idle unknown worker it may replace
+    (one with busy slots it keeps forever), and the pool view counts no busy slot."""
+    reg.register(POOL, "a", "pod-a", 2)
+    lost = reg.acquire(POOL, ["x"])
+    with reg.ledger.write() as conn:  # one session runs, two slots counted
+        conn.execute(schema.agents.update().where(schema.agents.c.id == "a")
+                     .values(busy_slots=2))
+    clock.advance(60 * S)
+    reg.expire_unknown(clock.now(), 30 * S, give_up_after=300 * S)
+    clock.advance(241 * S)  # unknown since T0: 301 s ago
+    reg.expire_unknown(clock.now(), 30 * S, give_up_after=300 * S)
+    assert reg.session(lost.id).state == "failed"
+    [worker] = reg.workers(POOL, clock.now())
+    assert (worker.state, worker.busy_slots, worker.idle_since) == (
+        "unknown", 0, clock.now())
+    assert reg.pool_view(POOL).busy_slots == 0
+    d = decide(Settings(max_replicas=2, min_idle=0, max_idle=1), [worker], 0, clock.now())
+    assert d.delete == ("pod-a",), d.reasons
+    # Given up once: a later round finds nothing more to give up.
+    assert reg.expire_unknown(clock.now(), 30 * S, give_up_after=300 * S) == []
+
+
 def test_registering_again_fails_what_the_agent_ran(reg: Registry) -> None:
     reg.register(POOL, "a", "a", 1)
     s = reg.acquire(POOL, ["x"])
