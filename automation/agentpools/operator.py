@@ -21,6 +21,15 @@ timer notices agents registering, going idle and pods scheduling); delete runs b
 finalizer ``anycloud.sh/agent-pods`` and removes exactly the pool's pods. kopf's own Events
 are off (the pass posts its own), and so is its cluster-wide scanning of namespaces and CRDs,
 so a namespaced Role is all it needs (k8s/rbac/).
+
+Deleting a pool whose timer is mid-pass: the pass is a sync handler in kopf's thread pool,
+which kopf cannot cancel, only wait for, and kopf keeps the finalizer until the timer has
+exited. By default it gives the timer a few event-loop cycles, then looks again only after
+``background.cancellation_polling`` (60 s) unless another event on the pool comes first:
+``kubectl delete agentpool`` then hung for a minute whenever the deletion landed inside a
+pass that wrote nothing. So the operator waits up to EXIT_WAIT for the pass to end, then
+looks again every EXIT_POLL (each look is one annotation patch of the pool, only while a
+deleted pool's pass is still running).
 """
 
 from __future__ import annotations
@@ -43,6 +52,11 @@ PLURAL = "agentpools"
 FINALIZER = "anycloud.sh/agent-pods"
 ANNOTATIONS_PREFIX = "operator.anycloud.sh"
 DEFAULT_INTERVAL = 10.0
+# A pool deleted while its timer is mid-pass: how long kopf waits for the pass to end before
+# it falls back to looking again every EXIT_POLL seconds (kopf's defaults: no wait, 60 s).
+EXIT_WAIT = 1.0
+EXIT_POLL = 1.0
+DELETE_RETRY = 2.0  # a delete pass that failed (API blip) runs again after this, not 60 s
 
 
 class GkeCluster(BaseModel):
@@ -173,6 +187,9 @@ def build_registry(reconciler_for: Callable[[str], Any], client_config: Any,
             prefix=ANNOTATIONS_PREFIX, key="last-handled-configuration")
         settings.watching.server_timeout = 300
         settings.networking.request_timeout = 30
+        # A deleted pool's timer may be mid-pass: see the module docstring.
+        settings.background.instant_exit_timeout = EXIT_WAIT
+        settings.background.cancellation_polling = EXIT_POLL
 
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
@@ -187,7 +204,7 @@ def build_registry(reconciler_for: Callable[[str], Any], client_config: Any,
         if not pool["metadata"].get("deletionTimestamp"):
             reconciler_for(pool["metadata"]["namespace"]).reconcile(pool)
 
-    @kopf.on.delete(*resource, registry=registry)
+    @kopf.on.delete(*resource, backoff=DELETE_RETRY, registry=registry)
     def _deleted(body: Any, **_: Any) -> None:
         pool = plain(body)
         reconciler_for(pool["metadata"]["namespace"]).delete(pool)

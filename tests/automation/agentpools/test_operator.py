@@ -20,6 +20,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -474,6 +475,43 @@ def test_operator_runs_under_the_rbac_role_and_shows_forbidden(
         assert not [line for line in log if "cannot" in line and "cpu-pool" not in line], log
     finally:
         plane.kubectl("delete", "namespace", sa_ns, "--wait=false", check=False)
+
+
+def test_a_pool_deleted_mid_pass_is_released_when_the_pass_ends(
+        plane: ControlPlane, ns: str, ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's timer is in the middle of a pass (a sync handler in kopf's thread pool: it
+    can only be waited for) when the pool is deleted. kopf keeps the finalizer until the
+    timer has exited and, by default, looks again only 60 s later unless another event on
+    the pool arrives: the delete of the RBAC test above hung past its 60 s. Here the pass is
+    held until the deletion is under way, then let go; it writes nothing (no event), and the
+    pool must still go within 30 s."""
+    armed, entered, release = threading.Event(), threading.Event(), threading.Event()
+    workers = RegistryState.workers
+
+    def held(self: RegistryState, pool: str, now: Any) -> Any:
+        if pool == f"{ns}/shell" and armed.is_set():
+            armed.clear()
+            entered.set()
+            release.wait(60)
+        return workers(self, pool, now)
+
+    monkeypatch.setattr(RegistryState, "workers", held)
+    apply(plane, ns, example("agent-config.yaml"), example("shell-pool.yaml"))
+    with operator(plane, ledger, ns):
+        eventually(lambda: status(plane, ns, "shell").get("readyReplicas") == 1
+                   and condition(plane, ns, "shell").get("reason") == "Reconciled",
+                   "one ready pod, Reconciled")
+        armed.set()
+        try:
+            assert entered.wait(30), "no timer pass of the pool began"
+            plane.kubectl("delete", "agentpool", "shell", "-n", ns, "--wait=false")
+            eventually(lambda: get_json(plane, "agentpool", "shell", "-n", ns)["metadata"]
+                       .get("deletionTimestamp"), "the pool marked for deletion")
+            time.sleep(1)  # kopf's watch sees it while the pass is held (ordering, not timing)
+        finally:
+            release.set()
+        plane.kubectl("wait", "--for=delete", "agentpool/shell", "-n", ns, "--timeout=30s")
+        assert pods(plane, ns, "shell") == []
 
 
 def test_shipped_rbac_and_deployment_are_accepted(plane: ControlPlane) -> None:
