@@ -257,5 +257,6 @@ class ProjectDeployment(_Record):
     data_dir: str | None = None
     move: dict[str, Any] | None = None  # a move in progress (from, to, step)
     last_error: str | None = None
+    node_pool_id: str | None = None  # set while a nodepool provisioner holds objects there
     created_at: datetime
     updated_at: datetime

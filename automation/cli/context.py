@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
     from automation.ledger.db import Ledger
+    from automation.provisioners.provisioner_set import ProvisionerSet
     from automation.services.context import App
 
 
@@ -32,3 +34,29 @@ def app_from(ctx: click.Context) -> App:
         root.obj["app"] = App(ledger=ledger_from(ctx), home=home)
     app: App = root.obj["app"]
     return app
+
+
+def config_path(ctx: click.Context) -> Path:
+    """The control plane's config file: ANYCLOUD_CONFIG, else $ANYCLOUD_HOME/config.yaml."""
+    import os
+
+    from automation.settings import Settings
+
+    named = os.environ.get("ANYCLOUD_CONFIG")
+    return Path(named) if named else Settings.from_env(ctx.find_root().obj.get("home")).home \
+        / "config.yaml"
+
+
+def provisioner_set_from(ctx: click.Context) -> ProvisionerSet:
+    """The provisioner set the environment names, checked whole (exit 2 on any error)."""
+    import os
+
+    from automation.errors import InvalidInput
+    from automation.provisioners.provisioner_set import DEFAULT_ENV, SET_ENV, load_from_env
+
+    found = load_from_env(os.environ, Path.cwd())
+    if found is None:
+        raise InvalidInput(SET_ENV, None, f"is required to start deployments: a JSON object of "
+                           f"named provisioners, with {DEFAULT_ENV} naming the default "
+                           "(README, \"Provisioners\")")
+    return found

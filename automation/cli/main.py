@@ -16,6 +16,7 @@ from automation.cli.demo import demo
 from automation.cli.deployment import deployment
 from automation.cli.node_pool import node_pool
 from automation.cli.operator import operator
+from automation.cli.org import org, project
 from automation.cli.reconcile import reconcile, serve
 from automation.cli.rollout import (
     plan,
@@ -27,6 +28,7 @@ from automation.cli.rollout import (
     unlock_addons,
 )
 from automation.cli.session import session
+from automation.cli.sudo import sudo
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,7 +44,8 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
-                serve, demo, catalog, cost, agent_pool, broker, agent, session, operator):
+                serve, demo, catalog, cost, agent_pool, broker, agent, session, operator, org,
+                project, sudo):
     cli.add_command(command)
 for command in (plan, preview, unlock):
     node_pool.add_command(command)

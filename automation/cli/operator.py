@@ -9,14 +9,9 @@ from pathlib import Path
 
 import click
 
+from automation.cli.context import config_path as default_config_path
 from automation.cli.context import ledger_from
 from automation.cli.output import handle_errors, info, json_option
-
-
-def _default_config(ctx: click.Context) -> Path:
-    from automation.settings import Settings
-
-    return Settings.from_env(ctx.find_root().obj.get("home")).home / "config.yaml"
 
 
 @click.command()
@@ -43,7 +38,7 @@ def operator(ctx: click.Context, config_path: Path | None, kubeconfig: Path | No
     which namespaces it watches."""
     from automation.agentpools.operator import assemble, load_config
 
-    config = load_config(config_path or _default_config(ctx))
+    config = load_config(config_path or default_config_path(ctx))
     namespaces = sorted(config.config_maps())
 
     def log(line: str) -> None:

@@ -395,7 +395,11 @@ deployments = sa.Table(
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("deleted_at"),
+    # Set while a nodepool provisioner holds objects on that pool (blocks its deletion).
+    sa.Column("node_pool_id", sa.String(32),
+              sa.ForeignKey("node_pools.id", name="fk_deployments_node_pool")),
 )
+sa.Index("ix_deployments_node_pool", deployments.c.node_pool_id)
 sa.Index(
     "uq_deployments_live_name",
     deployments.c.name,

@@ -81,7 +81,9 @@ def require_superuser(path: Path, who: tuple[str, set[str]] | None = None) -> st
     user, groups = who or current_user()
     if allowed is None:
         raise PermissionDenied(
-            f"{user} is not a superuser: {path} names none", field="user", value=user,
+            f"{user} is not a superuser: "
+            + (f"{path} has no superusers section" if path.exists() else f"{path} does not exist"),
+            field="user", value=user,
             rule=f"a superuser is listed in {path} (superusers: {{users: [...], group: ...}})")
     if user in allowed.users or (allowed.group is not None and allowed.group in groups):
         return user

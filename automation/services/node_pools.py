@@ -139,11 +139,12 @@ def delete_node_pool(app: App, ref: str) -> NodePool:
         row = lock_live_pool(conn, ref)
         if row["state"] == PoolState.DELETING:
             return NodePool.model_validate(row)
-        users = conn.execute(
-            sa.select(schema.workloads.c.name, schema.workloads.c.state).where(
-                schema.workloads.c.pool_id == row["id"], _REFERENCING
-            ).order_by(schema.workloads.c.name)
-        ).all()
+        placed = sa.select(schema.workloads.c.name, schema.workloads.c.state).where(
+            schema.workloads.c.pool_id == row["id"], _REFERENCING)
+        # Project deployments whose nodepool provisioner holds objects on the pool.
+        provisioned = sa.select(schema.deployments.c.name, schema.deployments.c.state).where(
+            schema.deployments.c.node_pool_id == row["id"], schema.deployments.c.state != "deleted")
+        users = conn.execute(sa.union_all(placed, provisioned).order_by("name")).all()
         if users:
             listed = ", ".join(f"{u.name} ({u.state})" for u in users)
             raise Conflict(
@@ -159,3 +160,51 @@ def delete_node_pool(app: App, ref: str) -> NodePool:
             conn, now, "node_pool", row["id"], "deleting", f"node pool {row['name']} deleting"
         )
     return NodePool.model_validate({**row, "state": PoolState.DELETING, "updated_at": now})
+
+
+@dataclass(frozen=True)
+class PoolPlacement:
+    """Where a nodepool provisioner puts a deployment's objects: the pool and its cluster."""
+
+    pool_id: str
+    pool_name: str
+    kubeconfig_path: str
+    kube_context: str | None
+
+
+def find_pool_placement(app: App, ref: str, cluster: str | None, field: str) -> PoolPlacement:
+    """The live pool a nodepool provisioner names (``cluster`` when the name is ambiguous)."""
+    with app.ledger.read() as conn:
+        scope = None
+        if cluster is not None:
+            scope = pools.c.cluster_id == _resolve_cluster(conn, cluster)["id"]
+        row = find_live(conn, pools, ref, live=_LIVE, kind="node pool", field=field, scope=scope)
+        owner = conn.execute(sa.select(clusters).where(
+            clusters.c.id == row["cluster_id"])).mappings().one()
+    if not owner["kubeconfig_path"]:
+        raise InvalidInput(field, ref, f"its cluster {owner['name']!r} has no kubeconfig: "
+                           "register it with `anycloud cluster register --kubeconfig`")
+    return PoolPlacement(row["id"], row["name"], owner["kubeconfig_path"], owner["kube_context"])
+
+
+def admit_deployment(app: App, pool_id: str, provision_id: str) -> None:
+    """Before a nodepool provisioner creates objects for ``provision_id``: under the pool's row
+    lock (what deletion takes too), refuse a deleting pool and record the deployment as
+    targeting it, so the pool cannot be deleted under it."""
+    with app.ledger.write() as conn:
+        row = lock_live_pool(conn, pool_id)
+        if row["state"] == PoolState.DELETING:
+            raise Conflict(
+                f"node pool {row['name']!r} is being deleted", code="NODE_POOL_DELETING",
+                field="node_pool", value=row["name"],
+                rule="a deleting node pool admits no new work",
+            )
+        conn.execute(schema.deployments.update().where(
+            schema.deployments.c.provision_id == provision_id).values(node_pool_id=row["id"]))
+
+
+def release_deployment(app: App, provision_id: str) -> None:
+    """After a nodepool provisioner removed ``provision_id``'s objects: it targets no pool."""
+    with app.ledger.write() as conn:
+        conn.execute(schema.deployments.update().where(
+            schema.deployments.c.provision_id == provision_id).values(node_pool_id=None))

@@ -27,7 +27,10 @@ def create_workload(app: App, name: str, pool: str, kind: WorkloadKind) -> Workl
                 f"node pool {row['name']!r} is being deleted", code="NODE_POOL_DELETING",
                 field="--node-pool", value=pool, rule="a deleting node pool admits no new work",
             )
-        if conn.execute(sa.select(workloads.c.id).where(_LIVE, workloads.c.name == name)).first():
+        if conn.execute(sa.select(workloads.c.id).where(_LIVE, workloads.c.name == name)).first() \
+                or conn.execute(sa.select(schema.deployments.c.id).where(
+                    schema.deployments.c.state != "deleted",
+                    schema.deployments.c.name == name)).first():
             raise Conflict(
                 f"{kind} {name!r} already exists", code="ALREADY_EXISTS", field="name",
                 value=name, rule="must be unique among deployments and services",
@@ -69,3 +72,9 @@ def list_workloads(app: App) -> list[Workload]:
     with app.ledger.read() as conn:
         rows = conn.execute(sa.select(workloads).where(_LIVE).order_by(workloads.c.name)).mappings()
         return [Workload.model_validate(r) for r in rows]
+
+
+def get_workload(app: App, ref: str) -> Workload:
+    with app.ledger.read() as conn:
+        row = find_live(conn, workloads, ref, live=_LIVE, kind="deployment", field="deployment")
+    return Workload.model_validate(row)

@@ -1,0 +1,78 @@
+"""``anycloud org`` and ``anycloud project``: who deployments belong to."""
+
+from __future__ import annotations
+
+import click
+
+from automation.cli.context import app_from
+from automation.cli.output import handle_errors, json_option, print_json, print_table
+
+
+@click.group()
+def org() -> None:
+    """Organisations: they own projects, and may have a default provisioner (sudo)."""
+
+
+@org.command("create")
+@click.argument("name")
+@json_option
+@handle_errors
+@click.pass_context
+def org_create(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Create an org."""
+    from automation.services.projects import create_org
+
+    made = create_org(app_from(ctx), name)
+    print_json(made) if as_json else click.echo(f"org {made.name} ({made.id}) created")
+
+
+@org.command("list")
+@json_option
+@handle_errors
+@click.pass_context
+def org_list(ctx: click.Context, as_json: bool) -> None:
+    """Orgs and their default provisioner (- : the global default)."""
+    from automation.services.projects import list_orgs
+
+    found = list_orgs(app_from(ctx))
+    if as_json:
+        print_json(found)
+    else:
+        print_table("Orgs", ["ID", "NAME", "DEFAULT PROVISIONER"],
+                    [(o.id, o.name, o.default_provisioner) for o in found])
+
+
+@click.group()
+def project() -> None:
+    """Projects: they own deployments, and may choose a provisioner (sudo)."""
+
+
+@project.command("create")
+@click.argument("name")
+@click.option("--org", "org_ref", required=True, help="The org (name or id).")
+@json_option
+@handle_errors
+@click.pass_context
+def project_create(ctx: click.Context, name: str, org_ref: str, as_json: bool) -> None:
+    """Create a project in an org."""
+    from automation.services.projects import create_project
+
+    made = create_project(app_from(ctx), name, org_ref)
+    print_json(made) if as_json else click.echo(f"project {made.name} ({made.id}) created")
+
+
+@project.command("list")
+@click.option("--org", "org_ref", help="Only this org's projects.")
+@json_option
+@handle_errors
+@click.pass_context
+def project_list(ctx: click.Context, org_ref: str | None, as_json: bool) -> None:
+    """Projects and their provisioner (- : the org's default, else the global one)."""
+    from automation.services.projects import list_projects
+
+    found = list_projects(app_from(ctx), org_ref)
+    if as_json:
+        print_json(found)
+    else:
+        print_table("Projects", ["ID", "NAME", "ORG", "PROVISIONER"],
+                    [(p.id, p.name, p.org_id, p.provisioner) for p in found])

@@ -1,0 +1,104 @@
+"""``anycloud sudo``: superuser-only choices of provisioner (who is one: the control plane's
+config file, ``superusers``)."""
+
+from __future__ import annotations
+
+import click
+
+from automation.cli.context import app_from, config_path, provisioner_set_from
+from automation.cli.output import handle_errors, info, json_option, print_json
+
+
+def _superuser(ctx: click.Context) -> str:
+    from automation.provisioners.superusers import require_superuser
+
+    return require_superuser(config_path(ctx))
+
+
+@click.group()
+def sudo() -> None:
+    """Superuser commands: choose where projects' deployments are provisioned."""
+
+
+@sudo.group("project")
+def sudo_project() -> None:
+    """A project's provisioner, and restarting its deployments."""
+
+
+@sudo_project.command("edit")
+@click.argument("project")
+@click.option("--provisioner", help="A provisioner of the set, for the project's deployments.")
+@click.option("--unset-provisioner", is_flag=True,
+              help="Back to the org's default, else the global one (moves nothing).")
+@json_option
+@handle_errors
+@click.pass_context
+def project_edit(ctx: click.Context, project: str, provisioner: str | None,
+                 unset_provisioner: bool, as_json: bool) -> None:
+    """Set or unset the project's provisioner: it applies to each deployment the next time
+    it goes from stopped to running (`sudo project restart` does that now)."""
+    from automation.errors import InvalidInput
+    from automation.services.projects import set_project_provisioner
+
+    if (provisioner is None) == (not unset_provisioner):
+        raise InvalidInput("--provisioner", provisioner,
+                           "give exactly one of --provisioner NAME and --unset-provisioner")
+    who = _superuser(ctx)
+    done = set_project_provisioner(app_from(ctx), project, provisioner,
+                                   provisioner_set_from(ctx), by=who)
+    if as_json:
+        print_json(done)
+    else:
+        click.echo(f"project {done.name}: provisioner {done.provisioner or '(unset)'}")
+        info("running deployments keep theirs until they restart")
+
+
+@sudo_project.command("restart")
+@click.argument("project")
+@json_option
+@handle_errors
+@click.pass_context
+def project_restart(ctx: click.Context, project: str, as_json: bool) -> None:
+    """Stop and start each running deployment of the project (moving it if its provisioner
+    changed)."""
+    from automation.provisioners.factory import provisioners
+    from automation.services.deployments import restart_project
+
+    _superuser(ctx)
+    app, pset = app_from(ctx), provisioner_set_from(ctx)
+    with provisioners(app, pset) as built:
+        done = restart_project(app, project, pset, built)
+    if as_json:
+        print_json(done)
+    for d in [] if as_json else done:
+        click.echo(f"deployment {d.name}: {d.state} on {d.provisioner} at {d.runtime_host}")
+
+
+@sudo.group("org")
+def sudo_org() -> None:
+    """An org's default provisioner."""
+
+
+@sudo_org.command("set-default-provisioner")
+@click.argument("org")
+@click.argument("provisioner", required=False)
+@click.option("--unset", is_flag=True, help="Back to the global default (moves nothing).")
+@json_option
+@handle_errors
+@click.pass_context
+def org_default(ctx: click.Context, org: str, provisioner: str | None, unset: bool,
+                as_json: bool) -> None:
+    """Set (or --unset) the provisioner of the org's projects that choose none."""
+    from automation.errors import InvalidInput
+    from automation.services.projects import set_org_default_provisioner
+
+    if (provisioner is None) == (not unset):
+        raise InvalidInput("provisioner", provisioner,
+                           "give exactly one of a PROVISIONER and --unset")
+    who = _superuser(ctx)
+    done = set_org_default_provisioner(app_from(ctx), org, provisioner,
+                                       provisioner_set_from(ctx), by=who)
+    if as_json:
+        print_json(done)
+    else:
+        click.echo(f"org {done.name}: default provisioner {done.default_provisioner or '(unset)'}")

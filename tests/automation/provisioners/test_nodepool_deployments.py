@@ -1,0 +1,119 @@
+"""Project deployments through a ``nodepool`` provisioner of the set, on the real API server
+(``control_plane``, kwok Nodes): the factory finds the pool's namespace and cluster in the
+ledger, the pool cannot be deleted while a deployment holds objects there, and a deleting
+pool admits no new deployment (seed 003, now with real objects behind it)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from automation.clock import ManualClock
+from automation.devcluster.control_plane import ControlPlane
+from automation.errors import Conflict
+from automation.ledger import open_ledger
+from automation.models import NodePool, PoolState
+from automation.provisioners.base import ProvisionRequest
+from automation.provisioners.factory import provisioners
+from automation.provisioners.kubernetes import PROVISION_ID_LABEL
+from automation.provisioners.provisioner_set import ProvisionerSet, load
+from automation.services import clusters, node_pools, projects
+from automation.services import deployments as deps
+from automation.services.context import App
+from tests.automation.conftest import DEMO_CA, credential
+from tests.automation.kube.objects import node
+
+REPO = Path(__file__).resolve().parents[3]
+BIG = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
+SMALL = ProvisionRequest(cpu="100m", memory="64Mi")
+
+pytestmark = pytest.mark.kube
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, sqlite_url: str) -> Iterator[tuple[App, NodePool]]:
+    """A ledger with the real cluster registered, a pool ``gpu`` on it and that pool's kwok
+    Node (labelled and tainted as the reconciler does), an org and a project."""
+    app = App(ledger=open_ledger(sqlite_url), clock=ManualClock())
+    clusters.register_cluster(app, clusters.RegisterCluster(
+        name="prod", kubeconfig=control_plane.kubeconfig, server_url="https://203.0.113.10:6443",
+        kubernetes_version="v1.36.2+k3s1", ca_file=DEMO_CA, offline=True))
+    credential(app)
+    pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
+        name=f"gpu{secrets.token_hex(2)}", credentials="team-aws", region="us-east-1",
+        zone="us-east-1a", vm_type="m7i.large", min_vms=1, max_vms=1))
+    node(control_plane, f"node-{pool.id}", {"anycloud.sh/node-pool": pool.id},
+         taints=[{"key": "anycloud.sh/node-pool", "value": pool.id, "effect": "NoSchedule"}])
+    control_plane.patch_status("node", f"node-{pool.id}", {"capacity": BIG, "allocatable": BIG})
+    projects.create_org(app, "acme")
+    projects.create_project(app, "web", "acme")
+    yield app, pool
+    control_plane.kubectl("delete", "node", f"node-{pool.id}", "--ignore-not-found")
+    control_plane.kubectl("delete", "namespace", f"anycloud-{pool.id}", "--wait=false",
+                          "--ignore-not-found")
+    app.ledger.dispose()
+
+
+def the_set(tmp_path: Path, pool: str) -> ProvisionerSet:
+    shutil.copytree(REPO / "k8s/runtime-templates", tmp_path / "templates")
+    deployment = tmp_path / "templates/deployment.yaml"
+    text = deployment.read_text()  # placement is the point here, not the claim
+    deployment.write_text(text[:text.index("          volumeMounts:")])
+    return load({"pool": {"type": "nodepool", "spec": {
+        "node_pool": pool, "timeout_seconds": 60, "data_dir": "/data",
+        "image": "registry.k8s.io/pause:3.10", "host": "http://*.localhost",
+        "template_paths": {"deployment": "templates/deployment.yaml",
+                           "service": "templates/service.yaml"}}}}, "pool", tmp_path)
+
+
+def objects(plane: ControlPlane, namespace: str, pid: str) -> list[str]:
+    done = plane.kubectl("get", "deployments,services,pods", "-n", namespace, "-l",
+                         f"{PROVISION_ID_LABEL}={pid}", "-o", "json")
+    return sorted(f"{o['kind']}/{o['metadata']['name']}" for o in json.loads(done.stdout)["items"]
+                  if not o["metadata"].get("deletionTimestamp"))
+
+
+def test_a_deployment_on_a_pool_holds_it_until_deleted(
+        world: tuple[App, NodePool], control_plane: ControlPlane, tmp_path: Path) -> None:
+    app, pool = world
+    pset = the_set(tmp_path, pool.name)
+    namespace = f"anycloud-{pool.id}"
+    dep = deps.create_deployment(app, "api", "web")
+    with provisioners(app, pset, tmp_path) as built:
+        up = deps.start_deployment(app, "api", pset, built, SMALL)
+        assert (up.state, up.provisioner, up.node_pool_id) == ("running", "pool", pool.id)
+        assert up.runtime_host == f"http://{dep.provision_id}.localhost"
+        pods = json.loads(control_plane.kubectl(
+            "get", "pods", "-n", namespace, "-l", f"{PROVISION_ID_LABEL}={dep.provision_id}",
+            "-o", "json").stdout)["items"]
+        assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in pods] == [
+            (f"node-{pool.id}", "Running")]
+
+        with pytest.raises(Conflict) as err:
+            node_pools.delete_node_pool(app, pool.name)
+        assert err.value.code == "NODE_POOL_IN_USE" and "api (running)" in err.value.message
+
+        gone = deps.delete_deployment(app, "api", built)
+        assert gone.node_pool_id is None
+    assert objects(control_plane, namespace, dep.provision_id) == []
+    assert node_pools.delete_node_pool(app, pool.name).state is PoolState.DELETING
+
+
+def test_a_deleting_pool_admits_no_deployment_and_nothing_is_created(
+        world: tuple[App, NodePool], control_plane: ControlPlane, tmp_path: Path) -> None:
+    app, pool = world
+    pset = the_set(tmp_path, pool.name)
+    dep = deps.create_deployment(app, "late", "web")
+    node_pools.delete_node_pool(app, pool.name)
+    with provisioners(app, pset, tmp_path) as built, pytest.raises(Conflict) as err:
+        deps.start_deployment(app, "late", pset, built, SMALL)
+    assert err.value.code == "NODE_POOL_DELETING"
+    assert objects(control_plane, f"anycloud-{pool.id}", dep.provision_id) == []
+    after = deps.get_deployment(app, "late")
+    assert (after.state, after.node_pool_id, after.provisioner) == ("stopped", None, None)
+    assert after.last_error and "being deleted" in after.last_error
