@@ -258,5 +258,6 @@ class ProjectDeployment(_Record):
     move: dict[str, Any] | None = None  # a move in progress (from, to, step)
     last_error: str | None = None
     node_pool_id: str | None = None  # set while a nodepool provisioner holds objects there
+    resources: dict[str, Any] | None = None  # slots, cpu, memory, storage asked of the runtime
     created_at: datetime
     updated_at: datetime

@@ -31,6 +31,17 @@ def check_name(field: str, value: str) -> str:
     return value
 
 
+# A Kubernetes quantity as people write them for requests: 500m, 2, 1.5, 4Gi, 10G.
+_QUANTITY = re.compile(r"(?=.*[1-9])[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+
+
+def check_quantity(field: str, value: str) -> str:
+    if not _QUANTITY.fullmatch(value):
+        raise InvalidInput(field, value, "must be a positive Kubernetes quantity such as 500m, "
+                           "2, 4Gi or 10G")
+    return value
+
+
 def parse_kubernetes_version(field: str, value: str) -> tuple[int, int]:
     m = _K8S_VERSION.fullmatch(value.strip())
     if not m:

@@ -81,11 +81,16 @@ def deployment() -> None:
 @click.option("--service", is_flag=True,
               help="With --node-pool: a Service (gives the pool an ingress entry).")
 @click.option("--start", "start_now", is_flag=True, help="With --project: start it at once.")
+@click.option("--slots", type=int, help="With --project: slots held on a static runtime (1).")
+@click.option("--cpu", help="With --project: the runtime's CPU request (1).")
+@click.option("--memory", help="With --project: its memory (2Gi).")
+@click.option("--storage", help="With --project: its data claim (10Gi; never shrunk).")
 @json_option
 @handle_errors
 @click.pass_context
 def create(ctx: click.Context, name: str, project: str | None, node_pool: str | None,
-           service: bool, start_now: bool, as_json: bool) -> None:
+           service: bool, start_now: bool, slots: int | None, cpu: str | None,
+           memory: str | None, storage: str | None, as_json: bool) -> None:
     """Create a deployment in a project (stopped: nothing is provisioned until `deployment
     start`), or place one on a node pool (`--node-pool`)."""
     from automation.errors import InvalidInput
@@ -93,20 +98,24 @@ def create(ctx: click.Context, name: str, project: str | None, node_pool: str | 
     if (project is None) == (node_pool is None):
         raise InvalidInput("--project", project,
                            "give exactly one of --project PROJECT and --node-pool POOL")
+    asked: dict[str, Any] = {k: v for k, v in dict(
+        slots=slots, cpu=cpu, memory=memory, storage=storage).items() if v is not None}
     if project is not None:
         if service:
             raise InvalidInput("--service", True, "goes with --node-pool only")
+        from automation.provisioners.base import ProvisionRequest
         from automation.services.deployments import create_deployment, start_deployment
 
         app = app_from(ctx)
-        made = create_deployment(app, name, project)
+        made = create_deployment(app, name, project, ProvisionRequest(**asked))
         if start_now:
             with _Provisioners(ctx) as built:
                 made = start_deployment(app, made.id, provisioner_set_from(ctx), built)
         print_json(made) if as_json else _say(made)
         return
-    if start_now:
-        raise InvalidInput("--start", True, "goes with --project only")
+    for option, value in [("start", start_now or None), *asked.items()]:
+        if value is not None:
+            raise InvalidInput(f"--{option}", value, "goes with --project only")
     from automation.models import WorkloadKind
     from automation.services.workloads import create_workload
 

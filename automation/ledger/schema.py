@@ -398,6 +398,8 @@ deployments = sa.Table(
     # Set while a nodepool provisioner holds objects on that pool (blocks its deletion).
     sa.Column("node_pool_id", sa.String(32),
               sa.ForeignKey("node_pools.id", name="fk_deployments_node_pool")),
+    # What it asks of its runtime: {"slots", "cpu", "memory", "storage"}; NULL: the defaults.
+    sa.Column("resources", sa.JSON),
 )
 sa.Index("ix_deployments_node_pool", deployments.c.node_pool_id)
 sa.Index(

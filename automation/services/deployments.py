@@ -14,13 +14,14 @@ the provisioner resolved then (project, else org default, else global default; s
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import sqlalchemy as sa
 
 from automation import ids
 from automation.crash import crashpoint
-from automation.errors import AnycloudError, Conflict
+from automation.errors import AnycloudError, Conflict, InvalidInput
 from automation.ledger import schema
 from automation.models import ProjectDeployment
 from automation.provisioners.base import Health, ProvisionRequest
@@ -29,15 +30,18 @@ from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.provisioners.resolve import Resolved, resolve
 from automation.services.common import find_live, record_event
 from automation.services.context import App
-from automation.validation import check_name
+from automation.validation import check_name, check_quantity
 
 _dep = schema.deployments
 _LIVE = _dep.c.state != "deleted"
 
 
-def create_deployment(app: App, name: str, project: str) -> ProjectDeployment:
-    """A stopped deployment: nothing is provisioned until it starts."""
+def create_deployment(app: App, name: str, project: str,
+                      request: ProvisionRequest | None = None) -> ProjectDeployment:
+    """A stopped deployment: nothing is provisioned until it starts. ``request`` (what every
+    start asks of the runtime) is kept with it."""
     check_name("name", name)
+    asked = check_request(request or ProvisionRequest())
     now = app.clock.now()
     with app.ledger.write() as conn:
         owner = find_live(conn, schema.projects, project, live=sa.true(), kind="project",
@@ -52,11 +56,19 @@ def create_deployment(app: App, name: str, project: str) -> ProjectDeployment:
         dep_id = ids.new_id("dpl")
         row = dict(id=dep_id, name=name, project_id=owner["id"], state="stopped",
                    provision_id="rt-" + dep_id.removeprefix("dpl-"), created_at=now,
-                   updated_at=now)
+                   updated_at=now, resources=asdict(asked))
         conn.execute(_dep.insert().values(**row))
         record_event(conn, now, "deployment", dep_id, "created",
                      f"deployment {name} in project {owner['name']}")
     return ProjectDeployment.model_validate(row)
+
+
+def check_request(request: ProvisionRequest) -> ProvisionRequest:
+    if request.slots < 1:
+        raise InvalidInput("--slots", request.slots, "must be at least 1")
+    for field in ("cpu", "memory", "storage"):
+        check_quantity(f"--{field}", getattr(request, field))
+    return request
 
 
 def list_deployments(app: App, project: str | None = None) -> list[ProjectDeployment]:
@@ -95,8 +107,8 @@ def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
                      request: ProvisionRequest | None = None) -> ProjectDeployment:
     """stopped -> running. A running deployment is left as it is (its provisioner kept); an
     interrupted move is finished first, to the provisioner it was moving to."""
-    request = request or ProvisionRequest()
     dep = get_deployment(app, ref)
+    request = request or ProvisionRequest(**(dep.resources or {}))
     if dep.state == "running" and dep.move is None:
         return dep
     if dep.move is None:

@@ -123,6 +123,12 @@ def test_sudo_names_only_provisioners_of_the_set(cli: Any, tmp_path: Path) -> No
     ("deployment", "create", "x", "--project", "web", "--node-pool", "p", "--json"),
     ("deployment", "create", "x", "--project", "web", "--service", "--json"),
     ("deployment", "create", "bad name", "--project", "web", "--json"),
+    ("deployment", "create", "x", "--project", "web", "--slots", "0", "--json"),
+    ("deployment", "create", "x", "--project", "web", "--cpu", "-1", "--json"),
+    ("deployment", "create", "x", "--project", "web", "--memory", "2 GB", "--json"),
+    ("deployment", "create", "x", "--project", "web", "--storage", "0Gi", "--json"),
+    ("deployment", "create", "x", "--node-pool", "p", "--cpu", "2", "--json"),
+    ("deployment", "create", "x", "--node-pool", "p", "--start", "--json"),
 ])
 def test_deployment_create_refuses_bad_input(cli: Any, args: tuple[str, ...]) -> None:
     refused(cli(*args), "INVALID_ARGUMENT")
@@ -154,3 +160,19 @@ def test_a_deployment_that_cannot_start_keeps_its_intent(
     ok_json(cli("deployment", "delete", "one", "--json"))
     assert ok_json(cli("deployment", "start", "two", "--json"))["state"] == "running"
     assert [a[2] for a in allocations(ledger_url)] == ["a1.example"]
+
+
+def test_what_a_deployment_asks_is_kept_and_used_by_every_start(
+        cli: Any, ledger_url: str) -> None:
+    made = ok_json(cli("deployment", "create", "big", "--project", "web", "--slots", "2",
+                       "--cpu", "500m", "--memory", "4Gi", "--storage", "20Gi", "--json"))
+    assert made["resources"] == {"slots": 2, "cpu": "500m", "memory": "4Gi", "storage": "20Gi"}
+    ok_json(cli("deployment", "start", "big", "--json"))
+    ledger = open_ledger(ledger_url)
+    try:
+        with ledger.read() as conn:
+            slots = conn.execute(sa.select(schema.static_allocations.c.slots).where(
+                schema.static_allocations.c.provision_id == made["provisionId"])).scalar_one()
+    finally:
+        ledger.dispose()
+    assert slots == 2

@@ -1,5 +1,6 @@
 """The node pool a deployment's runtime is on (nodepool provisioners): what keeps the pool
-from being deleted while the deployment holds objects there.
+from being deleted while the deployment holds objects there; and what each deployment asks of
+its runtime (slots, cpu, memory, storage), given at create and used by every start.
 
 Revision ID: 0009
 Revises: 0008
@@ -19,10 +20,12 @@ def upgrade() -> None:
     with op.batch_alter_table("deployments") as batch:
         batch.add_column(sa.Column("node_pool_id", sa.String(32),
                                    sa.ForeignKey("node_pools.id", name="fk_deployments_node_pool")))
+        batch.add_column(sa.Column("resources", sa.JSON))
     op.create_index("ix_deployments_node_pool", "deployments", ["node_pool_id"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_deployments_node_pool", "deployments")
     with op.batch_alter_table("deployments") as batch:
+        batch.drop_column("resources")
         batch.drop_column("node_pool_id")
