@@ -127,6 +127,16 @@ def create(ctx: click.Context, name: str, project: str | None, node_pool: str | 
         click.echo(f"{w.kind} {w.name} ({w.id}) placed on node pool {w.pool_id}")
 
 
+def _start(ctx: click.Context, ref: str, as_json: bool, *, restart: bool) -> None:
+    from automation.services.deployments import restart_deployment, start_deployment
+
+    dep = _project_deployment(ctx, ref, "restart" if restart else "start")
+    with _Provisioners(ctx) as built:
+        done = (restart_deployment if restart else start_deployment)(
+            app_from(ctx), dep.id, provisioner_set_from(ctx), built)
+    print_json(done) if as_json else _say(done)
+
+
 @deployment.command()
 @click.argument("ref")
 @json_option
@@ -135,12 +145,7 @@ def create(ctx: click.Context, name: str, project: str | None, node_pool: str | 
 def start(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Start: provision its runtime with the provisioner it resolves to (project, else org
     default, else global default), moving it if that changed; wait until it is ready."""
-    from automation.services.deployments import start_deployment
-
-    dep = _project_deployment(ctx, ref, "start")
-    with _Provisioners(ctx) as built:
-        done = start_deployment(app_from(ctx), dep.id, provisioner_set_from(ctx), built)
-    print_json(done) if as_json else _say(done)
+    _start(ctx, ref, as_json, restart=False)
 
 
 @deployment.command()
@@ -163,12 +168,7 @@ def stop(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def restart(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Stop and start: a changed project or org provisioner applies now."""
-    from automation.services.deployments import restart_deployment
-
-    dep = _project_deployment(ctx, ref, "restart")
-    with _Provisioners(ctx) as built:
-        done = restart_deployment(app_from(ctx), dep.id, provisioner_set_from(ctx), built)
-    print_json(done) if as_json else _say(done)
+    _start(ctx, ref, as_json, restart=True)
 
 
 @deployment.command()
