@@ -162,8 +162,11 @@ def restart_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
 
 def restart_project(app: App, project: str, provisioner_set: ProvisionerSet,
                     provisioners: Provisioners) -> list[ProjectDeployment]:
-    """``sudo project restart``: each running deployment stopped and started again."""
-    running = [d for d in list_deployments(app, project) if d.state == "running"]
+    """``sudo project restart``: each running deployment stopped and started again, and each
+    one whose start was interrupted (a move pending, state still ``stopped``) finished: run
+    again after a crash mid-move, the same command completes what it began."""
+    running = [d for d in list_deployments(app, project)
+               if d.state == "running" or d.move is not None]
     return [restart_deployment(app, d.id, provisioner_set, provisioners) for d in running]
 
 
