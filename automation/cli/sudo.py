@@ -60,7 +60,7 @@ def project_edit(ctx: click.Context, project: str, provisioner: str | None,
 @click.pass_context
 def project_restart(ctx: click.Context, project: str, as_json: bool) -> None:
     """Stop and start each running deployment of the project (moving it if its provisioner
-    changed)."""
+    changed), and finish any start or move that was interrupted."""
     from automation.provisioners.factory import provisioners
     from automation.services.deployments import restart_project
 
