@@ -280,6 +280,8 @@ agents = sa.Table(
     # What the agent last said it runs (for people; the broker trusts busy_slots).
     sa.Column("reported_busy_slots", sa.Integer, nullable=False, default=0),
     # ready | draining (SIGTERM: takes no new session) | unknown (heartbeats stopped) | gone
+    # (left by itself; may register again) | retired (by the operator or its pool's deletion:
+    # refused for good, 410 AGENT_RETIRED)
     sa.Column("state", sa.String(16), nullable=False),
     _ts("registered_at", False),
     _ts("last_heartbeat_at", False),
