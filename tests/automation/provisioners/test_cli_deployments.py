@@ -176,3 +176,15 @@ def test_what_a_deployment_asks_is_kept_and_used_by_every_start(
     finally:
         ledger.dispose()
     assert slots == 2
+
+
+def test_serve_checks_the_provisioner_set_before_it_starts(
+        run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", '{"a": {"type": "static",\n "spec": }}')
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    error = refused(run("serve", "--simulate", "--engine", "mock", "--json"), "INVALID_ARGUMENT")
+    assert error["field"] == "ANYCLOUD_PROVISIONER_SET_JSON" and "line 2 column" in error["rule"]
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps(SET))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "nope")
+    error = refused(run("serve", "--simulate", "--engine", "mock", "--json"), "INVALID_ARGUMENT")
+    assert error["field"] == "ANYCLOUD_DEFAULT_PROVISIONER"
