@@ -59,7 +59,7 @@ def world(control_plane: ControlPlane, sqlite_url: str) -> Iterator[tuple[App, N
     app.ledger.dispose()
 
 
-def the_set(tmp_path: Path, pool: str) -> ProvisionerSet:
+def the_set(tmp_path: Path, pool: str, **more: object) -> ProvisionerSet:
     shutil.copytree(REPO / "k8s/runtime-templates", tmp_path / "templates")
     deployment = tmp_path / "templates/deployment.yaml"
     text = deployment.read_text()  # placement is the point here, not the claim
@@ -68,7 +68,7 @@ def the_set(tmp_path: Path, pool: str) -> ProvisionerSet:
         "node_pool": pool, "timeout_seconds": 60, "data_dir": "/data",
         "image": "registry.k8s.io/pause:3.10", "host": "http://*.localhost",
         "template_paths": {"deployment": "templates/deployment.yaml",
-                           "service": "templates/service.yaml"}}}}, "pool", tmp_path)
+                           "service": "templates/service.yaml"}}}, **more}, "pool", tmp_path)
 
 
 def objects(plane: ControlPlane, namespace: str, pid: str) -> list[str]:
@@ -117,3 +117,20 @@ def test_a_deleting_pool_admits_no_deployment_and_nothing_is_created(
     after = deps.get_deployment(app, "late")
     assert (after.state, after.node_pool_id, after.provisioner) == ("stopped", None, None)
     assert after.last_error and "being deleted" in after.last_error
+
+
+def test_a_move_off_the_pool_removes_its_objects_and_keeps_the_id(
+        world: tuple[App, NodePool], control_plane: ControlPlane, tmp_path: Path) -> None:
+    app, pool = world
+    pset = the_set(tmp_path, pool.name, shared={"type": "static", "spec": {"runtimes": [
+        {"host": "https://rt1.example", "slots": 2, "data_dir": "/srv",
+         "audience_url": "https://rt1.example"}]}})
+    dep = deps.create_deployment(app, "api", "web")
+    with provisioners(app, pset, tmp_path) as built:
+        assert deps.start_deployment(app, "api", pset, built, SMALL).node_pool_id == pool.id
+        projects.set_project_provisioner(app, "web", "shared", pset, by="test")
+        moved = deps.restart_deployment(app, "api", pset, built)
+    assert (moved.provisioner, moved.provision_id, moved.runtime_host, moved.node_pool_id) == (
+        "shared", dep.provision_id, "https://rt1.example", None)
+    assert objects(control_plane, f"anycloud-{pool.id}", dep.provision_id) == []
+    assert node_pools.delete_node_pool(app, pool.name).state is PoolState.DELETING
