@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, info, json_option
 
 
@@ -29,7 +30,7 @@ from automation.cli.output import handle_errors, info, json_option
 @click.option("--agent-id", help="This agent's id [default: POD_NAME, else HOSTNAME].")
 @click.option("--slots", type=click.IntRange(1, 1024), envvar="ANYCLOUD_AGENT_SLOTS",
               default=1, show_default=True, help="Sessions at once (defaultSlotsPerAgent).")
-@click.option("--data-dir", type=click.Path(file_okay=False), envvar="ANYCLOUD_AGENT_DATA",
+@click.option("--data-dir", type=InputPath(file_okay=False), envvar="ANYCLOUD_AGENT_DATA",
               help="Where session directories go [default: $ANYCLOUD_HOME/agent-sessions].")
 @click.option("--keep-session-dirs", is_flag=True,
               help="Keep each session's directory after it ends (removed by default).")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, info, json_option, print_json, print_table
 
 
@@ -18,7 +19,7 @@ def agent_pool() -> None:
 
 @agent_pool.command("validate")
 @click.option("-f", "--filename", "files", multiple=True, required=True,
-              type=click.Path(dir_okay=False, allow_dash=True),
+              type=InputPath(dir_okay=False, allow_dash=True),
               help="A YAML file of one or more documents ('-' reads stdin); repeatable.")
 @json_option
 @handle_errors
@@ -36,6 +37,9 @@ def validate(files: tuple[str, ...], as_json: bool) -> None:
             text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise InvalidInput("-f", path, f"must be a readable file ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise InvalidInput("-f", path, f"must be UTF-8 text (byte {exc.start} is not)") \
+                from exc
         verdicts += check_stream(text, "stdin" if path == "-" else path)
     invalid = [v for v in verdicts if v.verdict == "invalid"]
     if as_json:

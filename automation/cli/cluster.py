@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from automation.cli.context import app_from
+from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, json_option, print_fields, print_json, print_table
 
 if TYPE_CHECKING:
@@ -40,12 +41,12 @@ def cluster() -> None:
 
 @cluster.command()
 @click.argument("name")
-@click.option("--kubeconfig", required=True, type=click.Path(path_type=Path),
+@click.option("--kubeconfig", required=True, type=InputPath(path_type=Path),
               help="Kubeconfig of the cluster (its path is stored, not its content).")
 @click.option("--context", "kube_context", help="Kubeconfig context to use.")
 @click.option("--server-url", help="Public https address agents join (default: kubeconfig's).")
 @click.option("--kubernetes-version", help="Offline: the cluster's version, e.g. v1.36.2+k3s1.")
-@click.option("--ca-file", type=click.Path(path_type=Path), help="Offline: the cluster CA (PEM).")
+@click.option("--ca-file", type=InputPath(path_type=Path), help="Offline: the cluster CA (PEM).")
 @click.option("--offline", is_flag=True, help="Do not contact the cluster now.")
 @json_option
 @handle_errors

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from automation import __version__
@@ -14,9 +16,11 @@ from automation.cli.cost import cost
 from automation.cli.credentials import credentials
 from automation.cli.demo import demo
 from automation.cli.deployment import deployment
+from automation.cli.inputs import InputPath
 from automation.cli.node_pool import node_pool
 from automation.cli.operator import operator
 from automation.cli.org import org, project
+from automation.cli.output import fail
 from automation.cli.reconcile import reconcile, serve
 from automation.cli.rollout import (
     plan,
@@ -31,10 +35,28 @@ from automation.cli.session import session
 from automation.cli.sudo import sudo
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Boundary(click.Group):
+    """The root group: an exception escaping while click parses a subcommand's arguments
+    (a parameter type's own bug or an ``os.stat`` refusal) meets the same boundary as one
+    escaping a command (``output.handle_errors``), instead of a traceback."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["anycloud.json"] = "--json" in args
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            fail(exc, as_json=bool(ctx.meta.get("anycloud.json")))
+
+
+@click.group(cls=_Boundary, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="anycloud")
 @click.option(
-    "--home", envvar="ANYCLOUD_HOME", type=click.Path(file_okay=False),
+    "--home", envvar="ANYCLOUD_HOME", type=InputPath(file_okay=False),
     help="State directory (default ~/.anycloud; env ANYCLOUD_HOME).",
 )
 @click.pass_context

@@ -11,16 +11,17 @@ import click
 
 from automation.cli.context import config_path as default_config_path
 from automation.cli.context import ledger_from
+from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, info, json_option
 
 
 @click.command()
 @click.option("--config", "config_path", envvar="ANYCLOUD_CONFIG",
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=InputPath(dir_okay=False, path_type=Path),
               help="The control plane's config file (provisioners: - kubernetes: "
                    "{namespace: ...}) [default: $ANYCLOUD_HOME/config.yaml; env "
                    "ANYCLOUD_CONFIG].")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--kubeconfig", type=InputPath(dir_okay=False, path_type=Path),
               help="[default: KUBECONFIG, else ~/.kube/config; in a pod with neither, its "
                    "service account]")
 @click.option("--context", help="The kubeconfig context [default: the config's gke block's "

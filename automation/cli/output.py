@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-from automation.errors import AnycloudError
+from automation.errors import EXIT_FAILURE, AnycloudError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,17 +101,95 @@ def info(message: str) -> None:
 
 
 def handle_errors(fn: F) -> F:
-    """Turn domain errors into a message (or a JSON error object) and their exit code."""
+    """The one error boundary of a command (``main.cli`` adds the same around parsing).
+
+    Domain errors print one line (or a JSON error object) and exit with their code. An
+    exception that escaped from input the command did not check (a path that is missing or
+    too long, a NUL byte: ``inputs.from_input``) is bad input, exit 2. Anything else is our
+    bug: one line naming where the traceback was written, exit 1.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except AnycloudError as err:
-            if kwargs.get("as_json"):
-                print_json({"error": err.to_dict()})
-            else:
-                click.echo(f"Error [{err.code}]: {err.message}", err=True)
-            sys.exit(err.exit_code)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's usage errors: already exit 2 with its message
+        except Exception as exc:  # the boundary: everything ends here
+            fail(exc, as_json=bool(kwargs.get("as_json")), kwargs=kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def fail(exc: Exception, *, as_json: bool, kwargs: Mapping[str, Any] | None = None) -> NoReturn:
+    """Report ``exc`` as the boundary does and exit."""
+    from automation.cli import inputs
+
+    err = exc if isinstance(exc, AnycloudError) else inputs.from_input(
+        exc, kwargs or {}, click.get_current_context(silent=True))
+    if err is None:
+        report = _crash_report(exc)
+        what = f"{type(exc).__name__}: {_one_line(str(exc))}"
+        if as_json:
+            print_json({"error": {"code": "INTERNAL", "message": what, "report": report}})
+        else:
+            click.echo(f"Error [INTERNAL]: {what} (full report: {report})", err=True)
+        sys.exit(EXIT_FAILURE)
+    if as_json:
+        out = err.to_dict()
+        if "value" in out:
+            out["value"] = inputs.short_value(out["value"])
+        out["message"] = _message(err)
+        print_json({"error": out})
+    else:
+        click.echo(f"Error [{err.code}]: {_message(err)}", err=True)
+    sys.exit(err.exit_code)
+
+
+def _message(err: AnycloudError) -> str:
+    """The error's message on one line, its value shortened (a 5,000-character name is
+    shown by its first 80)."""
+    from automation.cli import inputs
+
+    message = err.message
+    if isinstance(err.value, str) and len(repr(err.value)) > inputs.SHOWN_LIMIT:
+        message = message.replace(repr(err.value), inputs.shown(err.value))
+        message = message.replace(err.value, inputs.shown(err.value))
+    return _one_line(message)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _crash_report(exc: BaseException) -> str:
+    """Write the traceback under $ANYCLOUD_HOME/crash-reports (a temp dir when the home is
+    unusable); returns the file's path."""
+    import os
+    import tempfile
+    import time
+    import traceback
+    from pathlib import Path
+
+    text = "".join(traceback.format_exception(exc))
+    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{type(exc).__name__}.txt"
+    ctx = click.get_current_context(silent=True)
+    home = (ctx.find_root().obj or {}).get("home") if ctx is not None else None
+    candidates = []
+    try:
+        from automation.settings import Settings
+
+        candidates.append(Settings.from_env(home).home / "crash-reports")
+    except Exception:  # an unusable home: the temp dir below
+        pass
+    candidates.append(Path(tempfile.gettempdir()) / "anycloud-crash-reports")
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            path.write_text(text, encoding="utf-8", errors="backslashreplace")
+            return str(path)
+        except (OSError, ValueError):
+            continue
+    return "(not written: no writable directory)"

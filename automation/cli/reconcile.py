@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from automation.cli.context import app_from
+from automation.cli.inputs import InputPath
 from automation.cli.output import camel_keys, engine_option, handle_errors, info, json_option
 
 _engine = engine_option
@@ -145,7 +146,7 @@ def _check_provisioner_set() -> None:
 @click.option("--speed", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="With --simulate: simulated seconds per real second.")
 @click.option("--operator-config", "operator_config", envvar="ANYCLOUD_CONFIG",
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=InputPath(dir_okay=False, path_type=Path),
               help="Also run the AgentPool operator with this control-plane config "
                    "(provisioners: - kubernetes: {namespace: ...}; env ANYCLOUD_CONFIG), as "
                    "`anycloud operator` does.")
