@@ -118,6 +118,7 @@ def handle_errors(fn: F) -> F:
         except Exception as exc:  # the boundary: everything ends here
             fail(exc, as_json=bool(kwargs.get("as_json")), kwargs=kwargs)
 
+    wrapper.anycloud_boundary = True  # type: ignore[attr-defined]  # the fuzz test checks it
     return wrapper  # type: ignore[return-value]
 
 
