@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import click
 
@@ -47,10 +48,34 @@ class _Boundary(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.UsageError as exc:
+            if not ctx.meta.get("anycloud.json"):
+                raise
+            _usage_error_as_json(exc)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
             fail(exc, as_json=bool(ctx.meta.get("anycloud.json")))
+
+
+def _usage_error_as_json(exc: click.exceptions.UsageError) -> NoReturn:
+    """With ``--json`` a refused argument is a JSON error object too (still exit 2), so a
+    script reads every refusal the same way; the usage text stays on stderr."""
+    from automation.cli.inputs import short_value
+    from automation.cli.output import print_json
+
+    exc.show()
+    message = " ".join(exc.format_message().split())
+    param = getattr(exc, "param", None)
+    field = None
+    if param is not None:
+        field = param.opts[0] if getattr(param, "opts", None) else param.name
+    error: dict[str, Any] = {"code": "INVALID_ARGUMENT", "message": message, "field": field,
+                             "rule": message}
+    if exc.ctx is not None and param is not None and param.name in exc.ctx.params:
+        error["value"] = short_value(exc.ctx.params[param.name])
+    print_json({"error": error})
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=_Boundary, context_settings={"help_option_names": ["-h", "--help"]})

@@ -389,8 +389,10 @@ def test_register_refuses_unusable_paths_before_reading(tmp_path: Path, path: st
     """The issue's crashes: a NUL byte or a too-long --kubeconfig was an OSError/ValueError."""
     result = _invoke(tmp_path, "cluster", "register", "prod", "--kubeconfig", path, "--offline",
                      "--kubernetes-version", "v1.36.2+k3s1", "--json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2
     assert isinstance(result.exception, SystemExit)
+    error = json.loads(result.stdout)["error"]  # --json: a refused argument is JSON too
+    assert (error["code"], error["field"]) == ("INVALID_ARGUMENT", "--kubeconfig")
     line = result.stderr.strip().splitlines()[-1]
     assert "--kubeconfig" in line and len(line) < 200 and "\x00" not in line
     assert "NUL byte" in line or "longer than" in line or "shorter than" in line
