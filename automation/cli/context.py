@@ -47,16 +47,28 @@ def config_path(ctx: click.Context) -> Path:
         / "config.yaml"
 
 
-def provisioner_set_from(ctx: click.Context) -> ProvisionerSet:
-    """The provisioner set the environment names, checked whole (exit 2 on any error)."""
+def configured_provisioner_set() -> ProvisionerSet | None:
+    """The provisioner set the environment names (None when it names none), checked whole:
+    exit 2 on any error. Paths in it are relative to the current directory."""
     import os
 
-    from automation.errors import InvalidInput
-    from automation.provisioners.provisioner_set import DEFAULT_ENV, SET_ENV, load_from_env
+    from automation.provisioners.provisioner_set import load_from_env
 
-    found = load_from_env(os.environ, Path.cwd())
+    return load_from_env(os.environ, Path.cwd())
+
+
+def provisioner_set_from(ctx: click.Context) -> ProvisionerSet:
+    """The provisioner set, required (a deployment is about to be provisioned); loaded once
+    per command (its templates are read and checked when it loads)."""
+    from automation.errors import InvalidInput
+    from automation.provisioners.provisioner_set import DEFAULT_ENV, SET_ENV
+
+    root = ctx.find_root()
+    if root.obj.get("provisioner_set") is None:
+        root.obj["provisioner_set"] = configured_provisioner_set()
+    found: ProvisionerSet | None = root.obj["provisioner_set"]
     if found is None:
         raise InvalidInput(SET_ENV, None, f"is required to start deployments: a JSON object of "
                            f"named provisioners, with {DEFAULT_ENV} naming the default "
-                           "(README, \"Provisioners\")")
+                           "(README, \"Deployments and the provisioner set\")")
     return found

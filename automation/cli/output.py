@@ -165,32 +165,23 @@ def _one_line(text: str, limit: int = 500) -> str:
 
 
 def _crash_report(exc: BaseException) -> str:
-    """Write the traceback under $ANYCLOUD_HOME/crash-reports (a temp dir when the home is
-    unusable); returns the file's path."""
-    import os
+    """The traceback written by ``reports.write_crash_report`` (mode 0600) under the state
+    directory, where the control loop writes its own, else under the temp dir when the home
+    is unusable; returns the file's path. Called inside the ``except`` block."""
     import tempfile
-    import time
-    import traceback
     from pathlib import Path
 
-    text = "".join(traceback.format_exception(exc))
-    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{type(exc).__name__}.txt"
-    ctx = click.get_current_context(silent=True)
-    home = (ctx.find_root().obj or {}).get("home") if ctx is not None else None
-    candidates = []
-    try:
-        from automation.settings import Settings
+    from automation.reports import write_crash_report
+    from automation.settings import Settings
 
-        candidates.append(Settings.from_env(home).home / "crash-reports")
-    except Exception:  # an unusable home: the temp dir below
-        pass
-    candidates.append(Path(tempfile.gettempdir()) / "anycloud-crash-reports")
-    for folder in candidates:
+    ctx = click.get_current_context(silent=True)
+    doing = f"running anycloud {ctx.command_path}" if ctx is not None else "running anycloud"
+    homes: list[Callable[[], Path]] = [
+        lambda: Settings.from_env((ctx.find_root().obj or {}).get("home") if ctx else None).home,
+        lambda: Path(tempfile.gettempdir()) / "anycloud"]
+    for home in homes:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / name
-            path.write_text(text, encoding="utf-8", errors="backslashreplace")
-            return str(path)
-        except (OSError, ValueError):
+            return str(write_crash_report(home(), doing))
+        except (OSError, ValueError, AnycloudError):  # an unusable home: the next one
             continue
     return "(not written: no writable directory)"

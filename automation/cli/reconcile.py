@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from automation.cli.context import app_from
+from automation.cli.context import app_from, configured_provisioner_set
 from automation.cli.inputs import InputPath
 from automation.cli.output import camel_keys, engine_option, handle_errors, info, json_option
 
@@ -130,16 +130,6 @@ def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | N
     return running
 
 
-def _check_provisioner_set() -> None:
-    """A control plane given a provisioner set checks it whole before it starts (exit 2),
-    rather than at the first deployment that needs it."""
-    import os
-
-    from automation.provisioners.provisioner_set import load_from_env
-
-    load_from_env(os.environ, Path.cwd())
-
-
 @click.command()
 @click.option("--interval", type=float, default=30.0, show_default=True,
               help="Seconds between passes.")
@@ -164,7 +154,7 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
           concurrency: int | None, per_credential: int | None, as_json: bool) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds (and,
     when asked, the AgentPool operator and the agent broker beside it)."""
-    _check_provisioner_set()
+    configured_provisioner_set()  # a bad set fails now (exit 2), not at its first use
     reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
     beside = _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     stop = {"now": False}

@@ -95,8 +95,6 @@ def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, det
     """Preview each ref's stack: node pools, or with ``addons`` clusters' add-on stacks."""
     from automation.engine.events import json_lines_sink, progress_sink
     from automation.engine.select import make_runner
-    from automation.errors import AnycloudError
-    from automation.kube.port import ClusterUnavailable
     from automation.services.rollout import preview_addons, preview_pool
 
     app = app_from(ctx)
@@ -109,9 +107,6 @@ def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, det
                       else progress_sink(False, f"preview {ref}"))
         try:
             results.append(run(app, runner, ref, diff=diff, on_progress=sink))
-        except ClusterUnavailable as exc:  # the add-on preview reads the cluster: a runtime
-            raise AnycloudError(f"cluster not read: {exc}",  # failure (exit 1), not our bug
-                                code="CLUSTER_UNAVAILABLE") from exc
         finally:
             if done:
                 done()

@@ -29,6 +29,17 @@ TOKEN_NAMESPACE = "kube-system"
 TOKEN_SECRET_TYPE = "bootstrap.kubernetes.io/token"
 TOKEN_SECRET_PREFIX = "bootstrap-token-"
 
+
+
+def pool_namespace(pool_id: str) -> str:
+    """The namespace a pool owns: its deployments' objects, removed with the pool."""
+    return f"anycloud-{pool_id}"
+
+
+def service_namespace(workload_id: str) -> str:
+    return f"anycloud-{workload_id}"
+
+
 RUNTIME_CLASS_NAME = "nvidia"
 DAEMONSET_NAMESPACE = "kube-system"
 DAEMONSET_NAME = "anycloud-nvidia-device-plugin"

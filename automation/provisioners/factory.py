@@ -71,8 +71,8 @@ def _build(app: App, provisioner_set: ProvisionerSet, name: str,
 
     if isinstance(entry, KubernetesEntry):
         return KubernetesProvisioner(name, entry.spec, base_dir)
+    from automation.kube.port import pool_namespace
     from automation.provisioners.pool_admission import AdmittedNodePool
-    from automation.reconciler.reconcile import pool_namespace
     from automation.services.node_pools import find_pool_placement
 
     where = find_pool_placement(app, entry.spec.node_pool, entry.spec.cluster,

@@ -22,7 +22,7 @@ from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.runner import StackRunner
 from automation.errors import AnycloudError
-from automation.kube.port import ClusterPort, ClusterUnavailable
+from automation.kube.port import ClusterPort, ClusterUnavailable, pool_namespace, service_namespace
 from automation.ledger import schema
 from automation.reconciler import decide as d
 from automation.reconciler.ingress_step import IngressReleaseStep
@@ -75,14 +75,6 @@ class PoolOutcome:
 
 
 Reporter = Callable[[str, str, dict[str, Any]], None]
-
-
-def pool_namespace(pool_id: str) -> str:
-    return f"anycloud-{pool_id}"
-
-
-def service_namespace(workload_id: str) -> str:
-    return f"anycloud-{workload_id}"
 
 
 class Reconciler:

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
-from automation.errors import AnycloudError, NotFound
+from automation.errors import AnycloudError, Conflict, NotFound
 from automation.ledger import schema
 
 
@@ -56,3 +56,15 @@ def record_event(
             kind=kind, message=message, data=data,
         )
     )
+
+
+def check_deployment_name_free(conn: Connection, name: str, kind: str = "deployment") -> None:
+    """Deployments of projects and work placed on pools share one name space (the CLI finds
+    either by name): refuse a name a live one of either holds."""
+    deployments, workloads = schema.deployments, schema.workloads
+    if conn.execute(sa.select(deployments.c.id).where(
+            deployments.c.state != "deleted", deployments.c.name == name)).first() \
+            or conn.execute(sa.select(workloads.c.id).where(
+                workloads.c.state != "removed", workloads.c.name == name)).first():
+        raise Conflict(f"{kind} {name!r} already exists", code="ALREADY_EXISTS", field="name",
+                       value=name, rule="must be unique among deployments and services")

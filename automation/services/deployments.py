@@ -21,14 +21,14 @@ import sqlalchemy as sa
 
 from automation import ids
 from automation.crash import crashpoint
-from automation.errors import AnycloudError, Conflict, InvalidInput
+from automation.errors import AnycloudError, InvalidInput
 from automation.ledger import schema
 from automation.models import ProjectDeployment
 from automation.provisioners.base import Health, ProvisionRequest
 from automation.provisioners.factory import Provisioners
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.provisioners.resolve import Resolved, resolve
-from automation.services.common import find_live, record_event
+from automation.services.common import check_deployment_name_free, find_live, record_event
 from automation.services.context import App
 from automation.validation import check_name, check_quantity
 
@@ -46,13 +46,7 @@ def create_deployment(app: App, name: str, project: str,
     with app.ledger.write() as conn:
         owner = find_live(conn, schema.projects, project, live=sa.true(), kind="project",
                           field="--project")
-        taken = conn.execute(sa.select(_dep.c.id).where(_LIVE, _dep.c.name == name)).first()
-        placed = conn.execute(sa.select(schema.workloads.c.id).where(
-            schema.workloads.c.state != "removed", schema.workloads.c.name == name)).first()
-        if taken or placed:
-            raise Conflict(f"deployment {name!r} already exists", code="ALREADY_EXISTS",
-                           field="name", value=name,
-                           rule="must be unique among deployments and services")
+        check_deployment_name_free(conn, name)
         dep_id = ids.new_id("dpl")
         row = dict(id=dep_id, name=name, project_id=owner["id"], state="stopped",
                    provision_id="rt-" + dep_id.removeprefix("dpl-"), created_at=now,

@@ -167,7 +167,6 @@ class PoolPlacement:
     """Where a nodepool provisioner puts a deployment's objects: the pool and its cluster."""
 
     pool_id: str
-    pool_name: str
     kubeconfig_path: str
     kube_context: str | None
 
@@ -184,7 +183,7 @@ def find_pool_placement(app: App, ref: str, cluster: str | None, field: str) -> 
     if not owner["kubeconfig_path"]:
         raise InvalidInput(field, ref, f"its cluster {owner['name']!r} has no kubeconfig: "
                            "register it with `anycloud cluster register --kubeconfig`")
-    return PoolPlacement(row["id"], row["name"], owner["kubeconfig_path"], owner["kube_context"])
+    return PoolPlacement(row["id"], owner["kubeconfig_path"], owner["kube_context"])
 
 
 def admit_deployment(app: App, pool_id: str, provision_id: str) -> None:

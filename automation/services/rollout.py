@@ -12,6 +12,7 @@ from automation.engine.runner import (
     StackRunner,
     StackTarget,
 )
+from automation.errors import AnycloudError
 from automation.models import CamelModel, Cost
 from automation.services.context import App
 from automation.services.cost import pool_rate
@@ -92,6 +93,7 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
     from pathlib import Path
 
     from automation.kube.adapter import KubernetesCluster
+    from automation.kube.port import ClusterUnavailable
     from automation.reconciler.addons_step import AddonEnsurer
     from automation.services.clusters import cluster_row
 
@@ -99,6 +101,8 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
     port = KubernetesCluster(Path(row["kubeconfig_path"]), row["kube_context"])
     try:
         target = AddonEnsurer(app, runner).preview_target(row, port)
+    except ClusterUnavailable as exc:  # a runtime failure (exit 1), named, not an escape
+        raise AnycloudError(f"cluster not read: {exc}", code="CLUSTER_UNAVAILABLE") from exc
     finally:
         port.close()
     return runner.preview(target, diff=diff, on_progress=on_progress)

@@ -8,7 +8,7 @@ from automation import ids
 from automation.errors import Conflict
 from automation.ledger import schema
 from automation.models import PoolState, Workload, WorkloadKind, WorkloadState
-from automation.services.common import find_live, record_event
+from automation.services.common import check_deployment_name_free, find_live, record_event
 from automation.services.context import App
 from automation.services.node_pools import lock_live_pool
 from automation.validation import check_name
@@ -27,14 +27,7 @@ def create_workload(app: App, name: str, pool: str, kind: WorkloadKind) -> Workl
                 f"node pool {row['name']!r} is being deleted", code="NODE_POOL_DELETING",
                 field="--node-pool", value=pool, rule="a deleting node pool admits no new work",
             )
-        if conn.execute(sa.select(workloads.c.id).where(_LIVE, workloads.c.name == name)).first() \
-                or conn.execute(sa.select(schema.deployments.c.id).where(
-                    schema.deployments.c.state != "deleted",
-                    schema.deployments.c.name == name)).first():
-            raise Conflict(
-                f"{kind} {name!r} already exists", code="ALREADY_EXISTS", field="name",
-                value=name, rule="must be unique among deployments and services",
-            )
+        check_deployment_name_free(conn, name, str(kind))
         rec = dict(
             id=ids.new_id("dp" if kind is WorkloadKind.DEPLOYMENT else "sv"), name=name,
             kind=kind, pool_id=row["id"], state=WorkloadState.ACTIVE, created_at=now,

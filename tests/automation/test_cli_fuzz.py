@@ -411,7 +411,7 @@ def test_an_unexpected_error_is_one_line_and_a_report(tmp_path: Path,
     line, = result.stderr.strip().splitlines()
     assert line.startswith("Error [INTERNAL]: RuntimeError: boom\\nsecond line (full report: ")
     report = Path(line.rsplit("full report: ", 1)[1].rstrip(")"))
-    assert report.parent == tmp_path / "home" / "crash-reports"
+    assert report.parent == tmp_path / "home" / "reports"  # where the control loop's go
     assert "Traceback" in report.read_text() and "boom" in report.read_text()
     error = json.loads(_invoke(tmp_path, "cluster", "list", "--json").stdout)["error"]
     assert error["code"] == "INTERNAL" and Path(error["report"]).is_file()
