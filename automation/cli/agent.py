@@ -87,4 +87,9 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    ctx.exit(runner.run())
+    code = runner.run()
+    # Stopped already (a retired agent stops by itself, its pod's SIGTERM on the way): while
+    # the interpreter shuts down Python restores SIGTERM's default action, and a late SIGTERM
+    # would turn the clean exit into 143. Ignored, the container reports the agent's code.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ctx.exit(code)

@@ -126,7 +126,6 @@ class Kubelet:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.pool_of: dict[str, str] = {}
         self.signalled: set[str] = set()
-        self.exits: dict[str, int] = {}
         self.seen: dict[str, int] = {}
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
@@ -149,6 +148,13 @@ class Kubelet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+    @property
+    def exits(self) -> dict[str, int]:
+        """Read from the processes themselves, not cached by the loop: an agent's exit is
+        seen even if the loop has stopped (its error is in ``errors``)."""
+        with self._lock:
+            return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
 
     def alive(self, pool: str | None = None) -> set[str]:
         with self._lock:
@@ -182,9 +188,6 @@ class Kubelet:
             self.seen[pool] = max(self.seen.get(pool, 0), n)
         for name in set(self.procs) - present:
             self._terminate(name)
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                self.exits[name] = proc.returncode
 
     def _start(self, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]
