@@ -1,11 +1,16 @@
 """anycloud's policy pack: the rules that gate every node-pool rollout.
 
-Layout: ``rules.py`` holds the pure validate functions and ``build_policies``;
-``offline.check_resources`` runs those same Policy objects without the engine;
-``__main__.py`` only constructs the ``PolicyPack`` (that blocks serving gRPC): never import
-it. ``config.py`` (names, levels, schemas, data-file defaults), ``naming.py`` (tag/label key
-spellings per cloud), ``userdata.py`` (user-data scanning), ``wire.py`` (reading props). This
-package depends on nothing else of anycloud's.
+Layout: the pure validate functions live by concern: ``network.py`` (no public ingress),
+``vm_baseline.py`` (SSH keys, cloud credentials, IMDSv2, VM types, the per-pool guardrails),
+``join_script.py`` (k3s checksum, pool labels and taint), ``kubernetes_objects.py``
+(DaemonSet digests, GPU requests, bootstrap tokens), ``cost_allocation.py`` (cost tags);
+``common.py`` holds the VM kinds, the clock and tiny helpers they share. ``rules.py`` is the
+registry: ``build_policies`` lists every rule from that one place, for both
+``offline.check_resources`` (runs those same Policy objects without the engine) and
+``__main__.py``, which only constructs the ``PolicyPack`` (that blocks serving gRPC): never
+import it. ``config.py`` (names, levels, schemas, data-file defaults), ``naming.py`` (tag/label
+key spellings per cloud), ``userdata.py`` (user-data scanning), ``wire.py`` (reading props).
+This package depends on nothing else of anycloud's.
 
 Offline entry point::
 

@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 
 from policies import PolicyConfigError, check_resources
 from policies import config as cfg
-from policies.rules import effective_gpu_request, gpu_workload_requests, make_bootstrap_token_rule
+from policies.kubernetes_objects import (
+    effective_gpu_request,
+    gpu_workload_requests,
+    make_bootstrap_token_rule,
+)
 
 DS = "kubernetes:apps/v1:DaemonSet"
 DEPLOY = "kubernetes:apps/v1:Deployment"

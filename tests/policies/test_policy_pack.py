@@ -257,7 +257,7 @@ def test_gpu_count_guardrail_from_config_and_catalog(s: SimpleNamespace) -> None
 
 
 def test_offline_accepts_the_mock_engine_record_shape(s: SimpleNamespace) -> None:
-    # automation.mock_engine.RegisteredResource.to_dict() spells the secret lists this way.
+    # automation.engine.mock.program.RegisteredResource.to_dict() spells the secret lists this way.
     token = {
         "type": "bootstrap.kubernetes.io/token",
         "stringData": {"token-id": "abcdef", "expiration": "2026-11-30T21:30:00Z"},

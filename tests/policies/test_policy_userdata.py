@@ -12,7 +12,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
 from policies import config as cfg
 from policies import naming
-from policies.rules import k3s_checksum_pinned, pool_labels_and_taint
+from policies.join_script import k3s_checksum_pinned, pool_labels_and_taint
 from policies.userdata import find_k3s_checksum
 
 K3S = cfg.K3S_CHECKSUM_PINNED
