@@ -25,7 +25,7 @@ demo: setup
 
 test: setup tools
 	$(VENV)/bin/ruff check .
-	$(PY) -m tools.catalog.generate --check
+	$(PY) -m tools.catalog_generator.generate --check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 

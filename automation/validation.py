@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from automation.catalog import Catalog, ProviderCatalog, VmType
+from automation.catalog.store import Catalog, ProviderCatalog, VmType
 from automation.errors import InvalidInput
 
 DNS_LABEL_RULE = (

@@ -37,7 +37,7 @@ NEW_DB = ROOT / "data" / "catalog.sqlite"
 
 _OLD_LIST = """
 import json
-from automation.catalog import load_catalog
+from automation.catalog.store import load_catalog
 cat = load_catalog()
 print(json.dumps([dict(provider=k, **t.model_dump()) for k, p in cat.providers.items()
                   for t in p.vm_types if t.gpu_model and "H100" in t.gpu_model]))
@@ -46,7 +46,7 @@ print(json.dumps([dict(provider=k, **t.model_dump()) for k, p in cat.providers.i
 _LOOKUP = """
 import time
 t0 = time.perf_counter()
-from automation.catalog import load_catalog
+from automation.catalog.store import load_catalog
 from automation.validation import check_placement
 import stacks.pins  # the data-dir rule: an import, timed by neither side
 t1 = time.perf_counter()

@@ -34,7 +34,7 @@ def offerings(n: int) -> list[tuple[str, str, str]]:
     """``n`` priced (provider, type, region) offerings of the catalog, spread over clouds."""
     import sqlite3
 
-    from automation.catalog import CATALOG_FILE, data_dir
+    from automation.catalog.store import CATALOG_FILE, data_dir
 
     con = sqlite3.connect(f"file:{data_dir() / CATALOG_FILE}?mode=ro", uri=True)
     rows = con.execute(

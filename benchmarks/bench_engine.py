@@ -53,7 +53,7 @@ def engine_env(tmp: Path) -> None:
 
 def main() -> None:
     from automation.devcluster import control_plane
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
     from automation.engine.pulumi_driver import AutomationRunner
     from tests.automation.engine.test_real_engine import addons_target, remove_addons
 

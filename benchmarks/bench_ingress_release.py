@@ -35,9 +35,9 @@ def world_of(home: Path, pools: int, services: bool) -> tuple[Any, Any, Any, flo
     from automation.ledger import open_ledger
     from automation.models import WorkloadKind
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.wiring import simulated_ports
     from automation.services import credentials, node_pools, workloads
     from automation.services.context import App
+    from automation.simulators.ports import simulated_ports
     from automation.simulators.world import SimWorld, register_simulated_cluster
 
     world = SimWorld()

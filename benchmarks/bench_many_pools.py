@@ -47,7 +47,7 @@ VM_TYPE = {"aws": "m7i.large", "gcp": "e2-standard-4", "azure": "Standard_D2s_v5
 
 
 def _reference(provider: str) -> dict[str, str]:
-    from automation.catalog import data_dir
+    from automation.catalog.store import data_dir
 
     return {
         "aws": {"profile": "bench"},
@@ -132,7 +132,7 @@ class VirtualTurns:
 
 def simulate(scenario: Scenario, seed: int) -> tuple[float, float, int, int]:
     """Minutes until every pool is ready and the median pool's, passes, stack ops."""
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
     from automation.reconciler.reconcile import Ports, Reconciler
     from automation.reconciler.workers import Limits, SlotPolicy, dispatch
     from automation.services import credentials, node_pools
@@ -210,10 +210,10 @@ def simulated_rows() -> list[tuple[str, ...]]:
 
 def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.wiring import simulated_ports
     from automation.reconciler.workers import Limits
     from automation.services import credentials, node_pools
     from automation.services.context import App
+    from automation.simulators.ports import simulated_ports
     from automation.simulators.world import simulated_app
 
     modes: list[tuple[str, Limits | None]] = [

@@ -40,7 +40,7 @@ def setup(home: Path) -> str:
 
 
 def main() -> None:
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
     from automation.ledger import open_ledger
     from automation.services.context import App
     from automation.services.stacks import pool_target

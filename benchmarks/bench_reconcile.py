@@ -177,8 +177,8 @@ def _pg_url() -> str | None:
 
 def lifecycle_bench(pools: int = 100, vms: int = 10) -> list[tuple[str, str, str]]:
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.wiring import simulated_ports
     from automation.services import credentials, node_pools
+    from automation.simulators.ports import simulated_ports
     from automation.simulators.world import simulated_app
 
     with tempfile.TemporaryDirectory() as tmp:

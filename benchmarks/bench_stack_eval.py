@@ -165,7 +165,7 @@ def main() -> None:
             print(f"  {label:<42} {t * 1000:8.0f}{extra}")
         print()
 
-    from automation.mock_engine import run_program
+    from automation.engine.mock.program import run_program
     from stacks.node_pool import build_program
 
     def empty() -> None:

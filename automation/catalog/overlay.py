@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from automation.catalog import OverlayOffering, RegionRefresh, Source, VmType
+from automation.catalog.store import OverlayOffering, RegionRefresh, Source, VmType
 from automation.ledger.db import Ledger
 
 # What each cloud's fetcher read, as people know the APIs (the stored sources name the calls).

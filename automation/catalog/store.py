@@ -1,11 +1,12 @@
 """The VM catalog: providers, regions, zones, VM types, offerings and prices.
 
-Read from ``data/catalog.sqlite``, built by ``python -m tools.catalog.generate`` from public
-data (see ``tools/catalog/README.md``). Opening it reads only the providers and regions (a few
-hundred rows); a VM type, an offering or a price is one indexed lookup, on demand.
+Read from ``data/catalog.sqlite``, built by ``python -m tools.catalog_generator.generate``
+from public data (see ``tools/catalog_generator/README.md``). Opening it reads only the
+providers and regions (a few hundred rows); a VM type, an offering or a price is one indexed
+lookup, on demand.
 
 A catalog may carry an overlay (``with_overlay``): the newest live refresh of each region
-(``automation.catalog_refresh``), read from the ledger. For a region a refresh read, that
+(``automation.catalog.refresh``), read from the ledger. For a region a refresh read, that
 refresh is the whole truth (types, zones, prices) unless the shipped data is newer; a type
 known only to a refresh is a real type. The overlay answers one cheap query first and
 nothing more when no refresh was ever stored.
@@ -164,7 +165,7 @@ class _Db:
     def __init__(self, path: Path) -> None:
         if not path.exists():
             raise FileNotFoundError(
-                f"{path}: no VM catalog; build it with python -m tools.catalog.generate"
+                f"{path}: no VM catalog; build it with python -m tools.catalog_generator.generate"
             )
         self.path = path
         self._local = threading.local()

@@ -22,8 +22,8 @@ from automation.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from automation.catalog import Catalog, Listed, Offering, Source, VmType
-    from automation.catalog_refresh.run import RefreshResult
+    from automation.catalog.store import Catalog, Listed, Offering, Source, VmType
+    from automation.services.catalog_refresh import RefreshResult
 
 
 def _catalog(ctx: click.Context) -> Catalog:
@@ -31,8 +31,8 @@ def _catalog(ctx: click.Context) -> Catalog:
     ledger yet (no refresh can exist, and a read-only command creates none)."""
     import os
 
-    from automation.catalog import load_catalog
-    from automation.catalog_refresh.overlay import LedgerOverlay
+    from automation.catalog.overlay import LedgerOverlay
+    from automation.catalog.store import load_catalog
     from automation.cli.context import ledger_from
     from automation.ledger.db import _sqlite_path
     from automation.settings import Settings
@@ -110,7 +110,7 @@ def list_(ctx: click.Context, provider: str | None, region: str | None, zone: st
           arch: str | None, max_price: float | None, as_json: bool) -> None:
     """Types matching the filters, cheapest first (unknown prices last). Without --region,
     one row per type, priced in its cheapest region with a known price."""
-    from automation.catalog import ListFilter
+    from automation.catalog.store import ListFilter
 
     cat = _catalog(ctx)
     _check_filters(cat, provider, region, zone)
@@ -221,11 +221,11 @@ def refresh(ctx: click.Context, credentials: str, regions: tuple[str, ...],
     the Retail Prices API) and store them in the ledger, dated: validation and prices use the
     newest data of each region from then on. A refresh that fails stores nothing and says
     which API and region failed and why (exit 1)."""
-    from automation.catalog_refresh import run
     from automation.cli.context import app_from
+    from automation.services import catalog_refresh
 
     app = app_from(ctx)
-    result = run.refresh(app, credentials, regions)
+    result = catalog_refresh.refresh(app, credentials, regions)
     if as_json:
         print_json(_refresh_json(result))
         return
@@ -273,10 +273,10 @@ def _refresh_json(result: RefreshResult) -> dict[str, Any]:
 @click.pass_context
 def refreshes(ctx: click.Context, as_json: bool) -> None:
     """Every stored refresh, newest first (the newest of each region is the one in use)."""
-    from automation.catalog_refresh import run
     from automation.cli.context import app_from
+    from automation.services import catalog_refresh
 
-    rows = run.history(app_from(ctx))
+    rows = catalog_refresh.history(app_from(ctx))
     if as_json:
         print_json([{**r, "fetchedAt": f"{r['fetchedAt']:%Y-%m-%dT%H:%M:%SZ}"} for r in rows])
         return

@@ -43,7 +43,7 @@ def _parse_duration(text: str) -> float:
 def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool,
            concurrency: int | None = None, per_credential: int | None = None) -> Any:
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.wiring import real_ports, simulated_ports
+    from automation.reconciler.wiring import real_ports
     from automation.settings import Settings
 
     limits = Settings.from_env(ctx.find_root().obj.get("home")).limits(concurrency,
@@ -61,6 +61,7 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
     app = app_from(ctx)
     world = None
     if simulate:
+        from automation.simulators.ports import simulated_ports
         from automation.simulators.world import SimWorld
 
         world = SimWorld(app.home / "sim")

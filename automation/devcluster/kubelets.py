@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from automation.catalog import Catalog, load_catalog
+from automation.catalog.store import Catalog, load_catalog
 from automation.clock import Clock
 from automation.devcluster.control_plane import KWOK_ANNOTATION
 from automation.errors import AnycloudError

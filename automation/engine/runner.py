@@ -1,7 +1,7 @@
 """The StackRunner protocol: what the reconciler and the CLI ask of any engine.
 
 Two implementations: ``pulumi_driver.AutomationRunner`` (the real engine through the
-Automation API) and ``mock_runner.MockEngineRunner`` (the same program under the SDK's mock
+Automation API) and ``mock.runner.MockEngineRunner`` (the same program under the SDK's mock
 engine with a simulated cloud). Nothing above this module knows which one it talks to.
 """
 

@@ -35,6 +35,6 @@ def make_runner(home: Path, requested: str | None = None, *, cloud: Any = None) 
         from automation.engine.pulumi_driver import AutomationRunner
 
         return AutomationRunner(home)
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
 
     return MockEngineRunner(home, cloud=cloud)

@@ -200,7 +200,7 @@ leases = sa.Table(
     _ts("expires_at", False),
 )
 
-# -- live catalog refresh (automation/catalog_refresh): a dated overlay over data/catalog.sqlite
+# -- live catalog refresh (automation/catalog/refresh): a dated overlay over data/catalog.sqlite
 
 catalog_refreshes = sa.Table(
     "catalog_refreshes",

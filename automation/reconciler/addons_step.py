@@ -65,7 +65,7 @@ from automation.services.context import App
 from automation.services.stacks import addons_target
 
 if TYPE_CHECKING:
-    from automation.mock_engine import ProgramRun
+    from automation.engine.mock.model import ProgramRun
 
 RUNTIME_CLASS_TYPE = "kubernetes:node.k8s.io/v1:RuntimeClass"
 DAEMONSET_TYPE = "kubernetes:apps/v1:DaemonSet"
@@ -125,7 +125,7 @@ def mock_evaluator(runner: object) -> Evaluate:
     evaluate = getattr(runner, "evaluate", None)
     if callable(evaluate):
         return evaluate  # type: ignore[no-any-return]
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
 
     home = getattr(runner, "home", None)
     return MockEngineRunner(home if isinstance(home, Path) else Path.home() / ".anycloud").evaluate

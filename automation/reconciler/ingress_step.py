@@ -39,7 +39,7 @@ from automation.reconciler.addons_step import mock_evaluator, refresh_and_up
 from automation.services.stacks import release_target
 
 if TYPE_CHECKING:
-    from automation.mock_engine import ProgramRun
+    from automation.engine.mock.model import ProgramRun
 
 HELMCHART_TYPE = "kubernetes:helm.cattle.io/v1:HelmChart"
 # What a check can ask ``install`` to do.

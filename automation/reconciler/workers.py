@@ -363,7 +363,7 @@ class RemoteCloud:
 
 def mock_runner(home: str, policy_config: dict[str, Any] | None = None,
                 cloud: Any = None) -> StackRunner:
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
 
     return MockEngineRunner(Path(home), cloud=cloud, policy_config=policy_config)
 
@@ -377,7 +377,7 @@ def pulumi_runner(home: str, environ: dict[str, str]) -> StackRunner:
 def spec_for(runner: Any, cloud_server: Callable[[Any], CloudServer]) -> RunnerSpec | None:
     """How a worker rebuilds ``runner``; None for a runner it cannot (a test double)."""
     kind = type(runner).__module__ + "." + type(runner).__qualname__
-    if kind == "automation.engine.mock_runner.MockEngineRunner":
+    if kind == "automation.engine.mock.runner.MockEngineRunner":
         return RunnerSpec("automation.reconciler.workers:mock_runner",
                           {"home": str(runner.home), "policy_config": runner.policy_config},
                           cloud_server(runner.cloud).address)

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from automation.catalog import Catalog, ListFilter
-from automation.catalog_refresh.model import RefreshError, Snapshot
-from automation.catalog_refresh.store import counts, write_snapshot
+from automation.catalog.refresh.model import RefreshError, Snapshot
+from automation.catalog.refresh.store import counts, write_snapshot
+from automation.catalog.store import Catalog, ListFilter
 from automation.errors import AnycloudError, InvalidInput
 from automation.models import Credential
 from automation.services.context import App
 
-FETCHERS = ("aws", "gcp", "azure")  # automation.catalog_refresh.<provider>.fetch
+FETCHERS = ("aws", "gcp", "azure")  # automation.catalog.refresh.<provider>.fetch
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def refresh(app: App, credentials: str, regions: tuple[str, ...] = ()) -> Refres
     if not chosen:
         raise InvalidInput("--region", None, f"no {cred.provider} region to refresh")
     try:
-        fetcher = importlib.import_module(f"automation.catalog_refresh.{cred.provider}")
+        fetcher = importlib.import_module(f"automation.catalog.refresh.{cred.provider}")
     except ModuleNotFoundError as exc:  # the cloud's SDK (or fetcher) is not installed
         raise RefreshFailed(f"catalog refresh stored nothing: cannot read {cred.provider}: "
                             f"{exc}") from exc
@@ -149,7 +149,7 @@ def refresh(app: App, credentials: str, regions: tuple[str, ...] = ()) -> Refres
 
 def history(app: App) -> list[dict[str, Any]]:
     """Every stored refresh, newest first (``anycloud catalog refreshes``)."""
-    from automation.catalog_refresh.overlay import sources_of, utc
+    from automation.catalog.overlay import sources_of, utc
 
     rows = app.ledger.query(
         "SELECT r.id, r.provider, c.name AS credential, r.regions, r.fetched_at, r.counts "

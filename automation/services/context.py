@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from automation.catalog import Catalog, load_catalog
+from automation.catalog.store import Catalog, load_catalog
 from automation.clock import Clock, SystemClock
 from automation.kube.probe import ClusterProbe, KubernetesProbe
 from automation.ledger.db import Ledger
@@ -24,6 +24,6 @@ class App:
     def catalog(self) -> Catalog:
         """The shipped catalog under the ledger's live refreshes (``catalog refresh``): one
         cheap query on first use of a region, nothing more when none was ever stored."""
-        from automation.catalog_refresh.overlay import LedgerOverlay
+        from automation.catalog.overlay import LedgerOverlay
 
         return load_catalog().with_overlay(LedgerOverlay(self.ledger))

@@ -112,7 +112,7 @@ def _refreshed(ledger: Ledger, keys: list[PriceKey],
     """Prices of the keys whose region a refresh read after the shipped data's date."""
     if not ledger.query(_ANY_REFRESH_SQL):
         return {}  # never refreshed: one cheap query, and no overlay code imported (~10 ms)
-    from automation.catalog_refresh.overlay import refreshed_prices
+    from automation.catalog.overlay import refreshed_prices
 
     out: dict[PriceKey, Price] = {}
     for key, (refresh, row) in refreshed_prices(ledger, keys).items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import (
     PolicyFinding,
     ProgressSink,

@@ -15,7 +15,7 @@ from automation.models import LIVE_POOL_STATES
 from automation.services.context import App
 
 if TYPE_CHECKING:
-    from automation.catalog import VmType
+    from automation.catalog.store import VmType
 
 DEFAULT_TOKEN_TTL_MINUTES = 30
 LIVE_ATTEMPTS = ("pending", "creating", "running")
@@ -89,7 +89,7 @@ def refreshed_type_policy(pool_id: str, provider: str, vm: VmType | None) -> dic
     """Policy config for a VM type only a live catalog refresh knows: the pack reads the
     shipped catalog, so it is told of the type (x86_64 only: arm64 stays refused) and of its
     GPUs. None when the shipped catalog has the type."""
-    from automation.catalog import load_catalog
+    from automation.catalog.store import load_catalog
     from policies import config as policy
 
     if vm is None or load_catalog().providers[provider].vm_type(vm.name) is not None:

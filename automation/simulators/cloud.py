@@ -1,8 +1,9 @@
 """A simulated cloud that plugs in under the mock engine and remembers what it bought.
 
-It answers the mock engine like ``mock_engine.SimulatedCloud`` (ids, addresses, invokes),
-and on top keeps the VMs: one per attempt tag, idempotent (a VM whose attempt already has
-one is looked up, not bought again — what importing by tag does after a crash), deleted with
+It answers the mock engine like ``automation.engine.mock.providers.MockProviders`` (ids,
+addresses, invokes), and on top keeps the VMs: one per attempt tag, idempotent (a VM whose
+attempt already has one is looked up, not bought again — what importing by tag does after a
+crash), deleted with
 a latency, persisted to a JSON file so that it survives a killed reconciler. Knobs inject
 provider errors, capacity errors, uncertain observations and VMs that never boot.
 """
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from automation.clock import Clock
-from automation.mock_engine import CloudFailure, SimulatedCloud
+from automation.engine.mock.model import CloudFailure
+from automation.engine.mock.providers import MockProviders
 
 if TYPE_CHECKING:
     from pulumi.runtime.mocks import MockResourceArgs
@@ -88,7 +90,7 @@ class Faults:
     uncertain: list[str] = field(default_factory=list)  # attempt ids whose lookup is unsure
 
 
-class CloudSimulator(SimulatedCloud):
+class CloudSimulator(MockProviders):
     def __init__(
         self,
         clock: Clock,

@@ -13,7 +13,7 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from automation.catalog import data_dir, load_catalog
+from automation.catalog.store import data_dir, load_catalog
 from automation.clock import ManualClock
 from automation.models import Cluster
 from automation.services.clusters import RegisterCluster, register_cluster

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from automation.catalog import data_dir
+from automation.catalog.store import data_dir
 from automation.clock import ManualClock
 from automation.kube.probe import ClusterFacts, ClusterUnreachable, KubeconfigTarget, sha256_hex
 from automation.ledger import open_ledger, schema

@@ -161,7 +161,7 @@ def test_unlock_of_a_service_pool_also_unlocks_its_ingress_release(  # type: ign
         run, monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlalchemy as sa
 
-    from automation.engine.mock_runner import MockEngineRunner
+    from automation.engine.mock.runner import MockEngineRunner
     from automation.ledger import open_ledger, schema
     from automation.settings import Settings
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from automation.catalog import CATALOG_FILE, data_dir, load_catalog
+from automation.catalog.store import CATALOG_FILE, data_dir, load_catalog
 from automation.clock import ManualClock
 from automation.errors import InvalidInput
 from automation.ledger import schema

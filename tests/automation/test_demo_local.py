@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from automation.catalog import load_catalog
+from automation.catalog.store import load_catalog
 from automation.clock import ManualClock
 from automation.devcluster.control_plane import ControlPlane
 from automation.devcluster.kubelets import Kubelets

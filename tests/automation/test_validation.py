@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from automation.catalog import load_catalog
+from automation.catalog.store import load_catalog
 from automation.errors import InvalidInput
 from automation.validation import (
     check_kubernetes_version,

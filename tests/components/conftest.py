@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from automation.mock_engine import ProgramRun, RegisteredResource, run_program
+from automation.engine.mock.model import ProgramRun, RegisteredResource
+from automation.engine.mock.program import run_program
 from stacks.config import (
     AttemptSpec,
     CloudCredentialRef,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from automation.mock_engine import run_program
+from automation.engine.mock.program import run_program
 from stacks.config import AttemptSpec
 from stacks.node_pool import build_program
 

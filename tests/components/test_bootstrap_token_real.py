@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from automation.devcluster.control_plane import ControlPlane, kubeconfig_document
+from automation.engine.mock.program import run_program
 from automation.kube.probe import sha256_hex
-from automation.mock_engine import run_program
 from stacks.config import AttemptSpec
 from stacks.node_pool import build_program
 from tests.automation.kube import objects

@@ -9,7 +9,8 @@ import pulumi
 import pytest
 import yaml
 
-from automation.mock_engine import ProgramRun, run_program
+from automation.engine.mock.model import ProgramRun
+from automation.engine.mock.program import run_program
 from components.nvidia import NvidiaAddons
 from components.pins import DevicePluginPin
 from stacks.cluster_addons import build_program

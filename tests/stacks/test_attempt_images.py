@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.model import ProgramRun
+from automation.engine.mock.program import run_program
+from automation.engine.mock.providers import MockProviders, image_key
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import StackKind, StackTarget
-from automation.mock_engine import ProgramRun, SimulatedCloud, image_key, run_program
 from components.pins import GcpImage
 from stacks import node_pool
 from stacks.config import AttemptSpec, NodePoolStackConfig
@@ -38,8 +40,8 @@ def with_attempts(config: NodePoolStackConfig, *attempts: AttemptSpec) -> NodePo
     return config.model_copy(update={"attempts": attempts})
 
 
-def run(config: NodePoolStackConfig, cloud: SimulatedCloud | None = None) -> ProgramRun:
-    return run_program(node_pool.build_program(config), cloud=cloud or SimulatedCloud())
+def run(config: NodePoolStackConfig, cloud: MockProviders | None = None) -> ProgramRun:
+    return run_program(node_pool.build_program(config), cloud=cloud or MockProviders())
 
 
 def vm_for(run_: ProgramRun, provider: str, attempt_id: str) -> Any:
@@ -67,7 +69,7 @@ def recorded(attempt_id: str, provider: str) -> AttemptSpec:
 def test_new_attempts_take_the_newest_image_and_export_it(
     config_for: Any, provider: str
 ) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     newer = cloud.publish_image(provider, "cpu")
     result = run(with_attempts(config_for(provider), new("at-a"), new("at-b")), cloud)
     exported = {a: out["image"] for a, out in result.outputs["attempts"].items()}
@@ -89,7 +91,7 @@ def test_new_attempts_take_the_newest_image_and_export_it(
 def test_recorded_attempts_keep_their_image_and_look_nothing_up(
     config_for: Any, provider: str
 ) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     cloud.publish_image(provider, "cpu")
     result = run(with_attempts(config_for(provider), recorded("at-a", provider)), cloud)
     assert result.outputs["attempts"]["at-a"]["image"] == RECORDED[provider]
@@ -104,12 +106,12 @@ def test_recorded_attempts_keep_their_image_and_look_nothing_up(
 
 @pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
 def test_a_newer_image_reaches_the_new_attempt_only(config_for: Any, provider: str) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     config = with_attempts(config_for(provider), recorded("at-a", provider), new("at-b"))
     # Each run plans at-b's VM anew (a cloud that shares the published images only).
-    before = run(config, SimulatedCloud(images=cloud.images))
+    before = run(config, MockProviders(images=cloud.images))
     newer = cloud.publish_image(provider, "cpu")
-    after = run(config, SimulatedCloud(images=cloud.images))
+    after = run(config, MockProviders(images=cloud.images))
     # The recorded attempt's VM is registered exactly as before: no diff, no replacement.
     old_before, old_after = vm_for(before, provider, "at-a"), vm_for(after, provider, "at-a")
     assert old_after.inputs == old_before.inputs
@@ -123,7 +125,7 @@ def test_a_newer_image_reaches_the_new_attempt_only(config_for: Any, provider: s
 
 
 def test_gpu_pools_look_the_gpu_image_up(config_for: Any) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     config = config_for("gcp").model_copy(update={"gpu_count": 1, "vm_type": "g2-standard-4"})
     result = run(config, cloud)
     (lookup,) = [i for i in result.invokes if i["token"] == LOOKUP["gcp"]]
@@ -137,12 +139,12 @@ def test_gpu_pools_look_the_gpu_image_up(config_for: Any) -> None:
 
 
 def test_simulated_cloud_answers_lookups_with_the_newest_published_image() -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     aws_key = image_key(PINS.images.aws_cpu)
     first = cloud.newest_image(aws_key)
     assert first["id"].startswith("ami-") and "*" not in first["name"]
     assert cloud.newest_image(aws_key) == first  # deterministic until something is published
-    assert SimulatedCloud().newest_image(aws_key) == first
+    assert MockProviders().newest_image(aws_key) == first
     second = cloud.publish_image("aws", "cpu", "ami-0second")
     third = cloud.publish_image("aws", "cpu")
     assert second == "ami-0second" and third not in (first["id"], second)
@@ -163,7 +165,7 @@ def test_getami_and_getimage_results_match_the_providers_shape() -> None:
     import pulumi_aws as aws
     import pulumi_gcp as gcp
 
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     ami = cloud.publish_image("aws", "cpu", "ami-0newest")
     link = cloud.publish_image("gcp", "cpu")
     seen: dict[str, Any] = {}
@@ -185,7 +187,7 @@ def test_getami_and_getimage_results_match_the_providers_shape() -> None:
 
 
 def test_azure_vms_report_the_version_latest_resolved_to_when_created(config_for: Any) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     config = with_attempts(config_for("azure"), new("at-a"))
     first = run(config, cloud)
     before = first.outputs["attempts"]["at-a"]["image"]
@@ -200,7 +202,7 @@ def test_azure_vms_report_the_version_latest_resolved_to_when_created(config_for
 def test_preview_sees_the_images_the_runners_cloud_published(
     config_for: Any, tmp_path: Path
 ) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     runner = MockEngineRunner(tmp_path, cloud)
     target = StackTarget(kind=StackKind.NODE_POOL, key="np-1",
                          config=with_attempts(config_for("aws"), new("at-a")))

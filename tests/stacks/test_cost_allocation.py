@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from automation.mock_engine import run_program
+from automation.engine.mock.program import run_program
 from policies import check_resources
 from policies import config as cfg
 from policies.cost_allocation import BILLABLE

@@ -1,4 +1,4 @@
-"""automation.mock_engine: plain-data runs, repeatable, pluggable cloud, secrets masked."""
+"""automation.engine.mock.program: plain-data runs, repeatable, pluggable cloud, secrets masked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from automation.mock_engine import SECRET, CloudFailure, SimulatedCloud, run_program
+from automation.engine.mock.model import SECRET, CloudFailure
+from automation.engine.mock.program import run_program
+from automation.engine.mock.providers import MockProviders
 from stacks import node_pool
 
 
@@ -38,7 +40,7 @@ def test_inputs_use_wire_names_and_children_record_their_parent(config_for: Any)
 
 
 def test_cloud_failure_is_raised(config_for: Any) -> None:
-    cloud = SimulatedCloud(fail=lambda typ, name: typ == "aws:ec2/instance:Instance")
+    cloud = MockProviders(fail=lambda typ, name: typ == "aws:ec2/instance:Instance")
     with pytest.raises(Exception) as err:
         run_program(node_pool.build_program(config_for("aws")), cloud=cloud)
     assert "simulated failure" in str(err.value) or isinstance(err.value, CloudFailure)
@@ -47,7 +49,7 @@ def test_cloud_failure_is_raised(config_for: Any) -> None:
 
 
 def test_pluggable_cloud_answers_invokes_and_assigns_addresses() -> None:
-    class Cloud(SimulatedCloud):
+    class Cloud(MockProviders):
         def call(self, args: Any) -> dict[str, Any]:
             if args.token == "aws:ec2/getAmi:getAmi":
                 return {"id": "ami-pinned", "architecture": "x86_64"}
@@ -85,7 +87,7 @@ def test_program_errors_propagate_and_do_not_poison_the_next_run() -> None:
 
 
 def test_azure_public_ip_lookup_answers_with_the_vms_address(config_for: Any) -> None:
-    cloud = SimulatedCloud()
+    cloud = MockProviders()
     run = run_program(node_pool.build_program(config_for("azure")), cloud=cloud)
     for vm in run.of_type("azure-native:compute:VirtualMachine"):
         attempt = vm.inputs["vmName"].removeprefix("anycloud-")

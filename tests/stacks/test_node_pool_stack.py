@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from automation.mock_engine import SECRET, run_program
+from automation.engine.mock.model import SECRET
+from automation.engine.mock.program import run_program
 from stacks import node_pool
 from stacks.config import CloudCredentialRef
 

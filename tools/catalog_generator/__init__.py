@@ -1,2 +1,2 @@
 """The VM catalog generator: public data in, ``data/catalog.sqlite`` out
-(``python -m tools.catalog.generate [--check]``)."""
+(``python -m tools.catalog_generator.generate [--check]``)."""

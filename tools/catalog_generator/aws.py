@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 # The families kept and why others are left out: one copy, shared with the live refresh.
-from automation.catalog_refresh.aws_families import arch as spec_arch
-from automation.catalog_refresh.aws_families import classify
-from tools.catalog.rows import Collected, Offering, OtherType, Region, Source, VmType
-from tools.catalog.wheels import Wheel, pins
+from automation.catalog.refresh.aws_families import arch as spec_arch
+from automation.catalog.refresh.aws_families import classify
+from tools.catalog_generator.rows import Collected, Offering, OtherType, Region, Source, VmType
+from tools.catalog_generator.wheels import Wheel, pins
 
 TYPES_MEMBER = "moto/ec2/resources/instance_types.json.gz"
 OFFERINGS_PREFIX = "moto/ec2/resources/instance_type_offerings/availability-zone/"

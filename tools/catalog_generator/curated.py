@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tools.catalog.rows import Collected, Offering, Provider, Region, Source, VmType
+from tools.catalog_generator.rows import Collected, Offering, Provider, Region, Source, VmType
 
 CURATED = Path(__file__).with_name("curated.toml")
 

@@ -1,8 +1,8 @@
 """Build ``data/catalog.sqlite`` from the pinned public data, or check the committed one.
 
-    python -m tools.catalog.generate            # write data/catalog.sqlite
-    python -m tools.catalog.generate --check    # regenerate into a temp dir, compare, exit 1
-                                                # naming the first difference
+    python -m tools.catalog_generator.generate          # write data/catalog.sqlite
+    python -m tools.catalog_generator.generate --check  # regenerate into a temp dir, compare,
+                                                        # exit 1 naming the first difference
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.catalog import aws, curated, long_csv
-from tools.catalog.rows import Collected, Source
-from tools.catalog.store import logical, write
+from tools.catalog_generator import aws, curated, long_csv
+from tools.catalog_generator.rows import Collected, Source
+from tools.catalog_generator.store import logical, write
 
 OUTPUT = Path(__file__).resolve().parents[2] / "data" / "catalog.sqlite"
 
@@ -58,7 +58,7 @@ def first_difference(committed: Path, fresh: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.catalog.generate",
+    parser = argparse.ArgumentParser(prog="python -m tools.catalog_generator.generate",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="fail if the committed catalog differs from a fresh build")
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.output.stat().st_size:,} bytes")
         return 0
     if not args.output.exists():
-        print(f"{args.output}: missing; run python -m tools.catalog.generate", file=sys.stderr)
+        print(f"{args.output}: missing; run python -m tools.catalog_generator.generate",
+              file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "catalog.sqlite"
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         diff = first_difference(args.output, fresh)
     if diff:
         print(f"{args.output} is not what the generator builds: {diff}\n"
-              "run python -m tools.catalog.generate and commit the result", file=sys.stderr)
+              "run python -m tools.catalog_generator.generate and commit the result",
+              file=sys.stderr)
         return 1
     print(f"{args.output}: up to date")
     return 0

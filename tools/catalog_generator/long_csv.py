@@ -7,10 +7,10 @@ import gzip
 import re
 from pathlib import Path
 
-# One copy of the family rules: the live refresh (automation.catalog_refresh) uses them too.
-from automation.catalog_refresh.azure import azure_family
-from automation.catalog_refresh.gcp import gcp_family
-from tools.catalog.rows import Collected, Offering, Region, Source, VmType
+# One copy of the family rules: the live refresh (automation.catalog.refresh) uses them too.
+from automation.catalog.refresh.azure import azure_family
+from automation.catalog.refresh.gcp import gcp_family
+from tools.catalog_generator.rows import Collected, Offering, Region, Source, VmType
 
 SOURCES = Path(__file__).with_name("sources")
 _FRACTION = re.compile(r"\d+\.\d*[1-9]")

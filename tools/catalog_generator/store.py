@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tools.catalog.rows import Collected
+from tools.catalog_generator.rows import Collected
 
 FORMAT = "1"
 

@@ -15,8 +15,8 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from automation.catalog_refresh.aws_families import arch, classify
-from automation.catalog_refresh.model import (
+from automation.catalog.refresh.aws_families import arch, classify
+from automation.catalog.refresh.model import (
     FetchedOffering,
     FetchedType,
     RefreshError,

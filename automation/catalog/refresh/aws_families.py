@@ -1,6 +1,6 @@
 """Which EC2 types the catalog keeps: general-purpose, compute-optimised and whole NVIDIA GPUs.
 
-One copy, shared by the catalog generator (``tools/catalog/aws.py``, over moto's recorded
+One copy, shared by the catalog generator (``tools/catalog_generator/aws.py``, over moto's recorded
 DescribeInstanceTypes answer) and the live refresh (``catalog_refresh.aws``, over the real
 one): both read the same ``InstanceTypeInfo`` shape, so a type is in or out for one reason.
 """

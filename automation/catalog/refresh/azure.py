@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-from automation.catalog_refresh.http import JsonHttp, Transport, next_link, with_query
-from automation.catalog_refresh.model import (
+from automation.catalog.refresh.http import JsonHttp, Transport, next_link, with_query
+from automation.catalog.refresh.model import (
     Family,
     FetchedOffering,
     FetchedType,
@@ -36,7 +36,7 @@ CLIENT_SECRET_ENV = "AZURE_CLIENT_SECRET"  # the same variable the stacks read
 SOURCES = (f"azure compute:resourceSkus.list (api-version {SKUS_API_VERSION})",
            "azure retail prices:prices.azure.com/api/retail/prices")
 
-# The catalog's series (tools/catalog/sources): general-purpose A, B, D (DC, DS),
+# The catalog's series (tools/catalog_generator/sources): general-purpose A, B, D (DC, DS),
 # compute-optimised F (FX) and NVIDIA GPU NC, ND, NV. Memory (E, M), storage (L) and HPC (H)
 # sizes are left out.
 SERIES = frozenset({"A", "B", "D", "DC", "DS", "F", "FX", "NC", "ND", "NV"})
@@ -61,7 +61,7 @@ _A10_PARTITIONS = re.compile(r"^Standard_NV(\d+)ad[m]?s_A10_v5$")
 
 
 def azure_family(name: str, gpus: int) -> str:
-    """The catalog family of an Azure size (also used by tools/catalog/long_csv.py)."""
+    """The catalog family of an Azure size (also used by tools/catalog_generator/long_csv.py)."""
     if gpus:
         return "gpu"
     return "compute-optimised" if re.match(r"Standard_F", name) else "general-purpose"

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from automation.catalog_refresh import gcp_auth
-from automation.catalog_refresh.http import JsonHttp, Transport, page_token_link, with_query
-from automation.catalog_refresh.model import (
+from automation.catalog.refresh import gcp_auth
+from automation.catalog.refresh.http import JsonHttp, Transport, page_token_link, with_query
+from automation.catalog.refresh.model import (
     Family,
     FetchedOffering,
     FetchedType,
@@ -36,8 +36,8 @@ SOURCES = ("gcp compute:machineTypes.aggregatedList",
            f"gcp cloudbilling:services/{COMPUTE_ENGINE_SERVICE}/skus")
 
 # The catalog's families (general-purpose, compute-optimised, accelerator-optimised with
-# NVIDIA GPUs), as in tools/catalog/sources: memory-optimised (m*, x4), storage (z3) and TPU
-# hosts (ct*) are left out.
+# NVIDIA GPUs), as in tools/catalog_generator/sources: memory-optimised (m*, x4), storage (z3)
+# and TPU hosts (ct*) are left out.
 FAMILIES = frozenset({
     "a2", "a3", "a4", "a4x", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "c4n", "e2", "f1",
     "g1", "g2", "g4", "h3", "n1", "n2", "n2d", "n4", "n4a", "n4d", "t2a", "t2d",
@@ -64,7 +64,7 @@ ACCELERATORS = {
 
 
 def gcp_family(name: str, gpus: int) -> str:
-    """The catalog family of a GCP type (also used by tools/catalog/long_csv.py)."""
+    """The catalog family of a GCP type (also used by tools/catalog_generator/long_csv.py)."""
     if gpus:
         return "gpu"
     return "compute-optimised" if re.match(r"(c\d|h\d)", name) else "general-purpose"

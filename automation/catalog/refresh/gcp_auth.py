@@ -17,8 +17,8 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from automation.catalog_refresh.http import JsonHttp
-from automation.catalog_refresh.model import RefreshError
+from automation.catalog.refresh.http import JsonHttp
+from automation.catalog.refresh.model import RefreshError
 
 SCOPES = (
     "https://www.googleapis.com/auth/compute.readonly",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from automation.catalog_refresh.model import RefreshError
+from automation.catalog.refresh.model import RefreshError
 
 TIMEOUT_SECONDS = 60.0
 MAX_PAGES = 500  # a few hundred pages is already every SKU of a cloud; more means a loop

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from automation.catalog import VmType
+from automation.catalog.store import VmType
 from automation.models import Credential
 
 Family = Literal["general-purpose", "compute-optimised", "gpu"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from automation import ids
-from automation.catalog_refresh.model import Snapshot
+from automation.catalog.refresh.model import Snapshot
 from automation.ledger.db import Ledger
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from automation.catalog import ListFilter, load_catalog
-from tools.catalog import generate, wheels
+from automation.catalog.store import ListFilter, load_catalog
+from tools.catalog_generator import generate, wheels
 
 CATALOG = load_catalog()
 

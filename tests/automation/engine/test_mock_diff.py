@@ -12,15 +12,11 @@ import pulumi
 import pytest
 
 from automation.engine.errors import EngineFailed
-from automation.engine.mock_runner import (
-    MockEngineRunner,
-    covers,
-    decide,
-    format_path,
-    parse_path,
-)
+from automation.engine.mock.diff import covers, decide, format_path, parse_path
+from automation.engine.mock.model import UNKNOWN
+from automation.engine.mock.providers import MockProviders
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import ProgressEvent, StackKind, StackTarget
-from automation.mock_engine import UNKNOWN, SimulatedCloud
 from stacks.config import AttemptSpec
 from tests.automation.engine.test_pulumi_driver import pool_target
 
@@ -43,7 +39,7 @@ def ops_of(events: list[ProgressEvent], name: str) -> list[str]:
 
 @pytest.fixture
 def runner(tmp_path: Path) -> MockEngineRunner:
-    return MockEngineRunner(tmp_path, SimulatedCloud())
+    return MockEngineRunner(tmp_path, MockProviders())
 
 
 # -- property paths -----------------------------------------------------------------------
@@ -273,7 +269,7 @@ def test_preview_after_up_knows_the_recorded_ids(runner: MockEngineRunner) -> No
 
 
 def _deployment(runner: MockEngineRunner, target: StackTarget) -> Any:
-    from automation.engine.mock_runner import _Deployment
+    from automation.engine.mock.runner import _Deployment
 
     return _Deployment(runner, runner.load_state(target), execute=False)
 

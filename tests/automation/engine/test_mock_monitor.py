@@ -22,11 +22,13 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, MockSettings
 from pulumi.runtime.proto import resource_pb2
 
-from automation.engine import mock_runner
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock import diff
+from automation.engine.mock.model import PendingResource, ProgramRun, Step
+from automation.engine.mock.monitor import LeanMonitor
+from automation.engine.mock.program import run_program
+from automation.engine.mock.providers import MockProviders
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import StackKind, StackTarget
-from automation.mock_engine import PendingResource, ProgramRun, SimulatedCloud, Step, run_program
-from automation.mock_monitor import LeanMonitor
 from stacks.config import AttemptSpec, CloudCredentialRef, ClusterRef, NodePoolStackConfig
 from stacks.node_pool import build_program
 
@@ -95,8 +97,8 @@ def test_property_digests_are_constant_per_resource(
     """A preview against recorded state digests each resource's properties once per
     diff: the count grows by the same amount for every VM."""
     calls = Counter[str]()
-    leaf_digest = mock_runner._leaf_digest
-    flatten = mock_runner.flatten
+    leaf_digest = diff.leaf_digest
+    flatten = diff.flatten
 
     def counting_digest(salt: str, value: Any) -> str:
         calls["digest"] += 1
@@ -106,8 +108,8 @@ def test_property_digests_are_constant_per_resource(
         calls["flatten"] += 1
         return flatten(value, prefix)
 
-    monkeypatch.setattr(mock_runner, "_leaf_digest", counting_digest)
-    monkeypatch.setattr(mock_runner, "flatten", counting_flatten)
+    monkeypatch.setattr(diff, "leaf_digest", counting_digest)
+    monkeypatch.setattr(diff, "flatten", counting_flatten)
     counts: dict[str, dict[int, int]] = {"digest": {}, "flatten": {}}
     for n in (2, 3, 12):
         runner = MockEngineRunner(tmp_path / f"home-{n}")
@@ -133,7 +135,7 @@ def test_no_collection_and_no_thread_hand_off_during_a_run() -> None:
         if phase == "start":
             events.append("gc")
 
-    class RecordingCloud(SimulatedCloud):
+    class RecordingCloud(MockProviders):
         def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
             events.append("rpc")
             threads.add(threading.get_ident())

@@ -9,7 +9,7 @@ import pytest
 
 from automation.clock import ManualClock
 from automation.engine.errors import EngineFailed
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import ProgressEvent, StackTarget
 from automation.simulators.cloud import CloudSimulator
 from stacks.config import AttemptSpec

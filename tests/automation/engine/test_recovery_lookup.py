@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from automation.clock import ManualClock
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.program import run_program
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.recovery import (
     Answer,
     PendingCreate,
@@ -26,7 +27,6 @@ from automation.engine.recovery import (
     vm_lookup_program,
 )
 from automation.engine.runner import StackTarget
-from automation.mock_engine import run_program
 from automation.simulators.cloud import CloudSimulator
 from automation.simulators.vm_lookup import VmLookupAnswers
 from stacks.providers import cloud_provider

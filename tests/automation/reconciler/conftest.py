@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.runner import MockEngineRunner
 from automation.reconciler.reconcile import Ports, Reconciler
 from automation.services import credentials, node_pools
 from automation.services.context import App

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
 from automation.engine.errors import EngineFailed
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import ProgressSink, RunResult, StackKind, StackTarget
 from automation.kube.port import (
     ADDON_KINDS,

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from automation.engine.errors import EngineFailed, StackLocked
-from automation.engine.mock_runner import MockEngineRunner
+from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import RunResult, StackTarget
 from automation.errors import InvalidInput
 from automation.ledger import open_ledger, schema
@@ -431,7 +431,7 @@ def test_concurrent_passes_end_where_serial_passes_do(tmp_path: Path) -> None:
         root = tmp_path / ("serial" if limits is None else "concurrent")
         root.mkdir()
         app, world = _world(root)
-        from automation.reconciler.wiring import simulated_ports
+        from automation.simulators.ports import simulated_ports
 
         reconciler = Reconciler(app, simulated_ports(app, world), limits=limits)
         try:

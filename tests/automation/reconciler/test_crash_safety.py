@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from automation.ledger import open_ledger, schema
 from automation.reconciler.reconcile import Reconciler
-from automation.reconciler.wiring import simulated_ports
 from automation.services import credentials, node_pools
 from automation.services.context import App
+from automation.simulators.ports import simulated_ports
 from automation.simulators.world import SimWorld, register_simulated_cluster
 
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))

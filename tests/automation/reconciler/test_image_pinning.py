@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from automation.engine.mock_runner import MockEngineRunner
-from automation.mock_engine import RegisteredResource, image_key
+from automation.engine.mock.model import RegisteredResource
+from automation.engine.mock.providers import image_key
+from automation.engine.mock.runner import MockEngineRunner
 from automation.services import credentials
 from automation.services.rollout import plan_pool
 from automation.services.stacks import pool_target

@@ -23,9 +23,9 @@ from automation.ledger import schema
 from automation.models import WorkloadKind
 from automation.reconciler import decide as d
 from automation.reconciler.reconcile import Reconciler
-from automation.reconciler.wiring import simulated_ports
 from automation.services import node_pools, pool_status, workloads
 from automation.services.stacks import pool_target
+from automation.simulators.ports import simulated_ports
 from tests.automation.reconciler.conftest import Rig
 
 M = timedelta(minutes=1)
@@ -593,9 +593,9 @@ def test_real_release_created_by_a_pass_and_deleted_with_the_pool(
     engine over the simulated cloud, the cluster real, the release on the real engine."""
     from automation.kube.probe import KubernetesProbe
     from automation.ledger import open_ledger
-    from automation.reconciler.wiring import local_ports
     from automation.services import clusters, credentials
     from automation.services.context import App
+    from automation.simulators.ports import local_ports
     from automation.simulators.world import SimWorld
     from tests.automation.kube import objects
 

@@ -250,7 +250,7 @@ def test_a_foreign_addon_fails_the_gpu_pool_but_never_blocks_replacing_its_vms(
     """Seed: an add-on failure never blocks releasing or replacing the pool's existing VMs;
     and once the foreign object is gone, the next check clears the failure."""
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.wiring import simulated_ports
+    from automation.simulators.ports import simulated_ports
 
     reconciler = Reconciler(rig.app, simulated_ports(rig.app, rig.world))
     rig.world.cluster.default_behaviour = NodeBehaviour(ready_after=None)  # NotReady forever

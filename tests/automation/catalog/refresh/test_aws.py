@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from automation.catalog_refresh import aws, aws_families
-from automation.catalog_refresh.model import RefreshError
+from automation.catalog.refresh import aws, aws_families
+from automation.catalog.refresh.model import RefreshError
 from automation.models import Credential
-from tests.automation.catalog_refresh.aws_servers import (
+from tests.automation.catalog.refresh.aws_servers import (
     PRICES,
     PROFILE_KEY,
     RECORDED,
@@ -140,7 +140,7 @@ def test_an_unknown_profile_is_a_refresh_error(env: PricingServer) -> None:
 
 
 def test_the_generator_and_the_refresh_share_one_classification() -> None:
-    from tools.catalog import aws as generator
+    from tools.catalog_generator import aws as generator
 
     assert generator.classify is aws_families.classify
     assert generator.spec_arch is aws_families.arch

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from automation.catalog_refresh import azure
-from automation.catalog_refresh.http import Replay, Response, TransportError
-from automation.catalog_refresh.model import RefreshError
+from automation.catalog.refresh import azure
+from automation.catalog.refresh.http import Replay, Response, TransportError
+from automation.catalog.refresh.model import RefreshError
 from automation.models import Credential
 
 RECORDED = Path(__file__).with_name("recorded")
@@ -247,7 +247,7 @@ def test_two_different_linux_prices_for_one_size_give_no_price():
 
 
 def _shipped_rows() -> list[dict[str, str]]:
-    from tools.catalog import long_csv
+    from tools.catalog_generator import long_csv
 
     with gzip.open(long_csv.SOURCES / "azure-2026-05.csv.gz", "rt") as fh:
         return list(csv.DictReader(fh))
@@ -286,7 +286,7 @@ def test_a10_partitions_are_left_out_and_whole_a10s_kept():
 
 
 def test_the_family_rule_is_shared_with_the_catalog_generator():
-    from tools.catalog import long_csv
+    from tools.catalog_generator import long_csv
 
     assert long_csv.azure_family is azure.azure_family
     assert azure.azure_family("Standard_F4s_v2", 0) == "compute-optimised"

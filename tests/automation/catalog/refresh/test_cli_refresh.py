@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from automation.catalog import load_catalog
-from automation.catalog_refresh import run as refresh_run
+from automation.catalog.store import load_catalog
 from automation.ledger import schema
+from automation.services import catalog_refresh as refresh_run
 from automation.services.context import App
-from tests.automation.catalog_refresh.aws_servers import (
+from tests.automation.catalog.refresh.aws_servers import (
     PricingServer,
     aws_env,
     moto_server,
@@ -145,13 +145,13 @@ def test_other_clouds_dispatch_to_their_fetcher(app: App, run: Any,
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 provider: str, region: str,
                                                 vm_type: str) -> None:
-    """The command calls automation.catalog_refresh.<cloud>.fetch (their own tests run them
+    """The command calls automation.catalog.refresh.<cloud>.fetch (their own tests run them
     against recorded answers; here the fetcher is replaced to check the wiring only)."""
     import importlib
 
-    from automation.catalog_refresh.model import FetchedOffering, FetchedType, Snapshot
+    from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
 
-    module = importlib.import_module(f"automation.catalog_refresh.{provider}")
+    module = importlib.import_module(f"automation.catalog.refresh.{provider}")
     asked: list[tuple[str, tuple[str, ...]]] = []
 
     def fetch(cred: Any, regions: tuple[str, ...], now: datetime) -> Snapshot:

@@ -21,9 +21,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from automation.catalog_refresh import gcp, gcp_auth
-from automation.catalog_refresh.http import Replay, Response, TransportError, with_query
-from automation.catalog_refresh.model import RefreshError
+from automation.catalog.refresh import gcp, gcp_auth
+from automation.catalog.refresh.http import Replay, Response, TransportError, with_query
+from automation.catalog.refresh.model import RefreshError
 from automation.models import Credential
 
 RECORDED = Path(__file__).with_name("recorded")
@@ -42,7 +42,7 @@ def _recorded(name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def libcloud_page() -> bytes:
-    from tools.catalog.wheels import Wheel, pins
+    from tools.catalog_generator.wheels import Wheel, pins
 
     try:
         wheel = Wheel(pins()["apache-libcloud"])
@@ -314,7 +314,7 @@ def test_the_families_cover_every_family_of_the_shipped_gcp_source():
     import csv
     import gzip
 
-    from tools.catalog import long_csv
+    from tools.catalog_generator import long_csv
 
     with gzip.open(long_csv.SOURCES / "gcp-2026-07.csv.gz", "rt") as fh:
         families = {row["name"].split("-")[0] for row in csv.DictReader(fh)}

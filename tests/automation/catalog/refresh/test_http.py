@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from automation.catalog_refresh.http import (
+from automation.catalog.refresh.http import (
     JsonHttp,
     Replay,
     Request,
@@ -24,7 +24,7 @@ from automation.catalog_refresh.http import (
     urllib_transport,
     with_query,
 )
-from automation.catalog_refresh.model import RefreshError
+from automation.catalog.refresh.model import RefreshError
 
 URL = "https://api.example.test/v1/things"
 

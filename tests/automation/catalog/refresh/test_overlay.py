@@ -10,10 +10,10 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from automation.catalog import ListFilter, load_catalog
-from automation.catalog_refresh import store
-from automation.catalog_refresh.model import FetchedOffering, FetchedType, Snapshot
-from automation.catalog_refresh.overlay import LedgerOverlay, coverage
+from automation.catalog.overlay import LedgerOverlay, coverage
+from automation.catalog.refresh import store
+from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
+from automation.catalog.store import ListFilter, load_catalog
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services import credentials

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from automation.catalog import VmType
-from automation.catalog_refresh import store
-from automation.catalog_refresh.model import FetchedOffering, FetchedType, Snapshot
-from automation.engine.mock_runner import MockEngineRunner
+from automation.catalog.refresh import store
+from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
+from automation.catalog.store import VmType
+from automation.engine.mock.runner import MockEngineRunner
 from automation.services.context import App
 from automation.services.node_pools import CreateNodePool, create_node_pool
 from automation.services.rollout import check_pool_policy
@@ -107,7 +107,7 @@ def s_vm() -> dict[str, object]:
 
 def test_a_serving_reconciler_sees_a_refresh_from_its_next_pass(tmp_path: Path) -> None:
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.wiring import simulated_ports
+    from automation.simulators.ports import simulated_ports
     from automation.simulators.world import simulated_app
 
     app, world = simulated_app(tmp_path)

@@ -1,0 +1,137 @@
+"""The mock engine's plain data: a resource as registered, a program run, the step the
+engine takes with a resource, and what it asks of a cloud (``Cloud``, ``Planner``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
+
+
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+
+class Cloud(Protocol):
+    """What the mock engine asks of a (simulated) cloud.
+
+    Optionally also ``check(args) -> dict``: the input properties the provider fills in
+    before anything exists (autonames), echoed as outputs even in a preview. ``args.step``
+    (a ``Step`` or None) says what the engine is doing with the resource.
+    """
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        """Return the physical id and the *extra* output properties (wire names)."""
+        ...
+
+    def call(self, args: MockCallArgs) -> dict[str, Any]:
+        """Answer a provider function (invoke); return its result under wire names."""
+        ...
+
+
+class CloudFailure(Exception):
+    """Raised by a simulated cloud to make one resource's creation fail."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the engine does with one resource in this run."""
+
+    op: str  # create | update | replace | same
+    old_id: str | None = None  # the recorded id (update, replace, same)
+    delete_before_replace: bool = False
+
+
+@dataclass(frozen=True)
+class PendingResource:
+    """A resource as the program registers it, before the cloud answers: what a planner
+    decides on. ``inputs`` are plain (secrets readable), unknown values ``"[unknown]"``."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+
+
+class Planner(Protocol):
+    def decide(self, resource: PendingResource) -> Step:
+        """The step for ``resource``; raise ``CloudFailure`` to fail it."""
+        ...
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    id: str | None
+    parent: str | None
+    provider: str | None
+    inputs: dict[str, Any]
+    secret_inputs: tuple[str, ...]
+    outputs: dict[str, Any]
+    secret_outputs: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "custom": self.custom,
+            "id": self.id,
+            "parent": self.parent,
+            "provider": self.provider,
+            "inputs": self.inputs,
+            "secretInputs": list(self.secret_inputs),
+            "outputs": self.outputs,
+            "secretOutputs": list(self.secret_outputs),
+            "options": self.options,
+        }
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    resources: tuple[RegisteredResource, ...]
+    outputs: dict[str, Any]
+    secret_outputs: tuple[str, ...]
+    stack_urn: str
+    invokes: tuple[dict[str, Any], ...] = ()
+    # Resource-monitor RPCs the program sent, per method: the engine's work for the run.
+    rpcs: dict[str, int] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> RegisteredResource:
+        found = self.of_type(type_)
+        if len(found) != 1:
+            raise LookupError(f"expected one {type_}, found {len(found)}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> RegisteredResource:
+        for r in self.resources:
+            if r.urn == urn:
+                return r
+        raise LookupError(urn)
+
+    def children_of(self, urn: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.parent == urn]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack_urn,
+            "resources": [r.to_dict() for r in self.resources],
+            "outputs": self.outputs,
+            "secretOutputs": list(self.secret_outputs),
+            "invokes": list(self.invokes),
+        }
+
+
