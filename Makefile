@@ -25,6 +25,7 @@ demo: setup
 
 test: setup tools
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m tools.catalog_generator.generate --check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
@@ -35,6 +36,7 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
 # The type check for the edit loop: the same rules as `make lint`, but with trimmed stubs of

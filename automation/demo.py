@@ -26,12 +26,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from automation.app import App
 from automation.catalog.store import data_dir
 from automation.errors import AnycloudError
 from automation.models import Cluster, WorkloadKind
 from automation.reconciler.reconcile import Ports, Reconciler
 from automation.services import credentials, node_pools, pool_status, workloads
-from automation.services.context import App
 from automation.simulators.ports import local_ports, simulated_ports
 from automation.simulators.world import SIM_SERVER, SimWorld, register_simulated_cluster
 

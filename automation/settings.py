@@ -1,4 +1,4 @@
-"""Where anycloud keeps its state.
+"""Where anycloud keeps its state, and how many stack operations a reconcile pass may run.
 
 Read straight from the environment: this runs on every command, and pydantic-settings
 costs ~150 ms to import, half the start-up budget of ``node-pool list``.
@@ -9,10 +9,32 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from automation.reconciler.workers import Limits
+from automation.errors import InvalidInput
+
+DEFAULT_PER_CREDENTIAL = 4
+# Memory, not CPU, bounds it: each operation in flight is a worker process (and, with the
+# Pulumi engine, a CLI and provider plugins): ~0.2-0.5 GB each, ~4 GB at 8. Operations wait
+# on the cloud most of the time, so more of them than cores is the point.
+DEFAULT_OVERALL = 8
+
+
+@dataclass(frozen=True)
+class Limits:
+    per_credential: int = DEFAULT_PER_CREDENTIAL
+    overall: int = DEFAULT_OVERALL
+    # Where the two numbers came from, for error messages (a CLI option or a variable).
+    fields: tuple[str, str] = ("per_credential", "overall")
+
+    def __post_init__(self) -> None:
+        for name, value in ((self.fields[0], self.per_credential),
+                            (self.fields[1], self.overall)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidInput(name, value, "must be a whole number of at least 1")
+
+    @property
+    def serial(self) -> bool:
+        return self.overall == 1
 
 
 @dataclass(frozen=True)
@@ -37,8 +59,7 @@ class Settings:
 
     def limits(self, overall: int | None = None, per_credential: int | None = None) -> Limits:
         """The pass's bounds: an option given wins over the variable, the variable over the
-        default (8 in all, 4 per credential; ``automation.reconciler.workers``)."""
-        from automation.reconciler.workers import DEFAULT_OVERALL, DEFAULT_PER_CREDENTIAL, Limits
+        default (8 in all, 4 per credential)."""
 
         def pick(option: int | None, flag: str, raw: str | None, var: str,
                  default: int) -> tuple[int, str]:
@@ -49,8 +70,6 @@ class Settings:
             try:
                 return int(raw), var
             except ValueError:
-                from automation.errors import InvalidInput
-
                 raise InvalidInput(var, raw, "must be a whole number of at least 1") from None
 
         total, total_field = pick(overall, "--concurrency", self.concurrency,

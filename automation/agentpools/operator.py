@@ -275,8 +275,8 @@ class Operator:
 def ledger_node_pool_ids(ledger: Any) -> Callable[[str], str]:
     """``spec.nodePool`` name (or id) -> the live node pool's id, read from the ledger."""
     from automation.ledger import schema
+    from automation.ledger.records import find_live
     from automation.models import LIVE_POOL_STATES
-    from automation.services.common import find_live
 
     pools = schema.node_pools
 

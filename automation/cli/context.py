@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from automation.app import App
     from automation.ledger.db import Ledger
     from automation.provisioners.provisioner_set import ProvisionerSet
-    from automation.services.context import App
 
 
 def ledger_from(ctx: click.Context) -> Ledger:
@@ -27,7 +27,7 @@ def ledger_from(ctx: click.Context) -> Ledger:
 def app_from(ctx: click.Context) -> App:
     root = ctx.find_root()
     if "app" not in root.obj:
-        from automation.services.context import App
+        from automation.app import App
         from automation.settings import Settings
 
         home = Settings.from_env(root.obj.get("home")).home

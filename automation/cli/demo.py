@@ -36,9 +36,9 @@ from automation.cli.output import (
 @handle_errors
 def demo(cluster_side: str, keep: bool, as_json: bool) -> None:
     """Create, join, replace, refuse and delete node pools on simulators (no cloud needed)."""
+    from automation.app import App
     from automation.demo import ClusterSide, LocalSide, SimulatedSide, run_demo
     from automation.ledger import open_ledger
-    from automation.services.context import App
     from automation.simulators.world import SimWorld
 
     side: ClusterSide

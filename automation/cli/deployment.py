@@ -13,7 +13,7 @@ from automation.cli.output import handle_errors, info, json_option, print_json, 
 if TYPE_CHECKING:
     from automation.models import ProjectDeployment, Workload
     from automation.provisioners.base import RuntimeProvisioner
-    from automation.provisioners.factory import Built
+    from automation.services.provisioner_factory import Built
 
 
 class _Provisioners:
@@ -26,7 +26,7 @@ class _Provisioners:
 
     def __call__(self, name: str) -> RuntimeProvisioner:
         if self.built is None:
-            from automation.provisioners.factory import provisioners
+            from automation.services.provisioner_factory import provisioners
 
             self.built = provisioners(app_from(self.ctx), provisioner_set_from(self.ctx))
         return self.built(name)

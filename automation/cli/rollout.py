@@ -143,7 +143,7 @@ def preview(ctx: click.Context, ref: str, diff: bool, detailed: bool, engine: st
 def preview_all(ctx: click.Context, all_: bool, diff: bool, detailed: bool, engine: str | None,
                 as_json: bool) -> None:
     """Preview every node-pool stack (for CI)."""
-    from automation.services.stacks import live_pool_ids
+    from automation.stack_targets import live_pool_ids
 
     _preview(ctx, live_pool_ids(app_from(ctx)), diff, as_json, detailed, engine)
 
@@ -198,7 +198,7 @@ def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
 def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
     """Clear a lock left on the pool's stacks (its own and, for a pool that hosts a Service,
     its ingress release) by a killed run (pulumi cancel)."""
-    from automation.services.stacks import pool_release_target, pool_target
+    from automation.stack_targets import pool_release_target, pool_target
 
     _unlock(ctx, pool_target, ref, engine, as_json, also=pool_release_target)
 
@@ -212,7 +212,7 @@ def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> N
 def unlock_addons(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
     """Clear a lock left on the cluster's add-on stack by a killed run (pulumi cancel)."""
     from automation.services.clusters import cluster_row
-    from automation.services.stacks import addons_target
+    from automation.stack_targets import addons_target
 
     _unlock(ctx, lambda app, r: addons_target(cluster_row(app, r)), ref, engine, as_json)
 

@@ -61,8 +61,8 @@ def project_edit(ctx: click.Context, project: str, provisioner: str | None,
 def project_restart(ctx: click.Context, project: str, as_json: bool) -> None:
     """Stop and start each running deployment of the project (moving it if its provisioner
     changed), and finish any start or move that was interrupted."""
-    from automation.provisioners.factory import provisioners
     from automation.services.deployments import restart_project
+    from automation.services.provisioner_factory import provisioners
 
     _superuser(ctx)
     app, pset = app_from(ctx), provisioner_set_from(ctx)

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from automation.reconciler import decide
-from automation.reconciler.decide import NodeView
-
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "anycloud"
 CLUSTER_LABEL = "anycloud.sh/cluster"
@@ -46,7 +43,7 @@ DAEMONSET_NAME = "anycloud-nvidia-device-plugin"
 
 # The pool's ingress release (components/traefik.py): a K3s HelmChart in kube-system, whose
 # install Job the helm-controller runs there, releasing into a namespace of the same name.
-INGRESS_ENTRY_LABEL = decide.INGRESS_ENTRY_LABEL
+INGRESS_ENTRY_LABEL = "anycloud.sh/ingress-entry"  # the node a pool elected its entry
 HELM_NAMESPACE = "kube-system"
 HELM_GROUP = "helm.cattle.io"
 HELM_VERSION = "v1"
@@ -56,6 +53,18 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 AddonKind = Literal["runtimeclass", "daemonset"]
 ADDON_KINDS: tuple[AddonKind, ...] = ("runtimeclass", "daemonset")
 NamespaceOwner = Literal["absent", "ours", "foreign"]
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A Node as the reconciler's decision step sees it."""
+
+    name: str
+    pool_label: str | None
+    attempt_label: str | None
+    ready: bool
+    gpus: int = 0  # allocatable nvidia.com/gpu
+    labels: frozenset[tuple[str, str]] = frozenset()
 
 
 def token_secret_name(token_id: str) -> str:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.engine.errors import EngineFailed, StackLocked
 from automation.engine.runner import StackRunner, StackTarget
 from automation.kube.addons import AddonPlan, plan_addons
@@ -61,8 +62,7 @@ from automation.kube.port import (
     parse_forbidden,
 )
 from automation.ledger import schema
-from automation.services.context import App
-from automation.services.stacks import addons_target
+from automation.stack_targets import addons_target
 
 if TYPE_CHECKING:
     from automation.engine.mock.model import ProgramRun

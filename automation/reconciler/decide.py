@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from automation import __version__
+from automation.kube.port import ACCELERATOR_LABEL, INGRESS_ENTRY_LABEL, NodeView
 
 NODE_APPEAR_TIMEOUT = timedelta(minutes=10)
 NOT_READY_TIMEOUT = timedelta(minutes=15)
@@ -31,8 +32,6 @@ ADDONS_FAILED = "ADDONS_FAILED"
 POOL_FAILED = "POOL_FAILED"
 
 LIVE = ("pending", "creating", "running")
-ACCELERATOR_LABEL = "anycloud.sh/accelerator"
-INGRESS_ENTRY_LABEL = "anycloud.sh/ingress-entry"
 
 JOIN_PRECONDITIONS = (
     "check the join preconditions: the cluster's advertised address is reachable from the "
@@ -79,16 +78,6 @@ class AttemptView:
     # As last seen, for status: Ready (counted), NotReady, NoDevices (Ready, GPUs missing),
     # Mismatch (wrong GPU count: never counted), or None (no Node).
     node_state: str | None = None
-
-
-@dataclass(frozen=True)
-class NodeView:
-    name: str
-    pool_label: str | None
-    attempt_label: str | None
-    ready: bool
-    gpus: int = 0  # allocatable nvidia.com/gpu
-    labels: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from automation.engine.runner import StackRunner, StackTarget
 from automation.kube.ingress_release import ReleaseClass, plan_release
 from automation.kube.port import ClusterForbidden, ClusterUnavailable, parse_forbidden
 from automation.reconciler.addons_step import mock_evaluator, refresh_and_up
-from automation.services.stacks import release_target
+from automation.stack_targets import release_target
 
 if TYPE_CHECKING:
     from automation.engine.mock.model import ProgramRun

@@ -18,20 +18,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
 from automation import ids
+from automation.app import App
 from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.runner import StackRunner
 from automation.errors import AnycloudError
 from automation.kube.port import ClusterPort, ClusterUnavailable, pool_namespace, service_namespace
 from automation.ledger import schema
+from automation.ledger.records import record_event
 from automation.reconciler import decide as d
 from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
-from automation.reconciler.workers import Limits, Serialized, WorkerRunner, is_throttling, run_turns
+from automation.reconciler.workers import Serialized, WorkerRunner, is_throttling, run_turns
 from automation.reports import write_crash_report
-from automation.services.common import record_event
-from automation.services.context import App
-from automation.services.stacks import pool_target
+from automation.settings import Limits
+from automation.stack_targets import pool_target
 
 pools, attempts_t, workloads = schema.node_pools, schema.vm_attempts, schema.workloads
 ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")

@@ -10,11 +10,11 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from automation.app import App
 from automation.engine.runner import StackRunner
 from automation.engine.select import make_runner
 from automation.reconciler.reconcile import Lookup, Ports
-from automation.services.context import App
-from automation.services.stacks import pool_target
+from automation.stack_targets import pool_target
 
 Report = Callable[[str, str, dict[str, Any]], None]
 

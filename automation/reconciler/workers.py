@@ -43,13 +43,8 @@ from automation.engine.runner import (
     StackRunner,
     StackTarget,
 )
-from automation.errors import AnycloudError, InvalidInput
-
-DEFAULT_PER_CREDENTIAL = 4
-# Memory, not CPU, bounds it: each operation in flight is a worker process (and, with the
-# Pulumi engine, a CLI and provider plugins): ~0.2-0.5 GB each, ~4 GB at 8. Operations wait
-# on the cloud most of the time, so more of them than cores is the point.
-DEFAULT_OVERALL = 8
+from automation.errors import AnycloudError
+from automation.settings import Limits
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -58,27 +53,6 @@ T_contra = TypeVar("T_contra", contravariant=True)
 # Held by whatever runs the SDK in this process while turns run on threads (the add-on and
 # ingress steps, a runner no worker can rebuild): its settings are process-global.
 IN_PROCESS_SDK = threading.RLock()
-
-
-# --------------------------------------------------------------------------- limits
-
-
-@dataclass(frozen=True)
-class Limits:
-    per_credential: int = DEFAULT_PER_CREDENTIAL
-    overall: int = DEFAULT_OVERALL
-    # Where the two numbers came from, for error messages (a CLI option or a variable).
-    fields: tuple[str, str] = ("per_credential", "overall")
-
-    def __post_init__(self) -> None:
-        for name, value in ((self.fields[0], self.per_credential),
-                            (self.fields[1], self.overall)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInput(name, value, "must be a whole number of at least 1")
-
-    @property
-    def serial(self) -> bool:
-        return self.overall == 1
 
 
 class SlotPolicy:

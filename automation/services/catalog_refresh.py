@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from automation.app import App
 from automation.catalog.refresh.model import RefreshError, Snapshot
 from automation.catalog.refresh.store import counts, write_snapshot
 from automation.catalog.store import Catalog, ListFilter
 from automation.errors import AnycloudError, InvalidInput
 from automation.models import Credential
-from automation.services.context import App
 
 FETCHERS = ("aws", "gcp", "azure")  # automation.catalog.refresh.<provider>.fetch
 
@@ -62,7 +62,7 @@ class RefreshFailed(AnycloudError):
 
 def credential(app: App, ref: str) -> Credential:
     from automation.ledger import schema
-    from automation.services.common import find_live
+    from automation.ledger.records import find_live
 
     with app.ledger.read() as conn:
         row = find_live(conn, schema.credentials, ref, live=schema.credentials.c.state == "active",

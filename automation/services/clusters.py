@@ -15,12 +15,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
 from automation import ids
+from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.kube.probe import ClusterUnreachable, sha256_hex
 from automation.ledger import schema
+from automation.ledger.records import find_live, record_event
 from automation.models import LIVE_POOL_STATES, Cluster, ClusterState
-from automation.services.common import find_live, record_event
-from automation.services.context import App
 from automation.validation import (
     KUBERNETES_RULE,
     MAX_KUBERNETES,

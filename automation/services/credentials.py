@@ -10,11 +10,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from automation import ids
+from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
+from automation.ledger.records import find_live, record_event
 from automation.models import LIVE_POOL_STATES, Credential
-from automation.services.common import find_live, record_event
-from automation.services.context import App
 from automation.validation import check_name
 
 _LIVE = schema.credentials.c.state == "active"

@@ -20,16 +20,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from automation import ids
+from automation.app import App
 from automation.crash import crashpoint
 from automation.errors import AnycloudError, InvalidInput
 from automation.ledger import schema
+from automation.ledger.records import check_deployment_name_free, find_live, record_event
 from automation.models import ProjectDeployment
 from automation.provisioners.base import Health, ProvisionRequest
-from automation.provisioners.factory import Provisioners
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.provisioners.resolve import Resolved, resolve
-from automation.services.common import check_deployment_name_free, find_live, record_event
-from automation.services.context import App
+from automation.services.provisioner_factory import Provisioners
 from automation.validation import check_name, check_quantity
 
 _dep = schema.deployments

@@ -14,8 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from automation import ids
+from automation.app import App
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ledger import schema
+from automation.ledger.records import find_live, record_event
 from automation.models import (
     LIVE_POOL_STATES,
     ClusterState,
@@ -23,8 +25,6 @@ from automation.models import (
     PoolState,
     WorkloadState,
 )
-from automation.services.common import find_live, record_event
-from automation.services.context import App
 from automation.validation import check_name, check_placement, check_vm_counts
 
 pools, clusters, credentials, attempts = (
@@ -123,7 +123,7 @@ def create_warnings(app: App, pool: NodePool) -> list[str]:
     """What ``node-pool create`` warns about the pool it stored: an image not verified
     first-hand (data/images.toml) that its VMs would boot. The CLI prints each on stderr
     and, with ``--json``, lists them under ``warnings``."""
-    from automation.services.stacks import pool_warnings
+    from automation.stack_targets import pool_warnings
 
     return pool_warnings(app, pool.id)
 

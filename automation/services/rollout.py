@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from automation.app import App
 from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import (
     PolicyFinding,
@@ -14,9 +15,8 @@ from automation.engine.runner import (
 )
 from automation.errors import AnycloudError
 from automation.models import CamelModel, Cost
-from automation.services.context import App
 from automation.services.cost import pool_rate
-from automation.services.stacks import (
+from automation.stack_targets import (
     addons_target,
     gpu_cluster_rows,
     live_pool_ids,

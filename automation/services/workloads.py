@@ -5,11 +5,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from automation import ids
+from automation.app import App
 from automation.errors import Conflict
 from automation.ledger import schema
+from automation.ledger.records import check_deployment_name_free, find_live, record_event
 from automation.models import PoolState, Workload, WorkloadKind, WorkloadState
-from automation.services.common import check_deployment_name_free, find_live, record_event
-from automation.services.context import App
 from automation.services.node_pools import lock_live_pool
 from automation.validation import check_name
 

@@ -4,11 +4,11 @@ real one. The reconciler itself never imports this package."""
 
 from __future__ import annotations
 
+from automation.app import App
 from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import StackRunner
 from automation.reconciler.reconcile import Ports
 from automation.reconciler.wiring import Report, addon_ensurer, ingress_step, kubernetes_clusters
-from automation.services.context import App
 from automation.simulators.world import SimWorld
 
 

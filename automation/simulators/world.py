@@ -13,11 +13,11 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from automation.app import App
 from automation.catalog.store import data_dir, load_catalog
 from automation.clock import ManualClock
 from automation.models import Cluster
 from automation.services.clusters import RegisterCluster, register_cluster
-from automation.services.context import App
 from automation.simulators.cloud import CloudSimulator, SimVm
 from automation.simulators.cluster import NodeBehaviour, SimulatedCluster
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.catalog.store import data_dir
 from automation.clock import ManualClock
 from automation.kube.probe import ClusterFacts, ClusterUnreachable, KubeconfigTarget, sha256_hex
 from automation.ledger import open_ledger, schema
 from automation.services import clusters, credentials
-from automation.services.context import App
 
 DEMO_CA = data_dir() / "demo" / "ca.pem"
 CA_SHA = sha256_hex(DEMO_CA.read_bytes())

@@ -112,7 +112,7 @@ try:
     cli(sys.argv[1:], standalone_mode=False)
 except SystemExit:
     pass
-cat = sys.modules.get("automation.catalog")
+cat = sys.modules.get("automation.catalog.store")
 print(json.dumps(cat.load_catalog.cache_info().currsize if cat else 0), file=sys.stderr)
 """
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from automation.app import App
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.kube.probe import ClusterFacts
 from automation.models import ClusterState
 from automation.services import clusters
-from automation.services.context import App
 from tests.automation.conftest import CA_SHA, DEMO_CA, ScriptedProbe, snapshot
 
 FACTS = ClusterFacts(kubernetes_version="v1.36.2+k3s1", kube_system_uid="uid-123")

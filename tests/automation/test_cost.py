@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.catalog.store import CATALOG_FILE, data_dir, load_catalog
 from automation.clock import ManualClock
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services import cost, node_pools, pool_status
-from automation.services.context import App
 from automation.services.cost_report import cost_report, parse_since
 from tests.automation.conftest import credential, ok_json, ready_cluster
 from tests.automation.reconciler.conftest import Rig, rig  # noqa: F401  (fixture)

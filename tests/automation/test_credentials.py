@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.services import credentials as svc
-from automation.services.context import App
 from tests.automation.conftest import DEMO_CA, snapshot
 
 SUB, TEN, CLI = (f"00000000-0000-0000-0000-00000000000{i}" for i in (1, 2, 3))

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.clock import ManualClock
 from automation.errors import Conflict
 from automation.ledger import open_ledger, schema
 from automation.models import PoolState, WorkloadKind
 from automation.services import node_pools, workloads
-from automation.services.context import App
 from tests.automation.conftest import credential, ready_cluster
 
 ITERATIONS_THREADS = 40

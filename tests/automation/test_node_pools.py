@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
+from automation.app import App
 from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 from automation.models import PoolState, WorkloadKind
 from automation.services import clusters, credentials, node_pools, pool_status, workloads
-from automation.services.context import App
 from tests.automation.conftest import credential, ready_cluster, snapshot
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.ledger import schema
 from automation.redact import known_values, redact
 from automation.services import node_pools, pool_status
-from automation.services.context import App
 from automation.services.ingress_status import with_ingress
 from tests.automation.conftest import credential, ready_cluster
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.clock import ManualClock
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import open_ledger, schema
-from automation.provisioners.factory import provisioners
 from automation.provisioners.provisioner_set import ProvisionerSet, StaticEntry
 from automation.services import deployments as deps
 from automation.services import projects
-from automation.services.context import App
+from automation.services.provisioner_factory import provisioners
 
 
 def static(host: str, slots: int = 2) -> StaticEntry:

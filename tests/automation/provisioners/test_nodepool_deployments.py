@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from automation.app import App
 from automation.clock import ManualClock
 from automation.devcluster.control_plane import ControlPlane
 from automation.errors import Conflict
 from automation.ledger import open_ledger
 from automation.models import NodePool, PoolState
 from automation.provisioners.base import ProvisionRequest
-from automation.provisioners.factory import provisioners
 from automation.provisioners.kubernetes import PROVISION_ID_LABEL
 from automation.provisioners.provisioner_set import ProvisionerSet, load
 from automation.services import clusters, node_pools, projects
 from automation.services import deployments as deps
-from automation.services.context import App
+from automation.services.provisioner_factory import provisioners
 from tests.automation.conftest import DEMO_CA, credential
 from tests.automation.kube.objects import node
 

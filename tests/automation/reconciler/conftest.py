@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from automation.app import App
 from automation.engine.mock.runner import MockEngineRunner
 from automation.reconciler.reconcile import Ports, Reconciler
 from automation.services import credentials, node_pools
-from automation.services.context import App
 from automation.simulators.world import SimWorld, simulated_app
 from tests.automation.conftest import DEMO_CA
 

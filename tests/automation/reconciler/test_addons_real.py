@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
+from automation.app import App
 from automation.clock import ManualClock
 from automation.devcluster.control_plane import ControlPlane
 from automation.engine.pulumi_driver import AutomationRunner
@@ -37,7 +38,6 @@ from automation.kube.probe import KubernetesProbe
 from automation.ledger import open_ledger, schema
 from automation.reconciler.addons_step import AddonEnsurer, AddonResult
 from automation.services import clusters
-from automation.services.context import App
 from tests.automation.kube import objects
 
 pytestmark = [pytest.mark.kube, pytest.mark.engine, pytest.mark.slow]

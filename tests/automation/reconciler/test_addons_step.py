@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
+from automation.app import App
 from automation.engine.errors import EngineFailed
 from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import ProgressSink, RunResult, StackKind, StackTarget
@@ -33,7 +34,6 @@ from automation.reconciler.addons_step import (
 )
 from automation.reconciler.reconcile import Ports
 from automation.services import clusters
-from automation.services.context import App
 from automation.simulators.cluster import Access, SimulatedCluster
 from stacks.config import ClusterAddonsStackConfig
 from tests.automation.conftest import DEMO_CA, ScriptedProbe

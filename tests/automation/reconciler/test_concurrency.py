@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from automation.app import App
 from automation.engine.errors import EngineFailed, StackLocked
 from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import RunResult, StackTarget
@@ -39,7 +40,6 @@ from automation.reconciler.workers import (
     is_throttling,
 )
 from automation.services import credentials, node_pools
-from automation.services.context import App
 from automation.settings import Settings
 from automation.simulators.world import SimWorld, register_simulated_cluster, simulated_app
 from tests.automation.conftest import DEMO_CA

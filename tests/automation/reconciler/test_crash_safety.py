@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.ledger import open_ledger, schema
 from automation.reconciler.reconcile import Reconciler
 from automation.services import credentials, node_pools
-from automation.services.context import App
 from automation.simulators.ports import simulated_ports
 from automation.simulators.world import SimWorld, register_simulated_cluster
 

@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from automation.app import App
 from automation.cli import cli
 from automation.ledger import open_ledger, schema
 from automation.reconciler.reconcile import Ports, Reconciler
 from automation.services import credentials, node_pools
-from automation.services.context import App
 from automation.simulators.world import SimWorld, register_simulated_cluster
 from tests.automation.reconciler.conftest import Rig
 from tests.automation.reconciler.test_reconcile import attempts, status

@@ -16,7 +16,7 @@ from automation.engine.mock.providers import image_key
 from automation.engine.mock.runner import MockEngineRunner
 from automation.services import credentials
 from automation.services.rollout import plan_pool
-from automation.services.stacks import pool_target
+from automation.stack_targets import pool_target
 from stacks.pins import load_pins
 from tests.automation.reconciler.conftest import Rig
 from tests.automation.reconciler.test_reconcile import attempts
@@ -198,7 +198,8 @@ def test_attempts_running_before_images_were_recorded_get_theirs_at_the_next_up(
 def test_create_and_plan_warn_about_an_image_not_verified_first_hand(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from automation.services import node_pools, stacks
+    from automation import stack_targets
+    from automation.services import node_pools
 
     created = node_pools.create_node_pool(rig.app, node_pools.CreateNodePool(
         name="gpu", credentials="team-gcp", region="us-central1", vm_type="g2-standard-4",
@@ -207,13 +208,13 @@ def test_create_and_plan_warn_about_an_image_not_verified_first_hand(
     assert load_pins().images.gcp_gpu.verified is False
     assert load_pins().images.gcp_gpu.image in warning
     assert "not verified first-hand" in warning
-    assert stacks.pool_warnings(rig.app, created.id) == [warning]  # what plan shows
-    assert stacks.pool_warnings(rig.app, "gpu") == [warning]  # by name too
+    assert stack_targets.pool_warnings(rig.app, created.id) == [warning]  # what plan shows
+    assert stack_targets.pool_warnings(rig.app, "gpu") == [warning]  # by name too
 
     # A pin checked first-hand warns about nothing.
     pins = load_pins()
     checked = pins.model_copy(update={"images": pins.images.model_copy(update={
         "gcp_gpu": pins.images.gcp_gpu.model_copy(update={"verified": True})})})
     monkeypatch.setattr("stacks.pins.load_pins", lambda *a, **k: checked)
-    assert stacks.pool_warnings(rig.app, created.id) == []
-    assert stacks.image_warnings("lambda", 1) == []  # no images pinned there
+    assert stack_targets.pool_warnings(rig.app, created.id) == []
+    assert stack_targets.image_warnings("lambda", 1) == []  # no images pinned there

@@ -24,8 +24,8 @@ from automation.models import WorkloadKind
 from automation.reconciler import decide as d
 from automation.reconciler.reconcile import Reconciler
 from automation.services import node_pools, pool_status, workloads
-from automation.services.stacks import pool_target
 from automation.simulators.ports import simulated_ports
+from automation.stack_targets import pool_target
 from tests.automation.reconciler.conftest import Rig
 
 M = timedelta(minutes=1)
@@ -471,6 +471,7 @@ def _check(classification: str) -> Any:
 @pytest.fixture
 def real(control_plane: Any, engine_env: dict[str, str], sqlite_url: str,
          tmp_path: Any) -> Any:
+    from automation.app import App
     from automation.clock import ManualClock
     from automation.engine.pulumi_driver import AutomationRunner
     from automation.kube.adapter import KubernetesCluster
@@ -478,7 +479,6 @@ def real(control_plane: Any, engine_env: dict[str, str], sqlite_url: str,
     from automation.ledger import open_ledger
     from automation.reconciler.ingress_step import IngressReleaseStep
     from automation.services import clusters
-    from automation.services.context import App
 
     ledger = open_ledger(sqlite_url)
     app = App(ledger=ledger, clock=ManualClock(), probe=KubernetesProbe(),
@@ -591,10 +591,10 @@ def test_real_release_created_by_a_pass_and_deleted_with_the_pool(
 ) -> None:
     """The reconciler as ``demo --cluster local`` wires it: the pool's stack on the mock
     engine over the simulated cloud, the cluster real, the release on the real engine."""
+    from automation.app import App
     from automation.kube.probe import KubernetesProbe
     from automation.ledger import open_ledger
     from automation.services import clusters, credentials
-    from automation.services.context import App
     from automation.simulators.ports import local_ports
     from automation.simulators.world import SimWorld
     from tests.automation.kube import objects
@@ -649,6 +649,7 @@ def test_real_rbac_denials_name_the_verb_and_resource(
     diagnostic; one that may not even read them: the port's 403 at the check."""
     import secrets
 
+    from automation.app import App
     from automation.clock import ManualClock
     from automation.engine.pulumi_driver import AutomationRunner
     from automation.kube.adapter import KubernetesCluster
@@ -656,7 +657,6 @@ def test_real_rbac_denials_name_the_verb_and_resource(
     from automation.ledger import open_ledger
     from automation.reconciler.ingress_step import IngressReleaseStep
     from automation.services import clusters
-    from automation.services.context import App
     from tests.automation.kube import objects
 
     plane = control_plane

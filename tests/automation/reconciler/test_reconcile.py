@@ -40,7 +40,7 @@ def test_cpu_pool_from_create_to_ready(rig: Rig) -> None:
     assert all(r["token_removed_at"] is not None for r in attempts(rig, pool))
     # The tokens are gone from the stack too: no bootstrap-token Secret left in its state.
     state = rig.reconciler.ports.runner.load_state(  # type: ignore[attr-defined]
-        __import__("automation.services.stacks", fromlist=["x"]).pool_target(rig.app, pool))
+        __import__("automation.stack_targets", fromlist=["x"]).pool_target(rig.app, pool))
     assert not [u for u in state["resources"] if "kubernetes:core/v1:Secret" in u]
 
 
@@ -205,7 +205,7 @@ def test_service_pool_elects_an_ingress_entry(rig: Rig) -> None:
 
 
 def test_a_service_arriving_later_reapplies_the_stack(rig: Rig) -> None:
-    from automation.services.stacks import pool_target
+    from automation.stack_targets import pool_target
 
     pool = rig.pool("web", count=1)
     rig.passes(6, step=M)

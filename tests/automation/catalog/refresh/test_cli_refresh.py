@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from automation.app import App
 from automation.catalog.store import load_catalog
 from automation.ledger import schema
 from automation.services import catalog_refresh as refresh_run
-from automation.services.context import App
 from tests.automation.catalog.refresh.aws_servers import (
     PricingServer,
     aws_env,

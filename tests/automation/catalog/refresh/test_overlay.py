@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.catalog.overlay import LedgerOverlay, coverage
 from automation.catalog.refresh import store
 from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
@@ -17,7 +18,6 @@ from automation.catalog.store import ListFilter, load_catalog
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services import credentials
-from automation.services.context import App
 from automation.services.cost import lookup_prices, pool_rate
 from automation.validation import check_placement
 from tests.automation.conftest import snapshot

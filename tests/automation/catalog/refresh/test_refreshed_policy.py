@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from automation.app import App
 from automation.catalog.refresh import store
 from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
 from automation.catalog.store import VmType
 from automation.engine.mock.runner import MockEngineRunner
-from automation.services.context import App
 from automation.services.node_pools import CreateNodePool, create_node_pool
 from automation.services.rollout import check_pool_policy
-from automation.services.stacks import pool_target
+from automation.stack_targets import pool_target
 from policies import PolicyConfigError, check_resources
 from policies import config as cfg
 from tests.automation.conftest import credential, ready_cluster
@@ -92,7 +92,7 @@ def test_extra_types_add_to_the_default_list_and_arm64_is_never_added(
         check_resources([resource("aws:ec2/instance:Instance", vm)],
                         {cfg.VM_TYPE_X86_64: {"extraVmTypes": ["m9z.xlarge"]}})
     # An arm64 type a refresh found is not handed to the pack: it stays refused.
-    from automation.services.stacks import refreshed_type_policy
+    from automation.stack_targets import refreshed_type_policy
 
     arm = VmType(name="m9zg.xlarge", arch="arm64", vcpus=4, memory_gib=16.0)
     assert refreshed_type_policy("np-x", "aws", arm) is None

@@ -9,9 +9,9 @@ objects are gone. Callers still see the one provisioner interface.
 
 from __future__ import annotations
 
+from automation.app import App
 from automation.provisioners.base import Health, Provisioned, ProvisionRequest
 from automation.provisioners.kubernetes import NodePoolProvisioner
-from automation.services.context import App
 from automation.services.node_pools import admit_deployment, release_deployment
 
 

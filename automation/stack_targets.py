@@ -1,4 +1,5 @@
-"""From ledger records to stack targets: the typed config each stack program takes."""
+"""From ledger records to stack targets: the typed config each stack program takes, for the
+services (plan, preview) and the reconciler (up, destroy) alike."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from automation.app import App
 from automation.engine.runner import StackKind, StackTarget
 from automation.errors import NotFound
 from automation.ledger import schema
 from automation.models import LIVE_POOL_STATES
-from automation.services.context import App
 
 if TYPE_CHECKING:
     from automation.catalog.store import VmType

@@ -1,4 +1,5 @@
-"""Look-ups and the event log, shared by the services."""
+"""Ledger look-ups and the event log, shared by the services and the control loops: a live
+record by name or id, an event appended, a deployment name checked free."""
 
 from __future__ import annotations
 

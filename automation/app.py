@@ -1,4 +1,5 @@
-"""What every service call needs: the ledger, a clock, the catalog and the cluster probe."""
+"""What every use case and control loop needs: the ledger, a clock, the catalog and the
+cluster probe (``App``), one per process or request."""
 
 from __future__ import annotations
 

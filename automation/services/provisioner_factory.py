@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from automation.app import App
 from automation.errors import InvalidInput
 from automation.provisioners.base import RuntimeProvisioner
 from automation.provisioners.provisioner_set import (
@@ -13,7 +14,6 @@ from automation.provisioners.provisioner_set import (
     ProvisionerSet,
     StaticEntry,
 )
-from automation.services.context import App
 
 Provisioners = Callable[[str], RuntimeProvisioner]
 
@@ -72,8 +72,8 @@ def _build(app: App, provisioner_set: ProvisionerSet, name: str,
     if isinstance(entry, KubernetesEntry):
         return KubernetesProvisioner(name, entry.spec, base_dir)
     from automation.kube.port import pool_namespace
-    from automation.provisioners.pool_admission import AdmittedNodePool
     from automation.services.node_pools import find_pool_placement
+    from automation.services.pool_admission import AdmittedNodePool
 
     where = find_pool_placement(app, entry.spec.node_pool, entry.spec.cluster,
                                 field=f"{SET_ENV}.{name}.spec.node_pool")
