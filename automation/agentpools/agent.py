@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
-from automation.agentpools.registry import AgentRetired, Session
+from automation.agentpools.wire import AgentRetired, Session
 from automation.errors import AnycloudError, NotFound
 
 Log = Callable[[str, str, dict[str, Any]], None]

@@ -46,13 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
 
-from automation.agentpools.registry import (
-    DEFAULT_HEARTBEAT_TIMEOUT,
-    MAX_SLOTS,
-    AgentRetired,
-    Registry,
-    Session,
-)
+from automation.agentpools.registry import DEFAULT_HEARTBEAT_TIMEOUT, Registry
+from automation.agentpools.wire import MAX_SLOTS, AgentRetired, Session
 from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 
 T = TypeVar("T")

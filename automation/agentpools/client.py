@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx2
 
-from automation.agentpools.registry import (
+from automation.agentpools.wire import (
     Agent,
     AgentRetired,
     HeartbeatReply,

@@ -28,19 +28,33 @@ its way out cannot register itself back into the pool its pod is leaving).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
 from sqlalchemy.engine import Connection, RowMapping
 
 from automation.agentpools.autoscaler import Worker, WorkerState
+from automation.agentpools.wire import (
+    EXIT_CODES,
+    MAX_OUTPUT_CHARS,
+    MAX_SLOTS,
+    TERMINAL,
+    Agent,
+    AgentRetired,
+    Chunk,
+    HeartbeatReply,
+    Output,
+    PoolView,
+    Session,
+    check_command,
+    check_count,
+    check_name,
+    check_pool,
+)
 from automation.clock import Clock, SystemClock
-from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
+from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ids import new_id
 from automation.ledger import schema
 from automation.ledger.db import Ledger
@@ -50,158 +64,10 @@ sessions = schema.sessions
 session_output = schema.session_output
 
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
-MAX_SLOTS = 1024
-MAX_COMMAND_CHARS = 128 * 1024
-MAX_OUTPUT_CHARS = 1024 * 1024  # one post of output chunks
-# The exit codes a process can report: 0..255, or minus the signal that ended it (Python).
-EXIT_CODES = range(-128, 256)
 
-AgentState = Literal["ready", "draining", "unknown", "gone", "retired"]
-SessionState = Literal["pending", "running", "done", "failed", "cancelled"]
-TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
 _LIVE_AGENT = ("ready", "draining", "unknown")
 _WORKER_STATE: dict[str, WorkerState] = {
     "ready": "ready", "draining": "terminating", "unknown": "unknown"}
-
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
-_POOL = re.compile(rf"(?P<ns>{_DNS_LABEL})/(?P<name>{_DNS_SUBDOMAIN})")
-_NAME = re.compile(_DNS_SUBDOMAIN)
-POOL_RULE = ("must be <namespace>/<name>: a Kubernetes namespace (DNS label, at most 63 "
-             "characters) and an AgentPool name (DNS subdomain, at most 253)")
-NAME_RULE = "must be a Kubernetes object name (lowercase DNS subdomain, at most 253 characters)"
-
-
-class AgentRetired(AnycloudError):
-    """The agent was retired (its pod is being deleted, or its pool was): it may not register,
-    heartbeat or take work again under that id. The broker answers 410 Gone."""
-
-    default_code = "AGENT_RETIRED"
-
-    def __init__(self, agent: str, pool: str, *, message: str | None = None) -> None:
-        super().__init__(
-            message or f"agent {agent!r} was retired from pool {pool} (its pod is being "
-            "deleted, or the pool was): it takes no more sessions", field="agent", value=agent,
-            rule="a retired agent id never registers again: a new pod registers under its "
-                 "own name (an agent run by hand: another --agent-id)")
-
-
-class _Wire(BaseModel):
-    """camelCase on the wire both ways (the broker writes it, its clients read it back);
-    snake_case field names in Python and from ledger rows."""
-
-    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
-                              validate_by_alias=True, serialize_by_alias=True,
-                              from_attributes=True)
-
-
-class Agent(_Wire):
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    pool: str
-    pod_name: str
-    slots: int
-    busy_slots: int
-    reported_busy_slots: int
-    state: AgentState
-    registered_at: datetime
-    last_heartbeat_at: datetime
-    idle_since: datetime | None = None
-    unknown_since: datetime | None = None
-    gone_at: datetime | None = None
-
-
-class Session(_Wire):
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    pool: str
-    agent_id: str | None
-    state: SessionState
-    command: list[str]
-    exit_code: int | None = None
-    error: str | None = None
-    created_at: datetime
-    assigned_at: datetime | None = None
-    delivered_at: datetime | None = None
-    cancel_requested_at: datetime | None = None
-    finished_at: datetime | None = None
-    client_seen_at: datetime | None = None
-    # Pending sessions of the pool ahead of this one (only while pending).
-    ahead: int | None = None
-
-
-class Chunk(_Wire):
-    id: int
-    stream: Literal["stdout", "stderr"]
-    data: str
-
-
-class Output(_Wire):
-    """Chunks after a given id, and the session as it was when they were read: when the
-    session is finished, the chunks read are all there will ever be up to ``next_after``."""
-
-    session: Session
-    chunks: list[Chunk]
-    next_after: int
-    complete: bool
-
-
-class HeartbeatReply(_Wire):
-    agent: Agent
-    # Sessions the agent must stop: their client released them, or the broker gave them up
-    # (the agent was unknown too long) and they run nowhere as far as the broker knows.
-    cancel: list[str]
-    # Sessions of the pool that this heartbeat's capacity let start (waiters to wake).
-    assigned: int = 0
-
-
-class PoolView(_Wire):
-    pool: str
-    agents: list[Agent]
-    ready_agents: int
-    slots: int
-    idle_slots: int
-    busy_slots: int
-    pending_sessions: int
-    running_sessions: int
-
-
-# -- input rules ------------------------------------------------------------------------------
-
-
-def check_pool(pool: str, field: str = "pool") -> str:
-    match = _POOL.fullmatch(pool) if isinstance(pool, str) else None
-    if match is None or len(match["ns"]) > 63 or len(match["name"]) > 253:
-        raise InvalidInput(field, pool, POOL_RULE)
-    return pool
-
-
-def _check_name(value: str, field: str) -> str:
-    if not isinstance(value, str) or len(value) > 253 or not _NAME.fullmatch(value):
-        raise InvalidInput(field, value, NAME_RULE)
-    return value
-
-
-def _check_count(value: int, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(field, value, f"must be a whole number from {low} to {high}")
-    return value
-
-
-def _check_command(command: Sequence[str]) -> list[str]:
-    argv = list(command) if isinstance(command, (list, tuple)) else None
-    if not argv or not all(isinstance(a, str) for a in argv):
-        raise InvalidInput("command", command, "must be a non-empty list of strings (argv)")
-    if not argv[0]:
-        raise InvalidInput("command", argv, "must name a program first (argv[0] is empty)")
-    if any("\0" in a for a in argv):
-        raise InvalidInput("command", argv, "must not contain NUL characters")
-    if sum(len(a) for a in argv) > MAX_COMMAND_CHARS:
-        raise InvalidInput("command", f"{len(argv)} arguments",
-                           f"must be at most {MAX_COMMAND_CHARS} characters in all")
-    return argv
 
 
 # -- the registry -----------------------------------------------------------------------------
@@ -220,9 +86,9 @@ class Registry:
         retired agent id is refused (``AgentRetired``), in any pool: its pod is on its way
         out. Another agent id, even with the same pod name, registers as usual."""
         check_pool(pool)
-        _check_name(agent, "agent")
-        _check_name(pod, "pod")
-        _check_count(slots, "slots", 1, MAX_SLOTS)
+        check_name(agent, "agent")
+        check_name(pod, "pod")
+        check_count(slots, "slots", 1, MAX_SLOTS)
         now = self.clock.now()
         with self.ledger.write() as conn:
             _lock_pool(conn, pool)
@@ -252,7 +118,7 @@ class Registry:
         """The agent is alive, running ``running`` (``busy_slots`` of its slots). An unknown
         agent becomes ready (or draining) again."""
         row = self._live_agent(agent)
-        _check_count(busy_slots, "busySlots", 0, row["slots"])
+        check_count(busy_slots, "busySlots", 0, row["slots"])
         now = self.clock.now()
         with self.ledger.write() as conn:
             _lock_pool(conn, row["pool"])
@@ -368,7 +234,7 @@ class Registry:
         """Ask the pool for a slot to run ``command``: the session comes back running on an
         agent, or pending (it is assigned, in arrival order, when a slot frees)."""
         check_pool(pool)
-        argv = _check_command(command)
+        argv = check_command(command)
         now = self.clock.now()
         sid = new_id("se")
         with self.ledger.write() as conn:
@@ -418,7 +284,7 @@ class Registry:
         one is marked for its agent to stop, and its slot is freed when the agent says the
         command ended. Releasing a finished session again changes nothing."""
         if exit_code is not None:
-            _check_count(exit_code, "exitCode", EXIT_CODES.start, EXIT_CODES.stop - 1)
+            check_count(exit_code, "exitCode", EXIT_CODES.start, EXIT_CODES.stop - 1)
         if agent is not None and exit_code is None and error is None:
             raise InvalidInput("exitCode", None, "an agent releasing a session must give the "
                                "command's exit code, or the error that kept it from running")

@@ -58,7 +58,7 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
         parse_duration,
         qualified_pool,
     )
-    from automation.agentpools.registry import check_pool
+    from automation.agentpools.wire import check_pool
     from automation.settings import Settings
 
     url = broker_url(broker_address, "--broker") if broker_address else \

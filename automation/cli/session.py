@@ -37,7 +37,7 @@ def run(pool: str, namespace: str, broker_address: str, as_json: bool,
     stops the command. --json: one JSON line per output chunk, then the session."""
     from automation.agentpools.client import BrokerClient
     from automation.agentpools.config import broker_url, qualified_pool
-    from automation.agentpools.registry import check_pool
+    from automation.agentpools.wire import check_pool
     from automation.errors import AnycloudError
 
     full_pool = check_pool(qualified_pool(pool, namespace), "--pool")

@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 
 from automation.agentpools.broker import BrokerThread, create_app
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
-from automation.agentpools.registry import AgentRetired, Registry
+from automation.agentpools.registry import Registry
+from automation.agentpools.wire import AgentRetired
 from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
 from automation.ledger import open_ledger
 

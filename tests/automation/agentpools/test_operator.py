@@ -32,7 +32,8 @@ import yaml
 from automation.agentpools.operator import ControlPlaneConfig, Operator, assemble
 from automation.agentpools.pods import AGENT_POOL_LABEL
 from automation.agentpools.reconcile import Reconciler, RegistryState
-from automation.agentpools.registry import AgentRetired, Registry
+from automation.agentpools.registry import Registry
+from automation.agentpools.wire import AgentRetired
 from automation.devcluster.control_plane import KWOK_ANNOTATION, ControlPlane
 from automation.kube.port import MANAGED_BY, MANAGER
 from automation.ledger import open_ledger

@@ -230,7 +230,8 @@ def test_a_victim_that_took_a_session_after_the_decision_is_kept() -> None:
 def test_registry_retires_only_an_idle_agent_and_assigns_it_nothing(ledger_url: str) -> None:
     """Over the real registry: retiring is refused while the agent holds a slot; once
     retired, a pending session is not given to it."""
-    from automation.agentpools.registry import AgentRetired, Registry
+    from automation.agentpools.registry import Registry
+    from automation.agentpools.wire import AgentRetired
     from automation.ledger import open_ledger
 
     ledger = open_ledger(ledger_url)

@@ -14,7 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from automation.agentpools.autoscaler import Settings, decide
-from automation.agentpools.registry import AgentRetired, Registry
+from automation.agentpools.registry import Registry
+from automation.agentpools.wire import AgentRetired
 from automation.clock import ManualClock
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ledger import open_ledger, schema
