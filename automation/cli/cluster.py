@@ -9,6 +9,7 @@ import click
 
 from automation.cli.context import app_from
 from automation.cli.inputs import InputPath
+from automation.cli.lazy import LazyGroup
 from automation.cli.output import handle_errors, json_option, print_fields, print_json, print_table
 
 if TYPE_CHECKING:
@@ -34,7 +35,10 @@ def _svc():  # type: ignore[no-untyped-def]
     return clusters
 
 
-@click.group()
+@click.group(cls=LazyGroup, lazy_subcommands={
+    "preview": "automation.cli.rollout:preview_addons",
+    "unlock": "automation.cli.rollout:unlock_addons",
+})
 def cluster() -> None:
     """Register and inspect the cluster node pools join."""
 

@@ -8,35 +8,35 @@ from typing import Any, NoReturn
 import click
 
 from automation import __version__
-from automation.cli.agent import agent
-from automation.cli.agent_pool import agent_pool
-from automation.cli.broker import broker
-from automation.cli.catalog import catalog
-from automation.cli.cluster import cluster
-from automation.cli.cost import cost
-from automation.cli.credentials import credentials
-from automation.cli.demo import demo
-from automation.cli.deployment import deployment
 from automation.cli.inputs import InputPath
-from automation.cli.node_pool import node_pool
-from automation.cli.operator import operator
-from automation.cli.org import org, project
+from automation.cli.lazy import LazyGroup
 from automation.cli.output import fail
-from automation.cli.reconcile import reconcile, serve
-from automation.cli.rollout import (
-    plan,
-    policy,
-    preview,
-    preview_addons,
-    preview_all,
-    unlock,
-    unlock_addons,
-)
-from automation.cli.session import session
-from automation.cli.sudo import sudo
 
+# Each command's module is imported when the command runs: a start-up path pays only for its
+# own (``benchmarks/bench_start_up.py``).
+_COMMANDS = {
+    "cluster": "automation.cli.cluster:cluster",
+    "credentials": "automation.cli.credentials:credentials",
+    "node-pool": "automation.cli.node_pool:node_pool",
+    "deployment": "automation.cli.deployment:deployment",
+    "policy": "automation.cli.rollout:policy",
+    "preview": "automation.cli.rollout:preview_all",
+    "reconcile": "automation.cli.reconcile:reconcile",
+    "serve": "automation.cli.reconcile:serve",
+    "demo": "automation.cli.demo:demo",
+    "catalog": "automation.cli.catalog:catalog",
+    "cost": "automation.cli.cost:cost",
+    "agent-pool": "automation.cli.agent_pool:agent_pool",
+    "broker": "automation.cli.broker:broker",
+    "agent": "automation.cli.agent:agent",
+    "session": "automation.cli.session:session",
+    "operator": "automation.cli.operator:operator",
+    "org": "automation.cli.org:org",
+    "project": "automation.cli.org:project",
+    "sudo": "automation.cli.sudo:sudo",
+}
 
-class _Boundary(click.Group):
+class _Boundary(LazyGroup):
     """The root group: an exception escaping while click parses a subcommand's arguments
     (a parameter type's own bug or an ``os.stat`` refusal) meets the same boundary as one
     escaping a command (``output.handle_errors``), instead of a traceback."""
@@ -78,7 +78,8 @@ def _usage_error_as_json(exc: click.exceptions.UsageError) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
-@click.group(cls=_Boundary, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Boundary, lazy_subcommands=_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="anycloud")
 @click.option(
     "--home", envvar="ANYCLOUD_HOME", type=InputPath(file_okay=False),
@@ -89,12 +90,3 @@ def cli(ctx: click.Context, home: str | None) -> None:
     """Pools of compute on any cloud, joined to one K3s cluster."""
     ctx.obj = {"home": home}
 
-
-for command in (cluster, credentials, node_pool, deployment, policy, preview_all, reconcile,
-                serve, demo, catalog, cost, agent_pool, broker, agent, session, operator, org,
-                project, sudo):
-    cli.add_command(command)
-for command in (plan, preview, unlock):
-    node_pool.add_command(command)
-for command in (preview_addons, unlock_addons):
-    cluster.add_command(command)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from automation.cli.context import app_from, ledger_from
+from automation.cli.lazy import LazyGroup
 from automation.cli.output import (
     handle_errors,
     info,
@@ -21,7 +22,11 @@ if TYPE_CHECKING:
     from automation.models import NodePoolStatus
 
 
-@click.group("node-pool")
+@click.group("node-pool", cls=LazyGroup, lazy_subcommands={
+    "plan": "automation.cli.rollout:plan",
+    "preview": "automation.cli.rollout:preview",
+    "unlock": "automation.cli.rollout:unlock",
+})
 def node_pool() -> None:
     """Cloud VM pools joined to the cluster."""
 

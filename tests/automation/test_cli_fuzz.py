@@ -98,7 +98,10 @@ OUTCOMES: dict[str, Outcome] = {}
 
 def leaves(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> Iterator[
         tuple[str, click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazily loaded commands too
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         path = (*prefix, name)
         if isinstance(command, click.Group):
             yield from leaves(command, path)
