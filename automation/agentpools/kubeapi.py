@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from automation.agentpools.model import GROUP, KIND, VERSION
@@ -36,30 +35,6 @@ def _message(exc: Any) -> str:
         return str(json.loads(body).get("message")) if body else str(exc.reason)
     except (ValueError, AttributeError):
         return str(body)
-
-
-def client_configuration(kubeconfig: Path | None = None, context: str | None = None) -> Any:
-    """The official client's configuration: the kubeconfig's context (KUBECONFIG or
-    ~/.kube/config and its current context when not given), or the pod's service account when
-    running in a cluster with no kubeconfig."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
-    cfg = client.Configuration()
-    path = kubeconfig or (Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
-                          if os.environ.get("KUBECONFIG") else Path.home() / ".kube/config")
-    try:
-        if kubeconfig is None and not path.exists() \
-                and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=cfg)
-        else:
-            config.load_kube_config(config_file=str(path), context=context,
-                                    client_configuration=cfg, persist_config=False)
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
-        where = f"kubeconfig {path}" + (f" context {context!r}" if context else "")
-        raise ClusterUnavailable(f"cannot load {where}: {exc}") from exc
-    cfg.retries = 0  # the next tick retries; urllib3's own retries only delay the answer
-    return cfg
 
 
 class KubeApi:

@@ -294,10 +294,11 @@ def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None
              clock: Any = None, log: Callable[[str], None] | None = None,
              after_create: Callable[[str], None] | None = None) -> Operator:
     """The operator for this config over this ledger (broker registry and node pools)."""
-    from automation.agentpools.kubeapi import KubeApi, client_configuration
+    from automation.agentpools.kubeapi import KubeApi
     from automation.agentpools.reconcile import Reconciler, RegistryState
     from automation.agentpools.registry import Registry
     from automation.clock import SystemClock
+    from automation.kube.kubeconfig import client_configuration
 
     clock = clock or SystemClock()
     client_config = client_configuration(kubeconfig, context or config.context())

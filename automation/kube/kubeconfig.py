@@ -1,18 +1,23 @@
-"""Reads the target of a kubeconfig context: the server URL and the CA bundle bytes.
+"""Reads the target of a kubeconfig context: the server URL and the CA bundle bytes; and
+builds the official client's configuration for the callers that talk through it.
 
-Parsed directly rather than through the client, which drops the CA of a plain-http server
-and costs half a second to import; the official client still does the talking (probe.py).
+The target is parsed directly rather than through the client, which drops the CA of a
+plain-http server and costs half a second to import; the official client still does the
+talking (probe.py, ``client_configuration``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from automation.kube.port import ClusterUnavailable
 
 
 @dataclass(frozen=True)
@@ -63,3 +68,27 @@ def read_context_target(path: Path, context: str | None = None) -> ContextTarget
             raise ValueError(f"kubeconfig {path}: cannot read certificate-authority {ca_path}") \
                 from exc
     return ContextTarget(server_url=str(server), ca_pem=ca)
+
+
+def client_configuration(kubeconfig: Path | None = None, context: str | None = None) -> Any:
+    """The official client's configuration: the kubeconfig's context (KUBECONFIG or
+    ~/.kube/config and its current context when not given), or the pod's service account when
+    running in a cluster with no kubeconfig."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    cfg = client.Configuration()
+    path = kubeconfig or (Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+                          if os.environ.get("KUBECONFIG") else Path.home() / ".kube/config")
+    try:
+        if kubeconfig is None and not path.exists() \
+                and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(config_file=str(path), context=context,
+                                    client_configuration=cfg, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"kubeconfig {path}" + (f" context {context!r}" if context else "")
+        raise ClusterUnavailable(f"cannot load {where}: {exc}") from exc
+    cfg.retries = 0  # the next tick retries; urllib3's own retries only delay the answer
+    return cfg

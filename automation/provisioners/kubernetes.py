@@ -8,9 +8,8 @@ also carries the checksum of what was rendered (``anycloud.sh/templates-sha256``
 request it was rendered with (``anycloud.sh/request``), so ``check`` can render again and
 tell a changed template from an object edited by hand.
 
-Requests go out as plain JSON through the official client's transport and auth, as in
-automation/agentpools/kubeapi.py: the typed models of kubernetes 37 refuse some bodies the
-API server accepts (a ``nvidia.com/gpu: 1`` limit), and server-side apply needs no model.
+Requests go out as plain JSON (``kube_api``); what is rendered is handled by ``objects``
+(placement on a pool, checksum, drift).
 
 The ``nodepool`` type is the same provisioner aimed at one node pool (seed 003): its objects go
 to the pool's namespace on the pool's cluster, and every pod template selects exactly that
@@ -20,12 +19,9 @@ refused before anything is applied.
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +29,23 @@ from typing import Any
 from automation.errors import AnycloudError, Conflict, InvalidInput
 from automation.kube.port import MANAGED_BY, MANAGER, POOL_LABEL
 from automation.provisioners.base import Health, Provisioned, ProvisionRequest
+from automation.provisioners.kube_api import (
+    PLURALS,
+    JsonApi,
+    KubernetesFailed,
+    collection_path,
+    object_path,
+)
+from automation.provisioners.objects import (
+    CHECKSUM_ANNOTATION,
+    REQUEST_ANNOTATION,
+    RenderedObject,
+    checksum,
+    differences,
+    place_on_pool,
+    pod_spec,
+    quantity,
+)
 from automation.provisioners.provisioner_set import (
     KubernetesSpec,
     NodePoolSpec,
@@ -47,24 +60,13 @@ from automation.provisioners.templates import (
 )
 
 PROVISION_ID_LABEL = "anycloud.sh/provision-id"
-CHECKSUM_ANNOTATION = "anycloud.sh/templates-sha256"
-REQUEST_ANNOTATION = "anycloud.sh/request"
 FIELD_MANAGER = "anycloud"
-NODE_POOL_TAINT = POOL_LABEL  # anycloud.sh/node-pool: the pool's label and its taint key
 
 # Applied in this order (the claim before the pods that mount it), deleted in reverse.
 _ORDER = ("pvc", "service", "deployment", "http_ingress", "grpc_ingress")
-_PLURALS = {"Deployment": "deployments", "Service": "services",
-            "PersistentVolumeClaim": "persistentvolumeclaims", "Ingress": "ingresses"}
 _DELETE_ORDER = (("networking.k8s.io/v1", "Ingress"), ("v1", "Service"),
                  ("apps/v1", "Deployment"), ("v1", "PersistentVolumeClaim"))
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?")
-
-
-class KubernetesFailed(AnycloudError):
-    """The API server could not be reached or refused a call (not the request's fault)."""
-
-    default_code = "KUBERNETES_FAILED"
 
 
 class NotReady(AnycloudError):
@@ -87,178 +89,6 @@ class _Target:
     kubeconfig_path: str
     context: str | None
     pool_id: str | None  # set: every pod template is placed on exactly this node pool
-
-
-@dataclass(frozen=True)
-class _Object:
-    key: str  # the template_paths key it came from
-    body: dict[str, Any]
-
-    @property
-    def kind(self) -> str:
-        return str(self.body["kind"])
-
-    @property
-    def name(self) -> str:
-        return str(self.body["metadata"]["name"])
-
-    @property
-    def ref(self) -> str:
-        return f"{self.kind} {self.name}"
-
-
-# -- the API calls -------------------------------------------------------------------------
-
-
-def _message(status: int, raw: bytes) -> str:
-    try:
-        return str(json.loads(raw).get("message"))
-    except (ValueError, AttributeError):
-        return raw.decode(errors="replace")[:300] or f"HTTP {status}"
-
-
-class _Api:
-    """Plain JSON requests over the official client's ApiClient (auth, TLS, proxy)."""
-
-    def __init__(self, kubeconfig: Path, context: str | None, timeout: float) -> None:
-        from kubernetes import client
-
-        from automation.agentpools.kubeapi import client_configuration
-
-        self.configuration = client_configuration(kubeconfig, context)
-        self.timeout = timeout
-        self._api = client.ApiClient(self.configuration)
-
-    def close(self) -> None:
-        self._api.close()
-
-    def call(self, method: str, path: str, *, body: Any = None,
-             query: list[tuple[str, str]] | None = None,
-             content_type: str = "application/json") -> tuple[int, dict[str, Any], str]:
-        """(status, parsed body, API server message); only transport failures raise."""
-        from urllib3.exceptions import HTTPError
-
-        try:
-            _, url, headers, data, _ = self._api.param_serialize(
-                method=method, resource_path=path, query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body, auth_settings=["BearerToken"])
-            resp = self._api.call_api(method, url, header_params=headers, body=data,
-                                      _request_timeout=self.timeout)
-            raw = resp.read()
-        except (HTTPError, OSError) as exc:
-            raise KubernetesFailed(f"cannot reach the API server {self.configuration.host} "
-                                   f"({method} {path}): {exc}") from exc
-        if 200 <= resp.status < 300:
-            return resp.status, (json.loads(raw) if raw else {}), ""
-        return resp.status, {}, _message(resp.status, raw)
-
-    def expect(self, method: str, path: str, what: str, *, ok: tuple[int, ...] = (),
-               **kwargs: Any) -> dict[str, Any] | None:
-        """The body of a 2xx answer, None for a status in ``ok``, else KubernetesFailed."""
-        status, body, message = self.call(method, path, **kwargs)
-        if 200 <= status < 300:
-            return body
-        if status in ok:
-            return None
-        raise KubernetesFailed(f"the API server answered {status} to {what}: {message}")
-
-
-def _collection(api_version: str, kind: str, namespace: str) -> str:
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    return f"{base}/namespaces/{namespace}/{_PLURALS[kind]}"
-
-
-def _path(obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    return f"{_collection(obj['apiVersion'], obj['kind'], meta['namespace'])}/{meta['name']}"
-
-
-# -- rendering -----------------------------------------------------------------------------
-
-
-def pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """The pod template's spec of a workload object (Deployment and the like), else None."""
-    if obj.get("kind") == "Pod":
-        return obj.setdefault("spec", {})
-    template = (obj.get("spec") or {}).get("template")
-    if isinstance(template, dict):
-        return template.setdefault("spec", {})
-    return None
-
-
-def place_on_pool(spec: dict[str, Any], pool_id: str, field: str) -> None:
-    """Exactly the pool's nodeSelector and the one toleration of its taint (seed 003). The
-    same rule as automation/agentpools/pods.py (mirrored: its messages speak of AgentPools),
-    and a ``nodeName`` is refused too (it skips the scheduler, so the taint too)."""
-    if spec.get("nodeName"):
-        raise InvalidInput(f"{field}.nodeName", spec["nodeName"],
-                           f"must be left out: a nodepool provisioner places pods on node "
-                           f"pool {pool_id} through the scheduler")
-    selector = spec.setdefault("nodeSelector", {})
-    other = selector.get(POOL_LABEL)
-    if other not in (None, pool_id):
-        raise InvalidInput(f"{field}.nodeSelector.{POOL_LABEL}", other,
-                           f"must be left out: the provisioner selects node pool {pool_id}")
-    selector[POOL_LABEL] = pool_id
-    tolerations = spec.setdefault("tolerations", [])
-    for i, t in enumerate(tolerations):
-        key = t.get("key") or ""
-        wide = (key == "" and t.get("operator") == "Exists") or (
-            key == NODE_POOL_TAINT and (t.get("operator") == "Exists"
-                                        or t.get("value") != pool_id))
-        if wide:
-            raise InvalidInput(f"{field}.tolerations[{i}]", json.dumps(t, sort_keys=True),
-                               "must not tolerate other node pools' taints: the provisioner "
-                               f"adds the one toleration of node pool {pool_id}")
-    mine = {"key": NODE_POOL_TAINT, "operator": "Equal", "value": pool_id,
-            "effect": "NoSchedule"}
-    if mine not in tolerations:
-        tolerations.append(mine)
-
-
-def checksum(objects: list[_Object]) -> str:
-    """SHA-256 of the rendered objects (labels and placement included, our two annotations
-    not: they are derived from it)."""
-    bodies = []
-    for o in objects:
-        body = copy.deepcopy(o.body)
-        notes = body["metadata"].get("annotations") or {}
-        notes.pop(CHECKSUM_ANNOTATION, None)
-        notes.pop(REQUEST_ANNOTATION, None)
-        bodies.append(body)
-    return hashlib.sha256(json.dumps(bodies, sort_keys=True).encode()).hexdigest()
-
-
-def _quantity(value: Any) -> Any:
-    from kubernetes.utils.quantity import parse_quantity
-
-    try:
-        return parse_quantity(value)
-    except (ValueError, TypeError):
-        return None
-
-
-def differences(want: Any, have: Any, path: str = "") -> Iterator[str]:
-    """Where ``have`` (the live object) no longer holds what ``want`` (what we apply) sets:
-    fields the API server or controllers added beside ours are not differences."""
-    if isinstance(want, dict):
-        if not isinstance(have, dict):
-            yield f"{path or '.'} is {json.dumps(have)}"
-            return
-        for key, value in want.items():
-            yield from differences(value, have.get(key), f"{path}.{key}" if path else key)
-    elif isinstance(want, list):
-        if not isinstance(have, list) or len(have) != len(want):
-            yield (f"{path} has {len(have) if isinstance(have, list) else 'no'} item(s), "
-                   f"applied {len(want)}")
-            return
-        for i, (w, h) in enumerate(zip(want, have, strict=True)):
-            yield from differences(w, h, f"{path}[{i}]")
-    elif want != have and not (isinstance(want, str) and isinstance(have, str | int)
-                               and _quantity(want) is not None
-                               and _quantity(want) == _quantity(str(have))):
-        yield f"{path} is {json.dumps(have)}, applied {json.dumps(want)}"
 
 
 # -- the provisioner -----------------------------------------------------------------------
@@ -284,13 +114,13 @@ class KubernetesProvisioner:
         self.namespace = target.namespace
         self.poll_seconds = poll_seconds
         self.request_timeout = request_timeout
-        self._client: _Api | None = None
+        self._client: JsonApi | None = None
 
     @property
-    def api(self) -> _Api:
+    def api(self) -> JsonApi:
         if self._client is None:
             path = Path(self.target.kubeconfig_path).expanduser()
-            self._client = _Api(path if path.is_absolute() else self.base_dir / path,
+            self._client = JsonApi(path if path.is_absolute() else self.base_dir / path,
                                 self.target.context, self.request_timeout)
         return self._client
 
@@ -355,7 +185,7 @@ class KubernetesProvisioner:
                  for obj in self._labelled(api_version, kind, provision_id)]
         for api_version, kind, obj in found:
             meta = obj["metadata"]
-            path = f"{_collection(api_version, kind, self.namespace)}/{meta['name']}"
+            path = f"{collection_path(api_version, kind, self.namespace)}/{meta['name']}"
             self.api.expect("DELETE", path, f"delete {kind} {meta['name']}", ok=(404, 409),
                             body={"kind": "DeleteOptions", "apiVersion": "v1",
                                   "propagationPolicy": "Foreground",
@@ -420,7 +250,7 @@ class KubernetesProvisioner:
 
     # -- rendering -------------------------------------------------------------------------
 
-    def render(self, provision_id: str, request: ProvisionRequest) -> list[_Object]:
+    def render(self, provision_id: str, request: ProvisionRequest) -> list[RenderedObject]:
         """The objects of the id, labelled and placed, in apply order; InvalidInput naming
         the template when one cannot be used."""
         _check_id(provision_id)
@@ -439,7 +269,7 @@ class KubernetesProvisioner:
             path = self.base_dir / rel
             body = render(field, path, read_template(field, path), values)
             self._complete(key, field, path, body, provision_id)
-            out.append(_Object(key, body))
+            out.append(RenderedObject(key, body))
         return out
 
     def _complete(self, key: str, field: str, path: Path, body: dict[str, Any],
@@ -472,10 +302,10 @@ class KubernetesProvisioner:
     # -- API steps -------------------------------------------------------------------------
 
     def _get(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        return self.api.expect("GET", _path(body), f"get {body['kind']} "
+        return self.api.expect("GET", object_path(body), f"get {body['kind']} "
                                f"{body['metadata']['name']}", ok=(404,))
 
-    def _refuse_foreign(self, o: _Object, live: dict[str, Any] | None,
+    def _refuse_foreign(self, o: RenderedObject, live: dict[str, Any] | None,
                         provision_id: str) -> None:
         if live is None:
             return
@@ -487,14 +317,14 @@ class KubernetesProvisioner:
                            code="OBJECT_EXISTS", field=o.key, value=o.name,
                            rule="templates must render names unique to the provision id")
 
-    def _refuse_shrink(self, o: _Object, live: dict[str, Any] | None) -> None:
+    def _refuse_shrink(self, o: RenderedObject, live: dict[str, Any] | None) -> None:
         if live is None:
             return
         have = ((live.get("spec") or {}).get("resources") or {}).get("requests", {}) \
             .get("storage")
         want = o.body["spec"]["resources"]["requests"]["storage"]
-        if have is not None and _quantity(have) is not None and _quantity(want) is not None \
-                and _quantity(have) > _quantity(want):
+        if have is not None and quantity(have) is not None and quantity(want) is not None \
+                and quantity(have) > quantity(want):
             raise Conflict(f"{o.ref} asks {have}; the request asks {want}: a claim is never "
                            "shrunk (its data would not fit)", code="PVC_SHRINK",
                            field="storage", value=want,
@@ -513,7 +343,7 @@ class KubernetesProvisioner:
                                          "metadata": {"name": self.namespace,
                                                       "labels": labels}})
 
-    def _apply(self, o: _Object) -> str:
+    def _apply(self, o: RenderedObject) -> str:
         """Server-side apply as ``anycloud``; the conflict text when fields had to be taken
         back, else "".
 
@@ -523,7 +353,7 @@ class KubernetesProvisioner:
         the source of truth for the fields it sets, so we apply again with force: it takes
         back only those fields, and fields others added that we do not set stay theirs.
         An object that is not ours is refused before this point, never forced."""
-        path = _path(o.body)
+        path = object_path(o.body)
         query = [("fieldManager", FIELD_MANAGER)]
         taken = ""
         for force in (False, True):
@@ -545,14 +375,14 @@ class KubernetesProvisioner:
 
     def _labelled(self, api_version: str, kind: str, provision_id: str
                   ) -> list[dict[str, Any]]:
-        found = self.api.expect("GET", _collection(api_version, kind, self.namespace),
-                                f"list {_PLURALS[kind]} of {provision_id}",
+        found = self.api.expect("GET", collection_path(api_version, kind, self.namespace),
+                                f"list {PLURALS[kind]} of {provision_id}",
                                 query=[("labelSelector", _selector(provision_id))])
         return list((found or {}).get("items") or [])
 
     def _still_there(self, api_version: str, kind: str, obj: dict[str, Any]) -> bool:
         meta = obj["metadata"]
-        path = f"{_collection(api_version, kind, self.namespace)}/{meta['name']}"
+        path = f"{collection_path(api_version, kind, self.namespace)}/{meta['name']}"
         live = self.api.expect("GET", path, f"get {kind} {meta['name']}", ok=(404,))
         return live is not None and live["metadata"].get("uid") == meta["uid"]
 

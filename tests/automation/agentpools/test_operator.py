@@ -294,7 +294,8 @@ def test_restart_mid_scale_creates_no_extra_pod(plane: ControlPlane, ns: str,
                                                 ledger: Ledger) -> None:
     """A pass killed after its first create (the hook raises, as a crash would), then a new
     operator with nothing in memory: it counts the pod made and makes only the rest."""
-    from automation.agentpools.kubeapi import KubeApi, client_configuration
+    from automation.agentpools.kubeapi import KubeApi
+    from automation.kube.kubeconfig import client_configuration
 
     pool = example("cpu-pool.yaml")
     pool["spec"]["autoscaler"].update({"minReplicas": 5, "minIdle": 0})

@@ -28,9 +28,8 @@ from automation.provisioners.kubernetes import (
     NodePoolProvisioner,
     NotReady,
     PoolTarget,
-    differences,
-    place_on_pool,
 )
+from automation.provisioners.objects import differences, place_on_pool
 from automation.provisioners.provisioner_set import KubernetesSpec, NodePoolSpec, TemplatePaths
 from tests.automation.kube.objects import get, node, wait_for
 
