@@ -6,18 +6,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automation.catalog.store import Catalog, load_catalog
 from automation.clock import Clock, SystemClock
-from automation.kube.probe import ClusterProbe, KubernetesProbe
 from automation.ledger.db import Ledger
+
+if TYPE_CHECKING:
+    from automation.kube.probe import ClusterProbe
+
+
+def _kubernetes_probe() -> ClusterProbe:
+    from automation.kube.probe import KubernetesProbe
+
+    return KubernetesProbe()
 
 
 @dataclass
 class App:
     ledger: Ledger
     clock: Clock = field(default_factory=SystemClock)
-    probe: ClusterProbe = field(default_factory=KubernetesProbe)
+    probe: ClusterProbe = field(default_factory=_kubernetes_probe)
     # $ANYCLOUD_HOME: Pulumi work dirs and state, the mock engine's state, the passphrase.
     home: Path = field(default_factory=lambda: Path.home() / ".anycloud")
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from automation.kube.kubeconfig import read_context_target
-
 
 @dataclass(frozen=True)
 class KubeconfigTarget:
@@ -49,6 +47,8 @@ class KubernetesProbe:
         self.timeout = timeout_seconds
 
     def target(self, kubeconfig: Path, context: str | None) -> KubeconfigTarget:
+        from automation.kube.kubeconfig import read_context_target  # YAML: only when read
+
         t = read_context_target(kubeconfig, context)
         return KubeconfigTarget(t.server_url, sha256_hex(t.ca_pem) if t.ca_pem else None)
 

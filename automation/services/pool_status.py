@@ -89,7 +89,8 @@ def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
         vms=r["max_vms"], state=r["state"],
-        last_error=redact(r["last_error"], hidden_values(r)),
+        last_error=(redact(r["last_error"], hidden_values(r)) if r["last_error"]
+                    else r["last_error"]),
         last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
