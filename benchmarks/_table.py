@@ -8,9 +8,12 @@ import time
 from collections.abc import Sequence
 
 
-def time_command(args: Sequence[str], runs: int, env: dict[str, str] | None = None) -> list[float]:
-    """Wall-clock seconds of each run (one warm-up run first, not counted)."""
-    subprocess.run(args, env=env, check=True, capture_output=True)
+def time_command(args: Sequence[str], runs: int, env: dict[str, str] | None = None,
+                 warmup: bool = True) -> list[float]:
+    """Wall-clock seconds of each run (one warm-up run first, not counted, unless not
+    ``warmup``: the smoke runs of benchmarks/_cli.py)."""
+    if warmup:
+        subprocess.run(args, env=env, check=True, capture_output=True)
     out = []
     for _ in range(runs):
         start = time.perf_counter()

@@ -8,7 +8,10 @@ same run: one mixed 100-agent pool decided 1,000 times (its data stays in cache)
 same 1,000 pools at 10 agents (how it scales), and a bare loop reading each worker once (the
 floor any decision over these inputs pays).
 
-    .venv/bin/python benchmarks/bench_autoscaler.py      (BENCH_RUNS=7 by default)
+    .venv/bin/python benchmarks/bench_autoscaler.py [--smoke]     (BENCH_RUNS=7 by default)
+
+--smoke: 4 pools (one of each shape) of 10 and of 3 agents, the mixed pool decided 10 times,
+one run, no warm-up.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from automation.agentpools.autoscaler import Decision, Settings, Worker, decide
+from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+WARMUP = True
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 SETTINGS = (  # the seed's cpu-pool, gpu-pool and shell, maxReplicas raised to hold 100 agents
     Settings(min_replicas=2, max_replicas=120, min_idle=3, max_idle=8, idle_decay_second=300),
@@ -84,7 +89,8 @@ def make_pool(rnd: random.Random, p: int, agents: int) -> Pool:
 
 
 def timed(fn: Callable[[], object]) -> list[float]:
-    fn()  # warm-up, not counted
+    if WARMUP:
+        fn()  # warm-up, not counted
     out = []
     for _ in range(RUNS):
         t0 = time.perf_counter()
@@ -98,9 +104,15 @@ def all_pools(world: list[Pool]) -> Callable[[], list[Decision]]:
 
 
 def main() -> None:
+    global RUNS, WARMUP
+    args = _cli.parse(__doc__)
+    pools, agents, few_agents, calls = 1000, 100, 10, 1000
+    if args.smoke:
+        RUNS, WARMUP = 1, False
+        pools, agents, few_agents, calls = 4, 10, 3, 10
     rnd = random.Random(11)
-    world = [make_pool(rnd, p, 100) for p in range(1000)]
-    small = [make_pool(rnd, p, 10) for p in range(1000)]
+    world = [make_pool(rnd, p, agents) for p in range(pools)]
+    small = [make_pool(rnd, p, few_agents) for p in range(pools)]
     one = world[3]  # the mixed shape, the dearest of the four
 
     decisions = all_pools(world)()
@@ -109,7 +121,7 @@ def main() -> None:
     acting = sum(1 for d in decisions if d.create or d.delete)
 
     big = timed(all_pools(world))
-    repeat = timed(lambda: [decide(one[0], one[1], one[2], NOW) for _ in range(1000)])
+    repeat = timed(lambda: [decide(one[0], one[1], one[2], NOW) for _ in range(calls)])
     few = timed(all_pools(small))
 
     def bare() -> int:
@@ -120,20 +132,22 @@ def main() -> None:
         return n
 
     floor = timed(bare)
-    per = median(big) / 1000
+    per = median(big) / pools
     print_table(
-        f"AgentPool autoscaler, median of {RUNS} runs (ms); {acting} of 1000 pools acting: "
+        f"AgentPool autoscaler, median of {RUNS} runs (ms); {acting} of {pools} pools acting: "
         f"+{created} agents, -{deleted} pods",
         ("case", "ms", "min ms", "vs goal / baseline"),
         [
-            ("decide(): 1,000 pools x 100 agents", ms(median(big)), ms(min(big)),
+            (f"decide(): {pools:,} pools x {agents} agents", ms(median(big)), ms(min(big)),
              f"goal <= 100 ms; {per * 1e6:.0f} us a pool"),
-            ("baseline: 1 mixed pool x 100 agents x 1,000 calls", ms(median(repeat)),
+            (f"baseline: 1 mixed pool x {agents} agents x {calls:,} calls", ms(median(repeat)),
              ms(min(repeat)), f"{median(big) / median(repeat):.2f}x of it"),
-            ("decide(): 1,000 pools x 10 agents", ms(median(few)), ms(min(few)),
-             f"{median(big) / median(few):.1f}x for 10x the agents"),
-            ("floor: bare loop reading each of the 100,000 workers", ms(median(floor)),
-             ms(min(floor)), f"decide() is {median(big) / median(floor):.1f}x"),
+            (f"decide(): {pools:,} pools x {few_agents} agents", ms(median(few)),
+             ms(min(few)), f"{median(big) / median(few):.1f}x for "
+             f"{agents / few_agents:.0f}x the agents"),
+            (f"floor: bare loop reading each of the {pools * agents:,} workers",
+             ms(median(floor)), ms(min(floor)),
+             f"decide() is {median(big) / median(floor):.1f}x"),
         ],
     )
 

@@ -12,6 +12,10 @@ Measured in one run, medians of BENCH_RUNS fresh processes each:
 The old tree is ``git archive`` of the last commit holding data/catalog.toml, exported to a
 temporary directory (the working tree is not touched); benchmarks/fixtures/
 catalog-handpicked.toml is that file, kept for reference.
+
+    .venv/bin/python benchmarks/bench_catalog.py [--smoke]     (BENCH_RUNS=7 by default)
+
+--smoke: every measure once, no warm-up run.
 """
 
 from __future__ import annotations
@@ -30,23 +34,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import _cli  # noqa: E402
 from benchmarks._table import median, ms, print_table, time_command  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+WARMUP = True
 NEW_DB = ROOT / "data" / "catalog.sqlite"
 
+# Runs in the old tree only, where the catalog was one module (automation/catalog.py).
 _OLD_LIST = """
 import json
-from automation.catalog.store import load_catalog
+from automation.catalog import load_catalog
 cat = load_catalog()
 print(json.dumps([dict(provider=k, **t.model_dump()) for k, p in cat.providers.items()
                   for t in p.vm_types if t.gpu_model and "H100" in t.gpu_model]))
 """
 
+# Runs in both trees: the catalog module (old) or package (new), whichever the tree has.
 _LOOKUP = """
 import time
 t0 = time.perf_counter()
-from automation.catalog.store import load_catalog
+try:
+    from automation.catalog.store import load_catalog
+except ImportError:
+    from automation.catalog import load_catalog
 from automation.validation import check_placement
 import stacks.pins  # the data-dir rule: an import, timed by neither side
 t1 = time.perf_counter()
@@ -84,7 +95,8 @@ def timed_inside(tree: Path, code: str, env: dict[str, str]) -> list[float]:
 def time_in(tree: Path, args: list[str], env: dict[str, str]) -> list[float]:
     """Like ``time_command``, run in ``tree``: ``python -c`` puts the working directory first
     on sys.path, so the tree's own packages are the ones imported."""
-    subprocess.run(args, cwd=tree, env=env, check=True, capture_output=True)
+    if WARMUP:
+        subprocess.run(args, cwd=tree, env=env, check=True, capture_output=True)
     out = []
     for _ in range(RUNS):
         start = time.perf_counter()
@@ -128,6 +140,9 @@ def sqlite_lookup() -> float:
 
 
 def main() -> None:
+    global RUNS, WARMUP
+    if _cli.parse(__doc__).smoke:
+        RUNS, WARMUP = 1, False
     anycloud = str(Path(sys.executable).with_name("anycloud"))
     with tempfile.TemporaryDirectory() as tmp:
         old = old_tree(Path(tmp) / "old")
@@ -144,7 +159,8 @@ def main() -> None:
                          f"{median(new) / median(base):.2f}"))
 
         row("catalog list --gpu H100 --json (cold, ms)",
-            time_command([anycloud, "catalog", "list", "--gpu", "H100", "--json"], RUNS, env),
+            time_command([anycloud, "catalog", "list", "--gpu", "H100", "--json"], RUNS, env,
+                         WARMUP),
             time_in(old, [sys.executable, "-c", _OLD_LIST], env))
         lookups_new = timed_inside(ROOT, _LOOKUP, env)
         lookups_old = timed_inside(old, _LOOKUP, env)
@@ -154,7 +170,7 @@ def main() -> None:
         # Separate homes: each tree migrates its own ledger schema.
         old_env = {**env, "ANYCLOUD_HOME": str(Path(tmp) / "old-home")}
         row("node-pool list --json start-up (ms)",
-            time_command([anycloud, "node-pool", "list", "--json"], RUNS, env),
+            time_command([anycloud, "node-pool", "list", "--json"], RUNS, env, WARMUP),
             time_in(old, [sys.executable, "-c", cli, "node-pool", "list", "--json"], old_env))
         new_size, old_size = NEW_DB.stat().st_size, old_toml.stat().st_size
         rows.append(("size on disk (KiB)", f"{new_size / 1024:.0f}", f"{old_size / 1024:.1f}",

@@ -8,6 +8,10 @@ own ledger, seeded by that tree's own schema module with 1,000 ready pools of tw
 real subprocess whose working directory is the tree (``python -c`` puts it first on
 sys.path). ``create`` adds a new pool per run (distinct names), validated against the catalog
 and written to the ledger.
+
+    .venv/bin/python benchmarks/bench_catalog_pools.py [--smoke]     (BENCH_RUNS=7 by default)
+
+--smoke: 3 pools, one run of each command, no warm-up run.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import _cli  # noqa: E402
 from benchmarks._seed import seed  # noqa: E402
 from benchmarks._table import median, ms, print_table  # noqa: E402
 from benchmarks.bench_catalog import old_tree  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 POOLS = 1000
+WARMUP = 1  # runs first, not counted
 _CLI = "import sys; from automation.cli import cli; sys.exit(cli())"
 
 def _env(home: Path) -> dict[str, str]:
@@ -47,15 +53,19 @@ def _run(tree: Path, env: dict[str, str], *args: str) -> float:
 def measure(tree: Path, home: Path) -> dict[str, list[float]]:
     seed(tree, home, [("aws", "m7i.large", "us-east-1")], POOLS, 2)
     env = _env(home)
-    listed = [_run(tree, env, "node-pool", "list", "--json") for _ in range(RUNS + 1)][1:]
+    listed = [_run(tree, env, "node-pool", "list", "--json")
+              for _ in range(RUNS + WARMUP)][WARMUP:]
     created = [_run(tree, env, "node-pool", "create", f"new-{i}", "--cluster", "bench",
                     "--credentials", "aws", "--region", "us-east-1", "--vm-type", "m7i.large",
                     "--min-vms", "1", "--max-vms", "1", "--json")
-               for i in range(RUNS + 1)][1:]
+               for i in range(RUNS + WARMUP)][WARMUP:]
     return {"node-pool list --json": listed, "node-pool create --json": created}
 
 
 def main() -> None:
+    global RUNS, POOLS, WARMUP
+    if _cli.parse(__doc__).smoke:
+        RUNS, POOLS, WARMUP = 1, 3, 0
     with tempfile.TemporaryDirectory() as tmp:
         before = measure(old_tree(Path(tmp) / "old"), Path(tmp) / "home-before")
         after = measure(ROOT, Path(tmp) / "home-after")

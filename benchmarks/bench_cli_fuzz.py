@@ -2,17 +2,22 @@
 generated and the crashes and rule violations found, beside the counts before the error
 boundary (recorded from the same fuzz, 20 cases per command, at commit 4cafbd7).
 
-    python benchmarks/bench_cli_fuzz.py [--examples 20] [--runs 3]
+    python benchmarks/bench_cli_fuzz.py [--examples 20] [--runs 3] [--smoke]
 
 Cases are derandomized: every run generates the same ones, so the counts do not vary; the
 time per case is the median of the runs, beside the baseline `cluster list` measured in
 the same run (its ratio says which commands are expensive to fuzz). Exit 1 when any crash
 or violation is found (the goal is 0).
+
+--smoke: one case per command, one run.
+
+Everything is written in temporary directories, Hypothesis's own storage included.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -20,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import print_table
 
 # The same fuzz run before this boundary existed (commit 4cafbd7, 20 cases per command):
@@ -34,11 +40,21 @@ BEFORE: dict[str, tuple[int, int]] = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=BEFORE_EXAMPLES)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--examples", type=int, default=BEFORE_EXAMPLES,
+                       help="cases generated per command")
+        p.add_argument("--runs", type=int, default=3, help="runs (median of the time)")
 
+    args = _cli.parse(__doc__, options=options)
+    if args.smoke:
+        args.examples, args.runs = 1, 1
+    with tempfile.TemporaryDirectory(prefix="bench-fuzz-") as store:
+        # Hypothesis keeps a cache of constants in .hypothesis/ of the working directory.
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = store
+        return fuzz_all(args)
+
+
+def fuzz_all(args: argparse.Namespace) -> int:
     from tests.automation import test_cli_fuzz as fuzz
 
     per_case: dict[str, list[float]] = {}

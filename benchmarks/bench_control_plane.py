@@ -3,6 +3,10 @@ operations against it versus against the JSON test server it replaces, in one ru
 
 Needs the tools built by ``python3 tools/build.py``. BENCH_RUNS starts (median) and
 BENCH_OPS operations per measurement.
+
+    .venv/bin/python benchmarks/bench_control_plane.py [--smoke]   (BENCH_RUNS=3, BENCH_OPS=200)
+
+--smoke: one start, 3 operations of each kind, no warm-up operation.
 """
 
 from __future__ import annotations
@@ -16,18 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, print_table
 
+MARKS = ("kube", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 OPS = int(os.environ.get("BENCH_OPS", "200"))
-
-
-def point_at_tools() -> None:
-    from tools.build import locate
-
-    folders = [str(Path(str(b)).parent) for m in locate().values()
-               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
-    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(dict.fromkeys(folders))
+WARMUP = True
 
 
 def start_times() -> list[dict[str, float]]:
@@ -43,7 +42,8 @@ def start_times() -> list[dict[str, float]]:
 
 
 def ops_per_second(fn: Callable[[], object]) -> float:
-    fn()  # warm-up: connection pool, imports
+    if WARMUP:
+        fn()  # warm-up: connection pool, imports
     began = time.perf_counter()
     for _ in range(OPS):
         fn()
@@ -66,7 +66,9 @@ def adapter_rates(kubeconfig: Path, node: str, put_node: Callable[[], None]) -> 
 
 
 def main() -> None:
-    point_at_tools()
+    global RUNS, OPS, WARMUP
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, OPS, WARMUP = 1, 3, False
     from automation.devcluster import control_plane
     from tests.automation.kube import objects
     from tests.automation.kube_api_server import node_json, serve, write_kubeconfig

@@ -6,6 +6,10 @@ is this checkout. Both run as real subprocesses over the same ledger: 1,000 pool
 billed VMs each, over DISTINCT (cloud, type, region) offerings (1 = every pool the same type,
 1,000 = every pool a different one: one price lookup each, the worst case). Issue 10 asks that
 list is no slower.
+
+    .venv/bin/python benchmarks/bench_cost.py [--smoke]     (BENCH_RUNS=5 by default)
+
+--smoke: 3 pools over 1, 2 and 3 distinct offerings, one run of each, no warm-up run.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._seed import seed
 from benchmarks._table import median, ms, print_table, time_command
 
@@ -27,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POOLS = 1000
 VMS_PER_POOL = 2
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+WARMUP = True
 _CLI = "import sys; from automation.cli import cli; sys.exit(cli())"
 
 
@@ -73,14 +79,19 @@ def _check_code(env: dict[str, str], code: Path, has_cost: bool) -> None:
 
 
 def main() -> None:
+    global RUNS, POOLS, WARMUP
+    spreads = (1, 50, POOLS)
+    if _cli.parse(__doc__).smoke:
+        RUNS, POOLS, WARMUP = 1, 3, False
+        spreads = (1, 2, POOLS)
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)  # python -c puts the working directory first on sys.path
         before = Path(tmp) / "before"
         commit = unpack_before(before)
         results: list[tuple[str, list[float]]] = [
-            ("python -c pass", time_command([sys.executable, "-c", "pass"], RUNS)),
+            ("python -c pass", time_command([sys.executable, "-c", "pass"], RUNS, warmup=WARMUP)),
         ]
-        for distinct in (1, 50, POOLS):
+        for distinct in spreads:
             for label, code, has_cost in (("before", before, False), ("after", ROOT, True)):
                 # Each tree seeds its own ledger: the old code refuses a newer schema.
                 home = Path(tmp) / f"home-{distinct}-{label}"
@@ -89,7 +100,7 @@ def main() -> None:
                 _check_code(env, code, has_cost)
                 args = [sys.executable, "-c", _CLI, "node-pool", "list", "--json"]
                 results.append((f"{label}: {distinct} distinct offerings",
-                                time_command(args, RUNS, env)))
+                                time_command(args, RUNS, env, WARMUP)))
     rows = []
     for i, (name, times) in enumerate(results):
         ratio = "-" if i == 0 or name.startswith("before") else (

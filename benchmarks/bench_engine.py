@@ -4,7 +4,12 @@ program, in one run.
 
 Real engine: ``up`` of a fresh stack (the objects created on the API server), a no-change
 ``preview``, and ``destroy``. Mock engine: ``evaluate`` of the same target (what ``plan`` and
-``policy check`` do). BENCH_RUNS runs each (median).
+``policy check`` do). BENCH_RUNS runs each (median). Needs the tools built by
+``python3 tools/build.py``.
+
+    .venv/bin/python benchmarks/bench_engine.py [--smoke]     (BENCH_RUNS=3 by default)
+
+--smoke: one run of each, no warm-up evaluation.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, print_table
 
+MARKS = ("kube", "engine", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+WARMUP = True
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -32,11 +40,10 @@ def timed(fn: Callable[[], object]) -> float:
 
 def engine_env(tmp: Path) -> None:
     """What the test suite's pulumi_engine fixture does: tools on PATH, a PULUMI_HOME of
-    our own with the kubernetes plugin built from source installed."""
+    our own with the kubernetes plugin built from source installed (the tools found as
+    ``_cli.parse`` checked them, given the ``engine`` mark)."""
     from automation.devcluster import binaries
-    from benchmarks.bench_control_plane import point_at_tools
 
-    point_at_tools()
     pulumi = binaries.find("pulumi")
     provider = binaries.find("pulumi-resource-kubernetes")
     version = binaries.plugin_version(provider)
@@ -52,6 +59,9 @@ def engine_env(tmp: Path) -> None:
 
 
 def main() -> None:
+    global RUNS, WARMUP
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, WARMUP = 1, False
     from automation.devcluster import control_plane
     from automation.engine.mock.runner import MockEngineRunner
     from automation.engine.pulumi_driver import AutomationRunner
@@ -64,7 +74,8 @@ def main() -> None:
         try:
             target = addons_target(plane, "cl-bench")
             mock = MockEngineRunner(tmp / "mock-home")
-            mock.evaluate(target)  # warm-up: imports
+            if WARMUP:
+                mock.evaluate(target)  # warm-up: imports
             mock_eval = [timed(lambda: mock.evaluate(target)) for _ in range(RUNS)]
             ups, previews, destroys = [], [], []
             for i in range(RUNS):

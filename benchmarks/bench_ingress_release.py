@@ -8,7 +8,9 @@ release stack's (evaluated once per pool and cached). Figures, in one run:
 3. the pass that installs the N releases (one refresh + up of each release stack) beside
    the pass that first buys the same pools' VMs (one up of each pool stack).
 
-    .venv/bin/python benchmarks/bench_ingress_release.py   (BENCH_RUNS, BENCH_POOLS)
+    .venv/bin/python benchmarks/bench_ingress_release.py [--smoke]   (BENCH_RUNS, BENCH_POOLS)
+
+--smoke: 2 pools, one converged pass of each kind.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
@@ -32,11 +35,11 @@ POOLS = int(os.environ.get("BENCH_POOLS", "10"))
 def world_of(home: Path, pools: int, services: bool) -> tuple[Any, Any, Any, float, float]:
     """N one-VM pools brought to ready; returns (reconciler, world, app, seconds of the
     first pass, seconds of the pass that installed the releases)."""
+    from automation.app import App
     from automation.ledger import open_ledger
     from automation.models import WorkloadKind
     from automation.reconciler.reconcile import Reconciler
     from automation.services import credentials, node_pools, workloads
-    from automation.services.context import App
     from automation.simulators.ports import simulated_ports
     from automation.simulators.world import SimWorld, register_simulated_cluster
 
@@ -82,6 +85,9 @@ def converged(reconciler: Any) -> float:
 
 
 def main() -> None:
+    global RUNS, POOLS
+    if _cli.parse(__doc__).smoke:
+        RUNS, POOLS = 1, 2
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         cpu, _, _, first_cpu, _ = world_of(Path(a), POOLS, services=False)
         svc, world, _, _, install = world_of(Path(b), POOLS, services=True)

@@ -8,7 +8,9 @@ deployment; the baseline is 10 deployments in the same run. The PVC template is 
 (no storage provisioner runs here) and so is the claim in the Deployment. Each run uses a
 fresh namespace. Needs the tools built by ``python3 tools/build.py``.
 
-    .venv/bin/python benchmarks/bench_kubernetes_provisioner.py   (BENCH_RUNS=3 by default)
+    .venv/bin/python benchmarks/bench_kubernetes_provisioner.py [--smoke]   (BENCH_RUNS=3)
+
+--smoke: 1 and 2 deployments, one run each.
 
 Here (2 cores, 2026-12-01): applying is ~30-60 ms a deployment; all ready is ~2.4 s for 10
 and ~26 s for 100, ~250 ms a deployment either way: readiness is paced by the local
@@ -28,23 +30,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
+MARKS = ("kube", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 SIZES = (10, 100)
 REPO = Path(__file__).resolve().parent.parent
 
 
-def point_at_tools() -> None:
-    from tools.build import locate
-
-    folders = [str(Path(str(b)).parent) for m in locate().values()
-               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
-    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(dict.fromkeys(folders))
-
-
 def main() -> None:
-    point_at_tools()
+    global RUNS, SIZES
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, SIZES = 1, (1, 2)
     from automation.devcluster import control_plane
     from automation.devcluster.control_plane import KWOK_ANNOTATION
     from automation.provisioners.base import ProvisionRequest

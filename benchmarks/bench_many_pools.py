@@ -16,12 +16,17 @@
    warm-up pass that starts the workers.
 
     BENCH_RUNS=3 .venv/bin/python benchmarks/bench_many_pools.py [--skip-wall|--skip-simulated]
+        [--smoke]     (BENCH_POOLS=100 by default)
 
 A 100-pool run costs ~200 mock-engine evaluations (~0.5 s each): minutes per run.
+
+--smoke: 2 pools, every scenario and 1-pool baseline once (AWS, GCP and Azure all run); one
+wall pass of 2 new pools per mode, no warm-up pool.
 """
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import os
 import random
@@ -36,10 +41,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, print_table
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 POOLS = int(os.environ.get("BENCH_POOLS", "100"))
+BASELINE_RUNS = 5  # at least, for the 1-pool baselines
+WALL_POOLS, WARM_POOLS = 20, 8  # part 2: new pools per timed pass, and in the warm-up pass
 INTERVAL = timedelta(seconds=30)
 JITTER = 0.2
 REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
@@ -134,8 +142,9 @@ def simulate(scenario: Scenario, seed: int) -> tuple[float, float, int, int]:
     """Minutes until every pool is ready and the median pool's, passes, stack ops."""
     from automation.engine.mock.runner import MockEngineRunner
     from automation.reconciler.reconcile import Ports, Reconciler
-    from automation.reconciler.workers import Limits, SlotPolicy, dispatch
+    from automation.reconciler.workers import SlotPolicy, dispatch
     from automation.services import credentials, node_pools
+    from automation.settings import Limits
     from automation.simulators.world import simulated_app
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,7 +202,8 @@ def simulated_rows() -> list[tuple[str, ...]]:
     results: dict[str, tuple[float, float, float, float]] = {}
     for s in scenarios:
         # A single pool costs two stack ops: its baseline is the median of at least 5.
-        runs = [simulate(s, seed) for seed in range(RUNS if s.pools > 1 else max(RUNS, 5))]
+        runs = [simulate(s, seed) for seed in range(
+            RUNS if s.pools > 1 else max(RUNS, BASELINE_RUNS))]
         results[s.label] = (median([r[0] for r in runs]), median([r[1] for r in runs]),
                             median([r[2] for r in runs]), median([r[3] for r in runs]))
         print(f"  simulated {s.label}: {results[s.label][0]:.1f} min", file=sys.stderr)
@@ -208,11 +218,11 @@ def simulated_rows() -> list[tuple[str, ...]]:
     return rows
 
 
-def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
+def wall_rows(pools: int = WALL_POOLS) -> list[tuple[str, ...]]:
+    from automation.app import App
     from automation.reconciler.reconcile import Reconciler
-    from automation.reconciler.workers import Limits
     from automation.services import credentials, node_pools
-    from automation.services.context import App
+    from automation.settings import Limits
     from automation.simulators.ports import simulated_ports
     from automation.simulators.world import simulated_app
 
@@ -236,7 +246,7 @@ def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
                         name=f"{prefix}-{p:02d}", credentials=f"cred-{p % 5}",
                         region="us-east-1", vm_type="m7i.large", min_vms=1, max_vms=1))
 
-            add(app, "warm", 8)  # starts the workers and imports the SDKs everywhere
+            add(app, "warm", WARM_POOLS)  # starts the workers, imports the SDKs everywhere
             reconciler.run_once()
             times = []
             for r in range(RUNS):
@@ -257,16 +267,26 @@ def wall_rows(pools: int = 20) -> list[tuple[str, ...]]:
 
 
 def main() -> None:
-    if "--skip-simulated" not in sys.argv:
+    global RUNS, POOLS, BASELINE_RUNS, WALL_POOLS, WARM_POOLS
+
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--skip-wall", action="store_true", help="part 1 only")
+        p.add_argument("--skip-simulated", action="store_true", help="part 2 only")
+
+    args = _cli.parse(__doc__, options=options)
+    if args.smoke:
+        RUNS, POOLS, BASELINE_RUNS, WALL_POOLS, WARM_POOLS = 1, 2, 1, 2, 0
+    if not args.skip_simulated:
         print_table(f"{POOLS} new pools (1 VM each) from create to ready, simulated clock, "
-                    f"median of {RUNS} run(s), 1-pool baselines of {max(RUNS, 5)} "
-                    "(latencies jittered +-20 %)",
+                    f"median of {RUNS} run(s), 1-pool baselines of "
+                    f"{max(RUNS, BASELINE_RUNS)} (latencies jittered +-20 %)",
                     ["scenario", "all ready (min)", "median pool (min)", "vs 1 pool",
                      "passes", "stack ops"], simulated_rows())
-    if "--skip-wall" not in sys.argv:
+    if not args.skip_wall:
         print()
         print_table(f"Real wall time under the mock engine on {os.cpu_count()} cores "
-                    f"(median of {RUNS})", ["pass", "s", "speed-up vs serial"], wall_rows())
+                    f"(median of {RUNS})", ["pass", "s", "speed-up vs serial"],
+                    wall_rows(WALL_POOLS))
 
 
 if __name__ == "__main__":

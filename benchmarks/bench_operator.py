@@ -8,7 +8,9 @@ timer tick. Each run applies the seed's shell pool under a new name (minIdle 2 h
 pods) and polls the API server every 10 ms. Needs the tools built by
 ``python3 tools/build.py``.
 
-    .venv/bin/python benchmarks/bench_operator.py      (BENCH_RUNS=9 by default)
+    .venv/bin/python benchmarks/bench_operator.py [--smoke]     (BENCH_RUNS=9 by default)
+
+--smoke: one run, no warm-up run.
 """
 
 from __future__ import annotations
@@ -23,22 +25,19 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
+MARKS = ("kube", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "9"))
+WARMUP = 1  # runs first, not counted
 REPO = Path(__file__).resolve().parent.parent
 
 
-def point_at_tools() -> None:
-    from tools.build import locate
-
-    folders = [str(Path(str(b)).parent) for m in locate().values()
-               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
-    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(dict.fromkeys(folders))
-
-
 def main() -> None:
-    point_at_tools()
+    global RUNS, WARMUP
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, WARMUP = 1, 0
     from automation.agentpools.operator import ControlPlaneConfig, assemble
     from automation.devcluster import control_plane
     from automation.devcluster.control_plane import KWOK_ANNOTATION
@@ -64,7 +63,7 @@ def main() -> None:
             op = assemble(config, ledger, kubeconfig=plane.kubeconfig, interval=10.0)
             op.start()
             try:
-                rows = [run(plane, i) for i in range(RUNS + 1)][1:]  # first: warm-up
+                rows = [run(plane, i) for i in range(RUNS + WARMUP)][WARMUP:]
             finally:
                 op.stop()
         finally:
@@ -72,7 +71,8 @@ def main() -> None:
     applied = [r[0] for r in rows]
     first = [r[1] for r in rows]
     running = [r[2] for r in rows]
-    print_table(f"AgentPool operator reaction, {RUNS} runs (after one warm-up), ms",
+    warmed = "after one warm-up" if WARMUP else "no warm-up"
+    print_table(f"AgentPool operator reaction, {RUNS} runs ({warmed}), ms",
                 ["from kubectl apply to", "median", "min", "max"],
                 [(name, ms(median(v)), ms(min(v)), ms(max(v))) for name, v in (
                     ("kubectl apply returned", applied),

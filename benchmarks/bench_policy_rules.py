@@ -1,10 +1,14 @@
 """How long the offline policy check takes per stack size (prints a table; asserts nothing).
 
-.venv/bin/python benchmarks/bench_policy_rules.py [sizes...]
+    .venv/bin/python benchmarks/bench_policy_rules.py [sizes...] [--smoke]
+        (sizes in VMs; 1 10 100 500 by default)
+
+--smoke: sizes 1 and 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -12,7 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from policies import check_resources
+from benchmarks import _cli
 
 SHA = "0123456789abcdef" * 4
 CONFIG: dict[str, Any] = {
@@ -50,7 +54,15 @@ def _vm(i: int) -> dict[str, Any]:
     }
 
 
-def main(sizes: list[int]) -> None:
+def main() -> None:
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("sizes", nargs="*", type=int, default=[1, 10, 100, 500],
+                       help="VMs in the stack, one line each")
+
+    args = _cli.parse(__doc__, options=options)
+    sizes = [1, 2] if args.smoke else args.sizes
+    from policies import check_resources
+
     print(f"{'VMs':>6} {'findings':>10} {'seconds':>9} {'ms/VM':>7}")
     for size in sizes:
         resources = [_vm(i) for i in range(size)]
@@ -61,4 +73,4 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [1, 10, 100, 500])
+    main()

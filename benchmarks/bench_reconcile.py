@@ -4,31 +4,40 @@
    loop over the same data.
 2. A full converged reconcile pass with the ledger on SQLite and on PostgreSQL (goal <= 2 s),
    and the number of ledger writes it made (goal: zero). The cluster is an in-memory port
-   holding one Ready Node per VM, so the figure is the reconciler's and the ledger's.
+   holding one Ready Node per VM and the engine a stand-in that no converged pass may call,
+   so the figure is the reconciler's and the ledger's. PostgreSQL is the one the tests use
+   (ANYCLOUD_TEST_POSTGRES_URL), one fresh schema per figure; when it does not answer its
+   rows say so, or under CI=true the script fails.
 3. 100 pools x 10 VMs from create to ready on the simulators (mock engine, simulated cloud
    and cluster): passes needed and wall time.
 
-    .venv/bin/python benchmarks/bench_reconcile.py [--skip-lifecycle]
+    .venv/bin/python benchmarks/bench_reconcile.py [--skip-lifecycle] [--smoke]
+        (BENCH_RUNS=5 by default)
+
+--smoke: 3 pools x 2 VMs decided, one converged pass over 2 pools x 2 VMs on each ledger,
+2 pools x 2 VMs from create to ready; one run, no warm-up pass.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
+MARKS = ("postgres",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+WARMUP = True
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-POSTGRES = os.environ.get("ANYCLOUD_TEST_POSTGRES_URL",
-                          "postgresql+psycopg://anycloud:anycloud@127.0.0.1:5432/anycloud_test")
 
 
 def decision_bench(pools: int = 1000, vms: int = 10) -> list[tuple[str, str, str]]:
@@ -66,6 +75,17 @@ def decision_bench(pools: int = 1000, vms: int = 10) -> list[tuple[str, str, str
          f"{median(times) / median(bare):.0f}x bare loop; goal <= 200 ms"),
         ("baseline: bare loop over the same attempts and Nodes", ms(median(bare)), "1x"),
     ]
+
+
+class NoEngine:
+    """The runner of the converged pass: it names an engine (every pass reports one) and
+    runs nothing. A converged pass makes no stack operation; if it tried, the pool would
+    fail its turn and the figure's assertion says so."""
+
+    engine: Literal["pulumi", "mock"] = "pulumi"
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"a converged pass called the engine ({name})")
 
 
 class DictCluster:
@@ -129,13 +149,14 @@ def seed(url: str, pools: int, vms: int) -> tuple[Any, DictCluster]:
 def pass_bench(label: str, url: str, pools: int, vms: int) -> tuple[str, str, str]:
     import sqlalchemy as sa
 
+    from automation.app import App
     from automation.clock import ManualClock
     from automation.reconciler.reconcile import Ports, Reconciler
-    from automation.services.context import App
 
     ledger, cluster = seed(url, pools, vms)
     app = App(ledger=ledger, clock=ManualClock(NOW + timedelta(hours=1)))
-    ports = Ports(runner=None, cluster_for=lambda row: cluster,  # type: ignore[arg-type]
+    ports = Ports(runner=NoEngine(),
+                  cluster_for=lambda row: cluster,  # type: ignore[arg-type,return-value]
                   vm_lookup=lambda p, ids: dict.fromkeys(ids, "running"))
     reconciler = Reconciler(app, ports)
     writes: list[str] = []
@@ -144,7 +165,8 @@ def pass_bench(label: str, url: str, pools: int, vms: int) -> tuple[str, str, st
         if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
             writes.append(statement)
 
-    reconciler.run_once()  # warm-up
+    if WARMUP:
+        reconciler.run_once()  # warm-up
     sa.event.listen(ledger.engine, "before_cursor_execute", count)
     times = []
     for _ in range(RUNS):
@@ -158,21 +180,27 @@ def pass_bench(label: str, url: str, pools: int, vms: int) -> tuple[str, str, st
             f"{len(writes)} writes in {RUNS} passes; goal <= 2000 ms, 0 writes")
 
 
-def _pg_url() -> str | None:
+def pg_pass_bench(pools: int, vms: int) -> tuple[str, str, str]:
+    """``pass_bench`` on PostgreSQL, in a schema of its own dropped afterwards."""
     import secrets
 
     import sqlalchemy as sa
 
+    postgres = _cli.postgres_url()
+    if postgres is None:
+        return ("full converged pass, PostgreSQL", "-", "server not reachable")
+    admin = sa.create_engine(postgres)
+    schema_name = f"bench_{secrets.token_hex(4)}"
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema_name}")
+    sep = "&" if "?" in postgres else "?"
     try:
-        admin = sa.create_engine(POSTGRES)
-        schema_name = f"bench_{secrets.token_hex(4)}"
+        return pass_bench("PostgreSQL", f"{postgres}{sep}options=-csearch_path%3D{schema_name}",
+                          pools, vms)
+    finally:
         with admin.begin() as conn:
-            conn.exec_driver_sql(f"CREATE SCHEMA {schema_name}")
+            conn.exec_driver_sql(f"DROP SCHEMA {schema_name} CASCADE")
         admin.dispose()
-    except Exception:
-        return None
-    sep = "&" if "?" in POSTGRES else "?"
-    return f"{POSTGRES}{sep}options=-csearch_path%3D{schema_name}"
 
 
 def lifecycle_bench(pools: int = 100, vms: int = 10) -> list[tuple[str, str, str]]:
@@ -208,17 +236,24 @@ def lifecycle_bench(pools: int = 100, vms: int = 10) -> list[tuple[str, str, str
 
 
 def main() -> None:
-    rows = decision_bench()
-    for pools in (100, 1000):
+    global RUNS, WARMUP
+
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--skip-lifecycle", action="store_true", help="leave out figure 3")
+
+    args = _cli.parse(__doc__, MARKS, options)
+    passes: tuple[int, ...] = (100, 1000)  # pools of the converged passes
+    decided, vms, lifecycle = (1000, 10), 10, (100, 10)
+    if args.smoke:
+        RUNS, WARMUP = 1, False
+        decided, passes, vms, lifecycle = (3, 2), (2,), 2, (2, 2)
+    rows = decision_bench(*decided)
+    for pools in passes:
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(pass_bench("SQLite", f"sqlite:///{Path(tmp) / 'b.db'}", pools, 10))
-        url = _pg_url()
-        if url:
-            rows.append(pass_bench("PostgreSQL", url, pools, 10))
-        else:
-            rows.append(("full converged pass, PostgreSQL", "-", "server not reachable"))
-    if "--skip-lifecycle" not in sys.argv:
-        rows += lifecycle_bench()
+            rows.append(pass_bench("SQLite", f"sqlite:///{Path(tmp) / 'b.db'}", pools, vms))
+        rows.append(pg_pass_bench(pools, vms))
+    if not args.skip_lifecycle:
+        rows += lifecycle_bench(*lifecycle)
     print_table(f"Reconciler (median of {RUNS} where timed repeatedly)",
                 ["measure", "ms", "notes"], rows)
 

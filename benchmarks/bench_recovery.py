@@ -8,7 +8,11 @@ DaemonSet's create in flight (the object on the API server, as in
 scratch-stack read), the import (``stack import`` of the settled state plus a refresh of
 what was imported), and the continued update. Two cases: the object exists (imported) and
 the object is gone (record cleared, the update creates it). BENCH_RUNS runs of each
-(median; default 3).
+(median; default 3). Needs the tools built by ``python3 tools/build.py``.
+
+    .venv/bin/python benchmarks/bench_recovery.py [--smoke]     (BENCH_RUNS=3 by default)
+
+--smoke: one run of each case (the least that goes through both).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, print_table
 from benchmarks.bench_engine import engine_env, timed
 
+MARKS = ("kube", "engine", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 
 
@@ -55,6 +61,9 @@ def timed_runner_class() -> Any:
 
 
 def main() -> None:
+    global RUNS
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS = 1
     from automation.devcluster import control_plane
     from tests.automation.engine.test_pending_recovery import (
         DS,

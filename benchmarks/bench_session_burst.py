@@ -24,7 +24,10 @@ A *pass* is one reconcile of the pool (timer tick or event) from the burst until
 session holds a slot. The operator's reaction (kubectl apply -> first pod) is
 bench_operator.py's.
 
-    .venv/bin/python benchmarks/bench_session_burst.py      (BENCH_RUNS=3 by default)
+    .venv/bin/python benchmarks/bench_session_burst.py [--smoke]    (BENCH_RUNS=3 by default)
+
+--smoke: 20 sessions at 0 agents (grows to 2), 10 at 0 (grows to 1), 20 at 2 registered
+agents; one run, no warm-up burst.
 """
 
 from __future__ import annotations
@@ -44,10 +47,14 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, print_table
-from benchmarks.bench_operator import point_at_tools
 
+MARKS = ("kube", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+# Sessions of the burst and of the small baseline; agents of the warm baseline (which gets
+# BURST sessions); sessions of the warm-up burst (0: none).
+BURST, SMALL, WARM, WARMUP = 500, 50, 50, 50
 INTERVAL = float(os.environ.get("BENCH_INTERVAL", "0.5"))
 REPO = Path(__file__).resolve().parent.parent
 NS = "bench"
@@ -194,13 +201,16 @@ def _wait(check: Callable[[], bool], what: str, timeout: float = 180.0, poll: fl
 
 
 def main() -> None:
-    point_at_tools()
-    from automation.agentpools.kubeapi import KubeApi, client_configuration
+    global RUNS, BURST, SMALL, WARM, WARMUP
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, BURST, SMALL, WARM, WARMUP = 1, 20, 10, 2, 0
+    from automation.agentpools.kubeapi import KubeApi
     from automation.agentpools.operator import Operator, build_registry
     from automation.agentpools.reconcile import Reconciler, RegistryState
     from automation.agentpools.registry import Registry
     from automation.devcluster import control_plane
     from automation.devcluster.control_plane import KWOK_ANNOTATION
+    from automation.kube.kubeconfig import client_configuration
     from automation.ledger import open_ledger
 
     with tempfile.TemporaryDirectory() as tmp, \
@@ -225,12 +235,13 @@ def main() -> None:
                                         state=RegistryState(registry)), passes)
         op = Operator(build_registry(lambda ns: reconciler, client_config, INTERVAL), [NS])
         op.start()
-        cases = [("burst: 500 sessions, pool at 0 agents", 500, 0),
-                 ("baseline: 50 sessions, pool at 0 agents", 50, 0),
-                 ("baseline: 500 sessions, pool at 50 agents", 500, 50)]
+        cases = [(f"burst: {BURST} sessions, pool at 0 agents", BURST, 0),
+                 (f"baseline: {SMALL} sessions, pool at 0 agents", SMALL, 0),
+                 (f"baseline: {BURST} sessions, pool at {WARM} agents", BURST, WARM)]
         results: dict[str, list[Result]] = {c[0]: [] for c in cases}
         try:
-            burst(plane, registry, passes, "warmup", 50)  # not counted
+            if WARMUP:
+                burst(plane, registry, passes, "warmup", WARMUP)  # not counted
             for run in range(RUNS):
                 for i, (title, sessions, warm) in enumerate(cases):
                     results[title].append(burst(plane, registry, passes,

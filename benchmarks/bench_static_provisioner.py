@@ -18,7 +18,10 @@ and never above its capacity, the provisioner's own ``usage()`` agreeing. Any di
 printed and the script exits 1; otherwise the table says "consistent: yes".
 
     .venv/bin/python benchmarks/bench_static_provisioner.py [--runs 3] [--quick]
-        [--ledgers sqlite,postgresql]
+        [--ledgers sqlite,postgresql] [--smoke]
+
+--smoke: 2 and 4 deployments sequential, 2 processes x 2, one run on each ledger (the exact
+check as always).
 
 PostgreSQL is the one the tests use (ANYCLOUD_TEST_POSTGRES_URL, else the role and database
 ``.ci/postgres.sh`` makes), one fresh schema per run. When it is not reachable it is skipped
@@ -38,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import secrets
 import sys
 import tempfile
@@ -52,14 +54,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
+MARKS = ("postgres", "slow")
 RUNTIMES = 50
 SLOTS = 24
 PROVISIONER = "fleet"
 PROJECT = "web"
-POSTGRES = os.environ.get("ANYCLOUD_TEST_POSTGRES_URL",
-                          "postgresql+psycopg://anycloud:anycloud@127.0.0.1:5432/anycloud_test")
+POSTGRES = _cli.POSTGRES_URL
 
 
 def slots_for(index: int) -> int:
@@ -80,19 +83,6 @@ def fleet() -> Any:
 
 
 # -- ledgers ---------------------------------------------------------------------------------
-
-
-def postgres_reachable() -> bool:
-    import sqlalchemy as sa
-
-    try:
-        engine = sa.create_engine(POSTGRES, connect_args={"connect_timeout": 3})
-        with engine.connect():
-            pass
-        engine.dispose()
-        return True
-    except Exception:
-        return False
 
 
 @contextmanager
@@ -123,9 +113,9 @@ def fresh_ledger(kind: str) -> Iterator[str]:
 
 
 def _seed(url: str) -> None:
+    from automation.app import App
     from automation.ledger import open_ledger
     from automation.services import projects
-    from automation.services.context import App
 
     ledger = open_ledger(url)
     app = App(ledger=ledger)
@@ -141,9 +131,9 @@ class Starter:
     """One process's control plane: its ledger, the set and the provisioners built from it."""
 
     def __init__(self, url: str) -> None:
+        from automation.app import App
         from automation.ledger import open_ledger
-        from automation.provisioners.factory import provisioners
-        from automation.services.context import App
+        from automation.services.provisioner_factory import provisioners
 
         self.ledger = open_ledger(url)
         self.app = App(ledger=self.ledger)
@@ -286,21 +276,23 @@ def check(url: str, count: int) -> tuple[list[str], tuple[int, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
-    parser.add_argument("--quick", action="store_true",
-                        help="100 deployments, baseline 10, 4 processes x 25")
-    parser.add_argument("--ledgers", default="sqlite,postgresql")
-    args = parser.parse_args()
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+        p.add_argument("--quick", action="store_true",
+                       help="100 deployments, baseline 10, 4 processes x 25")
+        p.add_argument("--ledgers", default="sqlite,postgresql")
+
+    args = _cli.parse(__doc__, MARKS, options)
     base, total, procs = (10, 100, 4) if args.quick else (100, 1000, 4)
+    if args.smoke:
+        args.runs, (base, total, procs) = 1, (2, 4, 2)
     each = total // procs
 
     kinds = args.ledgers.split(",")
-    if "postgresql" in kinds and not postgres_reachable():
-        note = f"PostgreSQL not reachable at {POSTGRES}"
-        if os.environ.get("CI") == "true":
-            sys.exit(f"{note} (CI=true: a missing PostgreSQL is a failure)")
-        print(f"{note}: skipped (start it with .ci/postgres.sh)", file=sys.stderr)
+    # Under CI=true a PostgreSQL that does not answer is a failure (_cli.postgres_url).
+    if "postgresql" in kinds and _cli.postgres_url() is None:
+        print(f"PostgreSQL not reachable at {POSTGRES}: skipped (start it with "
+              ".ci/postgres.sh)", file=sys.stderr)
         kinds.remove("postgresql")
 
     variants = [("sequential", base), ("sequential", total), (f"{procs} processes", total)]
