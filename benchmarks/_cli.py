@@ -84,23 +84,6 @@ def missing(reason: str) -> None:
     raise SystemExit(EXIT_MISSING)
 
 
-def point_at_built_tools() -> None:
-    """Put the tool sets built for the current pins (tools/build.py) first on the search path
-    of ``automation.devcluster.binaries``, keeping a given ANYCLOUD_TOOLS_BIN (what
-    tests/conftest.py does)."""
-    from tools.build import BuildError, locate
-
-    try:
-        built = locate()
-    except BuildError:
-        return
-    folders = [str(Path(str(b)).parent) for m in built.values()
-               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
-    given = os.environ.get("ANYCLOUD_TOOLS_BIN")
-    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(
-        [*([given] if given else []), *dict.fromkeys(folders)])
-
-
 def tool_missing(*needs: str) -> str | None:
     """Why a tool ``needs`` (keys of TOOLS) names cannot be used, or None when all are found
     (``automation.devcluster.binaries``' search, as the tests and ``anycloud`` do)."""
@@ -120,6 +103,8 @@ def require(*needs: str) -> None:
     """The tools of ``needs`` are all found, or the script stops here (``missing``)."""
     if not needs:
         return
+    from tools.build import point_at_built_tools
+
     point_at_built_tools()
     reason = tool_missing(*needs)
     if reason is not None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
+
+from tools.build import point_at_built_tools
 
 if TYPE_CHECKING:
     from automation.devcluster.control_plane import ControlPlane
@@ -77,23 +78,8 @@ def ledger_url(request: pytest.FixtureRequest) -> str:
 
 # -- the real control plane ---------------------------------------------------------------
 
-
-def _point_at_built_tools() -> None:
-    """Put the tool sets built for the current pins (tools/build.py) on the search path."""
-    from tools.build import BuildError, locate
-
-    try:
-        built = locate()
-    except BuildError:
-        return
-    folders = [str(Path(str(b)).parent) for m in built.values()
-               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
-    given = os.environ.get("ANYCLOUD_TOOLS_BIN")
-    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(
-        [*([given] if given else []), *dict.fromkeys(folders)])
-
-
-_point_at_built_tools()
+# The tool sets tools/build.py built for the current pins, first on the binaries' search path.
+point_at_built_tools()
 
 
 def _report(config: pytest.Config, line: str) -> None:

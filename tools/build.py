@@ -275,6 +275,21 @@ def locate(names: list[str] | None = None) -> dict[str, dict[str, object]]:
     return found
 
 
+def point_at_built_tools() -> None:
+    """Put the sets built for the current pins first on the search path of
+    ``automation.devcluster.binaries`` (``ANYCLOUD_TOOLS_BIN``), after a folder already given
+    there: what the test suite and the benchmarks run."""
+    try:
+        built = locate()
+    except BuildError:
+        return
+    folders = [str(Path(str(b)).parent) for m in built.values()
+               for b in dict(m["binaries"]).values()]  # type: ignore[call-overload]
+    given = os.environ.get("ANYCLOUD_TOOLS_BIN")
+    os.environ["ANYCLOUD_TOOLS_BIN"] = os.pathsep.join(
+        [*([given] if given else []), *dict.fromkeys(folders)])
+
+
 def _summary(rows: list[dict[str, object]], total: float) -> str:
     lines = [f"{'tool set':<20}{'versions':<44}{'build':>10}{'size':>10}"]
     for r in rows:
