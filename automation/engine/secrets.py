@@ -58,6 +58,20 @@ def _generated_passphrase(home: Path) -> Path:
     return path
 
 
+def _refuse_empty(var: str, value: str) -> None:
+    """Pulumi takes an empty passphrase, and the stack's secrets are then encrypted under a key
+    anyone can derive. The value itself is never shown (it may be a real passphrase)."""
+    rule = (f"must not be empty: an empty passphrase protects nothing; unset {var} to let "
+            "anycloud generate one in $ANYCLOUD_HOME/passphrase (mode 0600), or give a real one")
+    if not value.strip():
+        raise SecretsConfigError(f"{var} is set but empty", field=var, value="", rule=rule)
+    if var.endswith("_FILE"):
+        path = Path(value)
+        if path.is_file() and not path.read_text(errors="replace").strip():
+            raise SecretsConfigError(f"{var} names an empty file: {path}", field=var,
+                                     value=str(path), rule=rule)
+
+
 def state_settings(home: Path, environ: Mapping[str, str] | None = None) -> StateSettings:
     env_in = os.environ if environ is None else environ
     backend = backend_url(home, env_in)
@@ -73,6 +87,7 @@ def state_settings(home: Path, environ: Mapping[str, str] | None = None) -> Stat
         return StateSettings(backend, provider, {})
     for var in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
         if var in env_in:
+            _refuse_empty(var, env_in[var])
             return StateSettings(backend, "passphrase", {var: env_in[var]})
     path = _generated_passphrase(home)
     return StateSettings(backend, "passphrase", {"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -119,9 +118,12 @@ def test_error_mapping(tmp_path: Path, raised: Exception, expected: type, text: 
     assert text in err.value.message
 
 
-@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="the engine is installed here")
-def test_without_the_cli_one_clear_error(tmp_path: Path) -> None:
-    runner = AutomationRunner(tmp_path, environ={"PATH": "/usr/bin:/bin"})
+def test_without_the_cli_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A PATH with no pulumi on it, whether or not this machine has the engine installed.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    runner = AutomationRunner(tmp_path, environ={"PATH": str(bare)})
     with pytest.raises(EngineMissing) as err:
         runner.preview(pool_target())
     assert "`pulumi` command" in err.value.message and "--engine mock" in err.value.message

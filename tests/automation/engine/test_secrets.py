@@ -47,3 +47,23 @@ def test_world_readable_passphrase_refused(tmp_path: Path) -> None:
     (tmp_path / "passphrase").chmod(0o644)
     with pytest.raises(SecretsConfigError, match="chmod 600"):
         state_settings(tmp_path, {})
+
+
+@pytest.mark.parametrize("var", ["PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"])
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_passphrase_is_refused(tmp_path: Path, var: str, value: str) -> None:
+    with pytest.raises(SecretsConfigError) as err:
+        state_settings(tmp_path / "home", {var: value})
+    assert err.value.field == var and "must not be empty" in (err.value.rule or "")
+    assert not (tmp_path / "home" / "passphrase").exists()  # nothing generated instead
+
+
+def test_an_empty_passphrase_file_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "pw"
+    empty.write_text("\n")
+    with pytest.raises(SecretsConfigError) as err:
+        state_settings(tmp_path, {"PULUMI_CONFIG_PASSPHRASE_FILE": str(empty)})
+    assert err.value.value == str(empty) and "empty file" in err.value.message
+    empty.write_text("correct horse battery staple\n")
+    ok = state_settings(tmp_path, {"PULUMI_CONFIG_PASSPHRASE_FILE": str(empty)})
+    assert ok.env == {"PULUMI_CONFIG_PASSPHRASE_FILE": str(empty)}
