@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlalchemy as sa
 
+from tests.processes import MARK, leftovers, wait_for_exit
 from tools.build import point_at_built_tools
 
 if TYPE_CHECKING:
@@ -18,6 +19,27 @@ if TYPE_CHECKING:
 # Under CI=true a missing tool, PostgreSQL or control plane fails the test; elsewhere it
 # skips, saying how to get what is missing.
 IN_CI = os.environ.get("CI") == "true"
+
+
+# Every process the suite starts carries this mark (tests/processes.py).
+SESSION = os.environ.setdefault(MARK, secrets.token_hex(8))
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_process_behind() -> Iterator[None]:
+    """A test fails when a process it started outlives its parent (an engine killed under
+    its plugins, a server's worker): the leftovers are ended and named."""
+    import contextlib
+    import signal
+
+    before = set(leftovers(SESSION))
+    yield
+    left = wait_for_exit(SESSION, before, seconds=10)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "processes left behind (ended now): " + "; ".join(
+        f"{pid}: {cmd}" for pid, cmd in sorted(left.items()))
 
 
 def missing(reason: str) -> None:

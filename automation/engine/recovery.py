@@ -33,6 +33,7 @@ operation that the refresh then drops, so the resource is never recorded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -143,11 +144,25 @@ class Answer:
         return cls(state, raw.get("id") or None, str(raw.get("detail") or ""))
 
 
-def _not_found(message: str) -> bool:
-    """Whether a provider's error says the resource does not exist (GCP: HTTP 404
-    ``notFound``; Azure: ``ResourceNotFound``/``NotFound``)."""
-    text = message.lower()
-    return any(s in text for s in ("error 404", "notfound", "was not found", "not found"))
+# The only error shapes that mean "this VM does not exist", per provider. Anything else (an
+# Azure AD "was not found in the directory" is a credential problem) leaves the answer unknown.
+# - GCP: the Go client's googleapi.Error prints "googleapi: Error <code>: <message>, <reason>"
+#   (google.golang.org/api/googleapi); instances.get answers 404 for a missing instance.
+# - Azure: ARM answers 404 with error code ResourceNotFound, or ResourceGroupNotFound when the
+#   group is gone too (learn.microsoft.com/azure/azure-resource-manager/troubleshooting/
+#   error-not-found); azcore prints it as "ERROR CODE: ResourceNotFound", the REST body as
+#   "code": "ResourceNotFound", the Python SDK as "(ResourceNotFound) ...".
+# - AWS: DescribeInstances by tag answers an empty list for a missing VM, never an error.
+_ABSENT = {
+    "gcp": re.compile(r"googleapi: Error 404\b"),
+    "azure": re.compile(r"\b(ResourceNotFound|ResourceGroupNotFound)\b"),
+}
+
+
+def _not_found(cloud: str, message: str) -> bool:
+    """Whether ``cloud``'s error says the VM does not exist (see ``_ABSENT``)."""
+    shape = _ABSENT.get(cloud)
+    return shape is not None and shape.search(message) is not None
 
 
 def _lookup_aws(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
@@ -196,8 +211,8 @@ _LOOKUPS: dict[str, Callable[[PendingCreate, str, Any], Answer]] = {
 
 def lookup_vm(p: PendingCreate, invoke: Any) -> Answer:
     """Ask the provider whether the VM of a pending create exists (``invoke``: the
-    InvokeOptions carrying the pool's provider). A provider error that says "not found" is
-    an absence; any other error leaves the answer unknown."""
+    InvokeOptions carrying the pool's provider). Only the provider's own not-found error
+    (``_ABSENT``) is an absence; any other error leaves the answer unknown."""
     attempt = p.attempt_id
     if p.cloud is None or attempt is None:
         return Answer("unknown", detail=f"{p.type} {p.name} carries no attempt tag to look up")
@@ -205,7 +220,8 @@ def lookup_vm(p: PendingCreate, invoke: Any) -> Answer:
         return _LOOKUPS[p.cloud](p, attempt, invoke)
     except Exception as exc:  # the provider's answer, whatever it is, decides
         message = str(exc).strip() or type(exc).__name__
-        return Answer("absent") if _not_found(message) else Answer("unknown", detail=message)
+        return (Answer("absent") if _not_found(p.cloud, message)
+                else Answer("unknown", detail=message))
 
 
 LOOKUPS_OUTPUT = "lookups"

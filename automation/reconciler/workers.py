@@ -21,6 +21,7 @@ except the stack operation a worker runs for its caller.
 from __future__ import annotations
 
 import importlib
+import os
 import queue
 import re
 import secrets
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from automation.engine.errors import EngineFailed
+from automation.engine.processes import end_session, new_session
 from automation.engine.runner import (
     ProgressEvent,
     ProgressSink,
@@ -376,6 +378,7 @@ class WorkerRunner:
         for _ in range(workers):
             self._idle.put(None)  # started on first use
         self._started: list[ProcessPoolExecutor] = []
+        self._sessions: dict[ProcessPoolExecutor, int] = {}  # the session each worker leads
 
     def _serve(self, cloud: Any) -> CloudServer:
         server = CloudServer(cloud)
@@ -425,6 +428,8 @@ class WorkerRunner:
             outcome, events = executor.submit(run_op, request).result()
         except BrokenProcessPool:
             executor.shutdown(wait=False)
+            # The engine the worker ran, and its plugins, outlive it: end its session.
+            end_session(self._sessions.pop(executor))
             executor = None  # type: ignore[assignment]
             raise WorkerDied(f"the worker process running {op} of {target.stack_name} exited "
                              "before answering (killed, out of memory, or it failed to start); "
@@ -440,13 +445,17 @@ class WorkerRunner:
         return outcome
 
     def _start(self) -> ProcessPoolExecutor:
-        executor = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+        # Each worker leads a session of its own, which the engine and its plugins join.
+        executor = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"),
+                                       initializer=new_session)
+        self._sessions[executor] = executor.submit(os.getpid).result()
         self._started.append(executor)
         return executor
 
     def close(self) -> None:
         for executor in self._started:
             executor.shutdown(wait=True, cancel_futures=True)
+            end_session(self._sessions.pop(executor, 0))  # what outlived its worker, if any
         self._started.clear()
         for server in self._servers:
             server.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 
 from automation.devcluster.control_plane import ControlPlane
 from automation.engine.errors import EngineFailed, StackLocked
+from automation.engine.processes import end_session
 from automation.engine.pulumi_driver import AutomationRunner
 from automation.engine.recovery import PendingCreate, pending_creates_in
 from automation.engine.runner import ProgressEvent, StackTarget
@@ -92,7 +92,7 @@ def kill_with_the_daemonset_in_flight(control_plane: ControlPlane, runner: Autom
         assert urn is not None, "the DaemonSet's create was never in flight"
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            end_session(proc.pid)  # a crashed machine: the engine's plugins too
         proc.wait(timeout=30)
     return urn
 

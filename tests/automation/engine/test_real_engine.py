@@ -10,9 +10,7 @@ SDK's mock engine, and on the real engine they fail with a clear message (tested
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ import pytest
 
 from automation.devcluster.control_plane import ControlPlane
 from automation.engine.errors import EngineFailed, StackLocked
+from automation.engine.processes import end_session
 from automation.engine.pulumi_driver import AutomationRunner, pending_creates
 from automation.engine.runner import ProgressEvent, StackKind, StackTarget
 from automation.kube.probe import sha256_hex
@@ -192,7 +191,7 @@ def test_an_up_killed_mid_run_is_recovered(
             time.sleep(0.005)
         time.sleep(delay)
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            end_session(proc.pid)  # a crashed machine: the engine's plugins too
             killed = True
         proc.wait(timeout=30)
         if killed:

@@ -277,3 +277,47 @@ def test_a_complete_settlement_adopts_what_was_found_and_leaves_nothing_in_fligh
     with pytest.raises(ValueError):
         adopted(deployment, settle(found, set(), lookup_vms=lambda _: {},
                                    lookup_objects=lambda _: {}))
+
+
+# Provider errors as each provider prints them; only its own not-found shape is an absence.
+_ERRORS = [
+    ("gcp", "googleapi: Error 404: The resource 'projects/p/zones/z/instances/vm' was not "
+            "found, notFound", "absent"),
+    ("gcp", "Error reading Instance: googleapi: Error 404: The resource 'projects/p' was "
+            "not found, notFound", "absent"),
+    ("gcp", "googleapi: Error 403: Required 'compute.instances.get' permission, forbidden",
+     "unknown"),
+    ("gcp", "instance vm not found in cache", "unknown"),
+    ("azure", "GET https://management.azure.com/subscriptions/s/resourceGroups/g/providers/"
+              "Microsoft.Compute/virtualMachines/vm\n------\nRESPONSE 404: 404 Not Found\n"
+              "ERROR CODE: ResourceNotFound\n------\n{\"error\": {\"code\": "
+              "\"ResourceNotFound\", \"message\": \"The Resource ... was not found.\"}}",
+     "absent"),
+    ("azure", "RESPONSE 404: 404 Not Found\nERROR CODE: ResourceGroupNotFound\nResource group "
+              "'g' could not be found.", "absent"),
+    ("azure", "(ResourceNotFound) The Resource 'Microsoft.Compute/virtualMachines/vm' under "
+              "resource group 'g' was not found.", "absent"),
+    ("azure", "AADSTS700016: Application with identifier 'app' was not found in the "
+              "directory 'tenant'.", "unknown"),
+    ("azure", "RESPONSE 403: 403 Forbidden\nERROR CODE: AuthorizationFailed", "unknown"),
+    ("aws", "InvalidInstanceID.NotFound: The instance ID 'i-1' does not exist", "unknown"),
+]
+
+
+@pytest.mark.parametrize(("cloud", "message", "state"), _ERRORS)
+def test_only_the_providers_own_not_found_error_means_absent(
+        monkeypatch: pytest.MonkeyPatch, cloud: str, message: str, state: str) -> None:
+    from automation.engine import recovery
+
+    def failing(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
+        raise RuntimeError(message)
+
+    monkeypatch.setitem(recovery._LOOKUPS, cloud, failing)
+    key = "labels" if cloud == "gcp" else "tags"
+    p = PendingCreate(urn="urn:pulumi:s::anycloud::vm::vm", type=VM_TYPES[cloud], custom=True,
+                      inputs={key: {"anycloud.sh/attempt": "at-1"}})
+    assert p.attempt_id == "at-1"
+    answer = recovery.lookup_vm(p, invoke=None)
+    assert answer.state == state
+    if state == "unknown":
+        assert answer.detail == message  # the provider's own words, for the user

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -246,7 +247,9 @@ class CountingRunner(MockEngineRunner):
 
 class DyingRunner(MockEngineRunner):
     """In a worker: the first up of pool ``victim`` kills its worker process (SIGKILL, as
-    the OOM killer would), after the cloud bought nothing."""
+    the OOM killer would), after the cloud bought nothing. Before it dies it starts a stand-in
+    for a provider plugin: a child in a process group of its own, as the Pulumi CLI starts
+    its plugins, which outlives the worker unless its session is ended."""
 
     def __init__(self, home: str, evidence: str, victim: str, cloud: Any) -> None:
         super().__init__(Path(home), cloud=cloud)
@@ -256,7 +259,8 @@ class DyingRunner(MockEngineRunner):
     def up(self, target: StackTarget, **kw: Any) -> RunResult:
         marker = self.evidence.root / "killed"
         if target.key == self.victim and not marker.exists():
-            marker.write_text("1")
+            plugin = subprocess.Popen(["sleep", "300"], process_group=0)
+            marker.write_text(str(plugin.pid))
             os.kill(os.getpid(), signal.SIGKILL)
         return super().up(target, **kw)
 
@@ -324,6 +328,10 @@ def test_a_dead_worker_fails_its_pool_alone(rig: Rig, tmp_path: Path) -> None:
         outcomes = {o.pool_id: o for o in reconciler.run_once()}
         assert outcomes[victim].skipped == "WORKER_DIED"
         assert status(rig, victim).last_error_code == "WORKER_DIED"
+        # What the dead worker had started was ended with it (its session).
+        plugin = int((tmp_path / "ev" / "killed").read_text())
+        assert not Path(f"/proc/{plugin}").exists() or \
+            Path(f"/proc/{plugin}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
         with rig.app.ledger.read() as conn:
             failures = conn.execute(sa.select(schema.node_pools.c.consecutive_failures).where(
                 schema.node_pools.c.id == victim)).scalar_one()

@@ -1,0 +1,49 @@
+"""The engine's processes, ended together.
+
+The Pulumi CLI starts its language host, provider plugins and policy-pack analyzer as
+children in process groups of their own, so ending the CLI's group leaves them running, each
+holding a few hundred MB, until a restart. What they keep is the session: a process that
+drives the engine starts a session of its own (``new_session``), and whoever ends it early
+(a worker that died, an operation cancelled or timed out) ends every process of that session
+(``end_session``). Linux reads the session from ``/proc``; elsewhere the group is all we end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+
+def new_session() -> None:
+    """Make this process the leader of a new session (a worker's initializer)."""
+    with contextlib.suppress(PermissionError):  # already a session leader
+        os.setsid()
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        # /proc/PID/stat: "pid (comm) state ppid pgrp session ..."; comm may hold spaces.
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def end_session(sid: int) -> list[int]:
+    """SIGKILL every process of session ``sid`` but this one; the pids signalled. Never
+    this process's own session (a worker that failed to start one has none to end)."""
+    me = os.getpid()
+    if sid <= 1 or sid == os.getsid(0):
+        return []
+    if not Path("/proc").is_dir():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(sid, signal.SIGKILL)
+        return []
+    ended = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me and _session_of(int(entry.name)) == sid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                ended.append(int(entry.name))
+    return ended
