@@ -268,6 +268,19 @@ def argvs(draw: st.DrawFn, command: click.Command, seed: Seed) -> list[str]:
     return options + (["--", *arguments] if arguments else [])
 
 
+def _error_shape(body: object) -> list[str]:
+    """A refusal with --json is one error object naming the code, the field and the rule,
+    with a one-line message."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return [f"refused (exit 2) without an error object: {str(body)[:200]!r}"]
+    problems = [f"the error names no {key}: {error!r:.300}" for key in ("code", "field", "rule")
+                if not error.get(key)]
+    if "\n" in str(error.get("message", "\n")):
+        problems.append(f"the error's message is not one line: {error.get('message')!r:.300}")
+    return problems
+
+
 def run_case(name: str, command: click.Command, argv: list[str], seed: Seed,
              scratch: Path) -> list[str]:
     """Run one case over a fresh copy of the seeded state; the rules it broke."""
@@ -289,9 +302,14 @@ def run_case(name: str, command: click.Command, argv: list[str], seed: Seed,
         broken.append(f"exit {result.exit_code}: {out[-300:]}")
     if "--json" in argv and result.stdout.strip():
         try:
-            json.loads(result.stdout)
+            body = json.loads(result.stdout)
         except ValueError:
             broken.append(f"--json stdout is not JSON: {result.stdout[:200]!r}")
+        else:
+            changes = "--detailed-exitcode" in argv and not (
+                isinstance(body, dict) and "error" in body)  # exit 2: there are changes
+            if result.exit_code == 2 and not changes:
+                broken += _error_shape(body)
     if result.exit_code == 2:
         if rows(case) != seed.rows:
             broken.append("refused (exit 2) but the ledger changed")
