@@ -206,6 +206,9 @@ class NodePoolStatus(CamelModel):
     ingress: IngressView | None = None
     # The VMs billed now (confirmed by the provider, not yet released) x the list price.
     cost: Cost | None = None
+    # Who runs the pool's live VMs: "mock" when the mock engine does (simulated: nothing was
+    # bought, nothing is billed), "pulumi" for the real engine, None before any VM.
+    engine: Literal["pulumi", "mock"] | None = None
     created_at: datetime
     updated_at: datetime
 

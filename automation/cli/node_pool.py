@@ -91,7 +91,10 @@ def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
 
 
 def _hourly(p: NodePoolStatus) -> str:
-    """The running cost column: billed VMs x list price; ``?`` when the price is unknown."""
+    """The running cost column: billed VMs x list price; ``?`` when the price is unknown;
+    ``simulated`` for a pool the mock engine runs (nothing bought)."""
+    if p.engine == "mock":
+        return "simulated"
     if p.cost is None or p.cost.hourly_usd is None:
         return "?"
     return f"{p.cost.hourly_usd:.4f}"
@@ -106,9 +109,14 @@ def _show(p: NodePoolStatus) -> None:
          f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
         ("Last error", f"[{p.last_error_code}] {p.last_error}" if p.last_error_code
          else p.last_error),
-        ("Running cost", _running_cost(p)),
+        ("Engine", _ENGINES.get(p.engine or "")),
+        ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
+         else _running_cost(p)),
         *(_ingress_lines(p) if p.hosts_service else []),
     ])
+
+
+_ENGINES = {"mock": "mock (simulated VMs: nothing was bought)", "pulumi": "pulumi"}
 
 
 def _running_cost(p: NodePoolStatus) -> str | None:

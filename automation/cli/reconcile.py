@@ -30,6 +30,10 @@ _per_credential = click.option(
          "[default: ANYCLOUD_CONCURRENCY_PER_CREDENTIAL, else 4].")
 
 
+_MOCK_NOTE = ("[mock engine] stacks run under the SDK's mock engine: the VMs shown are "
+              "simulated, nothing was bought")
+
+
 def _parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600}
     try:
@@ -104,9 +108,12 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
     finally:
         reconciler.close()
     summary = {o.pool_id: o.state for o in outcomes}
+    engine = reconciler.ports.runner.engine
     if as_json:
-        click.echo(json.dumps({"pools": summary}))
+        click.echo(json.dumps({"pools": summary, "engine": engine}))
     else:
+        if engine == "mock":
+            info(_MOCK_NOTE)
         for pool_id, state in summary.items():
             click.echo(f"{pool_id}\t{state}")
 
@@ -165,8 +172,10 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}); "
-         "SIGTERM to stop")
+    info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}) with the "
+         f"{reconciler.ports.runner.engine} engine; SIGTERM to stop")
+    if reconciler.ports.runner.engine == "mock":
+        info(_MOCK_NOTE)
     while not stop["now"]:
         try:
             reconciler.run_once()

@@ -27,6 +27,7 @@ SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state
        c.kubeconfig_path AS cluster_kubeconfig, cr.reference AS credential_reference,
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
        COALESCE(a.draining, 0) AS draining, COALESCE(a.billed, 0) AS billed,
+       COALESCE(a.simulated, 0) AS simulated, COALESCE(a.engine_run, 0) AS engine_run,
        e.public_ip AS ingress_entry_ip
 FROM node_pools p
 JOIN clusters c ON c.id = p.cluster_id
@@ -42,7 +43,9 @@ LEFT JOIN (
            -- billed: the provider confirmed the VM and it is not released yet (services.cost);
            -- the mock engine bought nothing
            SUM(CASE WHEN vm_created_at IS NOT NULL AND COALESCE(engine, '') <> 'mock'
-                    THEN 1 ELSE 0 END) AS billed
+                    THEN 1 ELSE 0 END) AS billed,
+           SUM(CASE WHEN engine = 'mock' THEN 1 ELSE 0 END) AS simulated,
+           SUM(CASE WHEN engine = 'pulumi' THEN 1 ELSE 0 END) AS engine_run
     FROM vm_attempts
     WHERE state <> 'released'
     GROUP BY pool_id
@@ -95,6 +98,7 @@ def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
         cost=rates.of(r),
+        engine="mock" if r["simulated"] else "pulumi" if r["engine_run"] else None,
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 

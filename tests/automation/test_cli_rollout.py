@@ -319,3 +319,29 @@ def test_plan_and_preview_carry_the_cost_of_the_planned_vms(run) -> None:  # typ
     gpu_price, _, _ = _list_price("g2-standard-4", "us-central1")
     gpu_plan = json.loads(run("node-pool", "plan", "gpu", "--json").stdout)
     assert gpu_plan["cost"]["vms"] == 1 and gpu_plan["cost"]["hourlyUsd"] == round(gpu_price, 6)
+
+
+def test_what_the_mock_engine_ran_says_so_wherever_it_is_read(run) -> None:  # type: ignore[no-untyped-def]
+    """After a simulated pass (mock engine), every view of the pools says the VMs are
+    simulated: list and status in text and --json, the pass's summary, its notes."""
+    once = run("reconcile", "--once", "--simulate", "--engine", "mock", "--passes", "4",
+               "--advance", "1m", "--json")
+    assert once.exit_code == 0, once.output
+    summary = json.loads(once.stdout.strip().splitlines()[-1])
+    assert summary["engine"] == "mock" and summary["pools"]
+    text = run("reconcile", "--once", "--simulate", "--engine", "mock")
+    assert "[mock engine]" in text.stderr and "nothing was bought" in text.stderr
+
+    listed = json.loads(run("node-pool", "list", "--json").stdout)
+    running = [p for p in listed if p["counts"]["ready"] or p["counts"]["starting"]]
+    assert running, listed
+    assert {p["engine"] for p in running} == {"mock"}
+    assert all(p["cost"]["vms"] == 0 for p in running)  # nothing billed
+    table = run("node-pool", "list").stdout
+    assert table.count("simulated") >= len(running)
+    for p in running:
+        status = run("node-pool", "status", p["name"])
+        assert "mock (simulated VMs: nothing was bought)" in status.stdout
+        assert "simulated: the mock engine bought nothing" in status.stdout
+        assert json.loads(run("node-pool", "status", p["name"], "--json").stdout)[
+            "engine"] == "mock"
