@@ -32,12 +32,15 @@ from benchmarks._table import median, ms, print_table
 
 MARKS: tuple[str, ...] = ()
 
-# Runs the command in-process: imports first (the modules a probe run of the same command
-# loaded), then the command under cProfile, whose own-time is split by where it was spent.
+# Runs the command in-process as the anycloud script would: its process settings, the imports
+# (the modules a probe run of the same command loaded), then the command under cProfile, whose
+# own-time is split by where it was spent.
 _DRIVER = r"""
 import cProfile, importlib, io, json, pstats, sys, time
 modules, argv = json.loads(sys.argv[1]), sys.argv[2:]
 t0 = time.perf_counter()
+from automation.cli import short_lived_process
+short_lived_process()  # as the anycloud script does before anything else
 for m in modules:
     try:
         importlib.import_module(m)

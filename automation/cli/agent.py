@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from automation.cli import gc_mode
 from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, info, json_option
 
@@ -50,6 +51,7 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
     running ones end (--grace), deregister, exit 0. Retired by the operator (the broker
     answers 410: its pod is being deleted, or its pool was): stop at once without
     registering again, exit 0."""
+    gc_mode.long_running()
     from automation.agentpools.agent import Agent, AgentSettings
     from automation.agentpools.client import BrokerClient
     from automation.agentpools.config import (

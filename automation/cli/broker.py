@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import click
 
+from automation.cli import gc_mode
 from automation.cli.context import ledger_from
 from automation.cli.output import handle_errors, info, json_option
 
@@ -27,6 +28,7 @@ def broker(ctx: click.Context, listen: str, heartbeat_timeout: str, give_up_afte
     """Serve the agent broker until SIGINT/SIGTERM: agents register and heartbeat, sessions
     acquire and release slots (state in the ledger, ANYCLOUD_DATABASE_URL or
     $ANYCLOUD_HOME/anycloud.db). The first line says where it listens."""
+    gc_mode.long_running()
     from automation.agentpools.broker import create_app, parse_listen, serve
     from automation.agentpools.config import parse_duration
     from automation.agentpools.registry import Registry

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, NoReturn
 
@@ -12,11 +11,6 @@ from automation import __version__
 from automation.cli.inputs import InputPath
 from automation.cli.lazy import LazyGroup
 from automation.cli.output import fail
-
-# The first model pydantic builds makes it scan the entry points of every installed
-# distribution for plugins (10-15 ms with the provider SDKs installed); anycloud uses none.
-# An explicit setting in the environment wins.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 # Each command's module is imported when the command runs: a start-up path pays only for its
 # own (``benchmarks/bench_start_up.py``).

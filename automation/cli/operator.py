@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from automation.cli import gc_mode
 from automation.cli.context import config_path as default_config_path
 from automation.cli.context import ledger_from
 from automation.cli.inputs import InputPath
@@ -37,6 +38,7 @@ def operator(ctx: click.Context, config_path: Path | None, kubeconfig: Path | No
     pods within its autoscaler bounds (idle slots from the agent broker's ledger), writes
     its status and Events, and on delete removes exactly its pods. The first line says
     which namespaces it watches."""
+    gc_mode.long_running()
     from automation.agentpools.operator import assemble, load_config
 
     config = load_config(config_path or default_config_path(ctx))

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from automation.cli import gc_mode
 from automation.cli.context import app_from, configured_provisioner_set
 from automation.cli.inputs import InputPath
 from automation.cli.output import camel_keys, engine_option, handle_errors, info, json_option
@@ -162,6 +163,7 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
           concurrency: int | None, per_credential: int | None, as_json: bool) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds (and,
     when asked, the AgentPool operator and the agent broker beside it)."""
+    gc_mode.long_running()
     configured_provisioner_set()  # a bad set fails now (exit 2), not at its first use
     reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
     beside = _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
