@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -178,6 +179,10 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
          f"{reconciler.ports.runner.engine} engine; SIGTERM to stop")
     if reconciler.ports.runner.engine == "mock":
         info(_MOCK_NOTE)
+    else:
+        from automation.engine.secrets import where_state_lives
+
+        info(where_state_lives(reconciler.app.home, os.environ))
     while not stop["now"]:
         try:
             reconciler.run_once()

@@ -40,6 +40,20 @@ def backend_url(home: Path, environ: Mapping[str, str]) -> str:
     return f"file://{state}?metadata=skip"
 
 
+def where_state_lives(home: Path, environ: Mapping[str, str]) -> str:
+    """One line for a long-running process's start: where the Pulumi state is and what keeps
+    it, since state that vanishes makes every VM read as absent. Touches nothing."""
+    url = environ.get("PULUMI_BACKEND_URL")
+    if url:
+        return f"Pulumi state: {url.split('?')[0]} (PULUMI_BACKEND_URL)"
+    line = (f"Pulumi state: file://{home / 'state'} (file backend under $ANYCLOUD_HOME): it "
+            "must outlive this process")
+    if environ.get("KUBERNETES_SERVICE_HOST"):
+        line += (" -- in a pod, keep $ANYCLOUD_HOME on a PersistentVolume (an emptyDir loses "
+                 "it on restart) or set PULUMI_BACKEND_URL")
+    return line
+
+
 def _generated_passphrase(home: Path) -> Path:
     path = home / "passphrase"
     home.mkdir(mode=0o700, parents=True, exist_ok=True)

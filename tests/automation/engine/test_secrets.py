@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from automation.engine.errors import SecretsConfigError
-from automation.engine.secrets import state_settings
+from automation.engine.secrets import state_settings, where_state_lives
 
 
 def test_defaults_file_backend_and_generated_passphrase(tmp_path: Path) -> None:
@@ -67,3 +67,15 @@ def test_an_empty_passphrase_file_is_refused(tmp_path: Path) -> None:
     empty.write_text("correct horse battery staple\n")
     ok = state_settings(tmp_path, {"PULUMI_CONFIG_PASSPHRASE_FILE": str(empty)})
     assert ok.env == {"PULUMI_CONFIG_PASSPHRASE_FILE": str(empty)}
+
+
+def test_where_the_state_lives_is_said_without_touching_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    line = where_state_lives(home, {})
+    assert f"file://{home / 'state'}" in line and "outlive" in line
+    assert "PersistentVolume" not in line
+    in_pod = where_state_lives(home, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert "PersistentVolume" in in_pod and "emptyDir" in in_pod
+    remote = where_state_lives(home, {"PULUMI_BACKEND_URL": "s3://team-state?region=x"})
+    assert remote == "Pulumi state: s3://team-state (PULUMI_BACKEND_URL)"
+    assert not home.exists()  # nothing made, nothing generated

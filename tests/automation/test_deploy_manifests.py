@@ -1,0 +1,44 @@
+"""The shipped control-plane manifest keeps the Pulumi state across pod restarts (issue 19):
+state on a PersistentVolumeClaim, its passphrase from a Secret, never an emptyDir or a
+passphrase generated inside the pod. (The API server accepts the file: test_operator.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MANIFEST = Path(__file__).resolve().parents[2] / "k8s" / "deploy" / "control-plane.yaml"
+
+
+def _docs() -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all(MANIFEST.read_text()) if d}
+
+
+def test_the_state_outlives_the_pod() -> None:
+    docs = _docs()
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    home = env["ANYCLOUD_HOME"]["value"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    state = volumes[mounts[home]]
+    assert "emptyDir" not in state
+    claim = state["persistentVolumeClaim"]["claimName"]
+    assert docs["PersistentVolumeClaim"]["metadata"]["name"] == claim
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"]
+
+
+def test_the_passphrase_comes_from_a_secret() -> None:
+    docs = _docs()
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert "PULUMI_CONFIG_PASSPHRASE" not in env  # never a value in the manifest
+    path = Path(env["PULUMI_CONFIG_PASSPHRASE_FILE"]["value"])
+    mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "anycloud-state-passphrase"
+    assert mount.get("readOnly") is True
