@@ -9,7 +9,7 @@ from the catalog file (``services.cost.lookup_prices``), never by loading the ca
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
@@ -87,6 +87,13 @@ class _Rates:
         return self._rates[key]
 
 
+def _engine_of(r: dict[str, Any]) -> Literal["pulumi", "mock"] | None:
+    """Who runs the pool's live VMs, as their attempts recorded it (a label, not a choice)."""
+    if r["simulated"]:
+        return "mock"
+    return "pulumi" if r["engine_run"] else None
+
+
 def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
     return NodePoolStatus(
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
@@ -98,7 +105,7 @@ def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
         cost=rates.of(r),
-        engine="mock" if r["simulated"] else "pulumi" if r["engine_run"] else None,
+        engine=_engine_of(r),
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 
