@@ -394,8 +394,15 @@ class KubernetesProvisioner:
         """The Deployment's own conditions, then each pod's phase, failed conditions and
         waiting containers: what ``kubectl describe`` would show first."""
         status = deployment.get("status") or {}
-        parts = [f"{status.get('availableReplicas', 0)}/"
-                 f"{deployment['spec'].get('replicas', 1)} replica(s) available"]
+        replicas = deployment["spec"].get("replicas", 1)
+        parts = [f"{status.get('availableReplicas', 0)}/{replicas} replica(s) available"]
+        # The two reasons ``_available`` gives before the conditions: a new spec not yet seen
+        # by the controller, or a rollout still under way.
+        if status.get("observedGeneration", 0) < deployment["metadata"].get("generation", 1):
+            parts.append("its controller has not observed the latest spec yet")
+        elif status.get("updatedReplicas", 0) < replicas:
+            parts.append(f"rolling out: {status.get('updatedReplicas', 0)}/{replicas} "
+                         "replica(s) updated")
         for c in status.get("conditions") or []:
             if c.get("status") != "True" and c.get("message"):
                 parts.append(f"{c['type']}: {c['message']}")

@@ -326,6 +326,9 @@ def test_drift_after_a_template_change(
     live = get(plane, "service", "runtime-rt-g1", ns)
     assert live is not None and [x["name"] for x in live["spec"]["ports"]] == [
         "http", "grpc", "metrics"]
+    # The re-apply changed the Deployment: until its controller has observed the new spec
+    # the runtime is rightly not reported available (this raced in CI), so wait as a start does.
+    p.await_ready(again)
     assert p.check("rt-g1").ok
 
 
