@@ -13,16 +13,15 @@ import os
 import time
 from pathlib import Path
 
+from automation.engine.processes import stat_fields
+
 MARK = "ANYCLOUD_TEST_SESSION"
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
     """(parent pid, state letter), or None for a process that is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), fields[0]
+    fields = stat_fields(pid)
+    return (int(fields[1]), fields[0]) if fields else None
 
 
 def _ancestors(pid: int) -> set[int]:
@@ -36,18 +35,18 @@ def _ancestors(pid: int) -> set[int]:
     return out
 
 
-def leftovers(session: str) -> dict[int, str]:
-    """Live processes of this session whose ancestry no longer reaches this process: each
-    with its command line. Zombies are not counted (their parent will reap them)."""
+def marked(session: str) -> dict[int, str]:
+    """Live processes carrying this session's mark (not this one, not zombies: their parent
+    will reap them), each with its command line."""
     mark = f"{MARK}={session}".encode()
     me = os.getpid()
     found: dict[int, str] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) == me:
             continue
         pid = int(entry.name)
         stat = _stat(pid)
-        if pid == me or stat is None or stat[1] == "Z":
+        if stat is None or stat[1] == "Z":
             continue
         try:
             if mark not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
@@ -55,10 +54,15 @@ def leftovers(session: str) -> dict[int, str]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if me in _ancestors(pid):
-            continue  # still one of ours (a server a fixture runs, a test's child)
         found[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
     return found
+
+
+def leftovers(session: str) -> dict[int, str]:
+    """Marked processes whose ancestry no longer reaches this process (a server a fixture
+    runs, a test's child still do)."""
+    me = os.getpid()
+    return {pid: cmd for pid, cmd in marked(session).items() if me not in _ancestors(pid)}
 
 
 def wait_for_exit(session: str, before: set[int], seconds: float) -> dict[int, str]:

@@ -22,12 +22,18 @@ def new_session() -> None:
         os.setsid()
 
 
-def _session_of(pid: int) -> int | None:
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...;
+    the name may hold spaces and parentheses), or None for a process that is gone."""
     try:
-        # /proc/PID/stat: "pid (comm) state ppid pgrp session ..."; comm may hold spaces.
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+
+
+def _session_of(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return int(fields[3]) if fields and len(fields) > 3 else None
 
 
 def end_session(sid: int) -> list[int]:

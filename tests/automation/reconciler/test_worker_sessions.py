@@ -14,7 +14,7 @@ import pytest
 from automation.reconciler.workers import RunnerSpec, WorkerDied, WorkerRunner
 from tests.automation.engine.test_pulumi_driver import pool_target
 from tests.conftest import SESSION
-from tests.processes import MARK
+from tests.processes import marked
 
 HERE = "tests.automation.reconciler.test_worker_sessions"
 KILLS = 50
@@ -39,19 +39,7 @@ class _Inner:
 
 
 def _ours() -> set[int]:
-    """Live, non-zombie processes of this test session (its mark in their environment)."""
-    mark = f"{MARK}={SESSION}".encode()
-    found = set()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state != "Z" and mark in Path(f"/proc/{entry.name}/environ").read_bytes():
-                found.add(int(entry.name))
-        except OSError:
-            continue
-    return found
+    return set(marked(SESSION))
 
 
 @pytest.mark.slow
