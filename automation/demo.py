@@ -318,6 +318,11 @@ class ReportingRunner:
         began = time.monotonic()
         return self._told(self.runner.destroy(target, on_progress=on_progress), began)
 
+    def adopt(self, target: StackTarget, *,
+              on_progress: ProgressSink | None = None) -> RunResult:
+        began = time.monotonic()
+        return self._told(self.runner.adopt(target, on_progress=on_progress), began)
+
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         return self.runner.lookup_vms(target, attempt_ids)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from automation.app import App
-from automation.engine.runner import StackKind, StackTarget
+from automation.engine.runner import Expected, StackKind, StackTarget
 from automation.errors import NotFound
 from automation.ledger import schema
 from automation.models import LIVE_POOL_STATES
@@ -64,6 +64,9 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
                 schema.vm_attempts.c.state.in_(LIVE_ATTEMPTS),
             ).order_by(schema.vm_attempts.c.id)
         ).mappings().all()
+        releasing = conn.execute(sa.select(sa.func.count()).where(
+            schema.vm_attempts.c.pool_id == pool["id"],
+            schema.vm_attempts.c.state == "releasing")).scalar_one()
     vm = app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
     specs = tuple(
         AttemptSpec(id=a["id"], needs_token=a["token_removed_at"] is None,
@@ -82,8 +85,14 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
         gpu_model=vm.gpu_model if vm else None, attempts=specs,
         hosts_service=bool(pool["hosts_service"]), token_ttl_minutes=token_ttl_minutes(),
     )
+    # What the engine's state must hold (``automation.engine.expectation``): the VMs the
+    # stack reported running, and anything at all while VMs are live or being released.
+    running = tuple(a["id"] for a in attempts if a["state"] == "running")
+    expect = Expected(applied=pool["applied_digest"] is not None and bool(running or releasing),
+                      attempts=running)
     return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config,
-                       policy_config=refreshed_type_policy(pool["id"], pool["provider"], vm))
+                       policy_config=refreshed_type_policy(pool["id"], pool["provider"], vm),
+                       expect=expect)
 
 
 def refreshed_type_policy(pool_id: str, provider: str, vm: VmType | None) -> dict[str, Any] | None:

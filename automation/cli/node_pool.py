@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     "plan": "automation.cli.rollout:plan",
     "preview": "automation.cli.rollout:preview",
     "unlock": "automation.cli.rollout:unlock",
+    "adopt": "automation.cli.rollout:adopt",
 })
 def node_pool() -> None:
     """Cloud VM pools joined to the cluster."""

@@ -1,4 +1,4 @@
-"""``node-pool plan|preview|unlock``, ``preview --all`` and ``policy check``."""
+"""``node-pool plan|preview|unlock|adopt``, ``preview --all`` and ``policy check``."""
 
 from __future__ import annotations
 
@@ -201,6 +201,37 @@ def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> N
     from automation.stack_targets import pool_release_target, pool_target
 
     _unlock(ctx, pool_target, ref, engine, as_json, also=pool_release_target)
+
+
+@click.command()
+@click.argument("ref")
+@_engine
+@click.option("--simulate", is_flag=True,
+              help="Adopt from the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine).")
+@json_option
+@handle_errors
+@click.pass_context
+def adopt(ctx: click.Context, ref: str, engine: str | None, simulate: bool,
+          as_json: bool) -> None:
+    """Rebuild the pool's lost engine state (STATE_MISSING) from what the cloud holds: its
+    VMs by their attempt tag, the rest by identity. Buys nothing."""
+    from automation.engine.select import make_runner
+    from automation.services.pool_adopt import adopt_pool
+
+    app = app_from(ctx)
+    cloud = None
+    if simulate:
+        from automation.simulators.world import SimWorld
+
+        engine, cloud = "mock", SimWorld(app.home / "sim").cloud
+    runner = make_runner(app.home, engine, cloud=cloud)
+    result = adopt_pool(app, runner, ref)
+    if as_json:
+        print_json(result)
+        return
+    info(f"stack {result.stack} [{result.engine} engine]: {result.summary.same} resource(s) "
+         f"adopted from the cloud, {result.summary.create} not found (the next pass creates "
+         "them); nothing was bought")
 
 
 @click.command("unlock")

@@ -207,6 +207,7 @@ class AutomationRunner:
                 config_file.write_text(json.dumps(target.policy_config))
                 kwargs["policy_pack_configs"] = [str(config_file)]
             if op in ("up", "destroy"):
+                self._check_expected(target, stack)
                 self._settle_pending_creates(target, stack, tmp, collect)
             try:
                 result = run_with_events(
@@ -226,6 +227,21 @@ class AutomationRunner:
                         + "\n".join(_engine_errors(errors)), code="ENGINE_FAILED") from exc
                 raise
         return self._result(op, target, result, findings)
+
+    def _check_expected(self, target: StackTarget, stack: Any) -> None:
+        """Refuse to act on a state that lost what the ledger saw it hold
+        (``automation.engine.expectation``)."""
+        from automation.engine import expectation
+
+        if not target.expect.applied and not target.expect.attempts:
+            return  # nothing to compare: spare the export
+        deployment = stack.export_stack().deployment or {}
+        held = [*(r for r in deployment.get("resources") or []
+                  if not str(r.get("type", "")).startswith(("pulumi:pulumi:Stack",
+                                                            "pulumi:providers:"))),
+                *(op.get("resource") or {} for op in deployment.get("pending_operations") or [])]
+        backend = state_settings(self.home, self.environ).backend_url
+        expectation.check(target, held, f"Pulumi backend {backend.split('?')[0]}")
 
     def _settle_pending_creates(self, target: StackTarget, stack: Any, tmp: Path | None,
                                 sink: ProgressSink | None = None) -> Settlement | None:
@@ -378,6 +394,19 @@ class AutomationRunner:
     def refresh(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("refresh", target, on_progress)
+
+    def adopt(self, target: StackTarget, *,
+              on_progress: ProgressSink | None = None) -> RunResult:
+        """Not built for this engine: its lookups cover the VMs (by attempt tag) and
+        Kubernetes objects, not a pool's network, and a partial import would have the next
+        ``up`` buy the network again. Refused with what to do instead."""
+        raise EngineFailed(
+            f"adopting {target.stack_name} on the Pulumi engine is not built yet: its lookups "
+            "find a pool's VMs (by attempt tag) but not its network. Put the state back from "
+            "its backup (the PersistentVolume's snapshot, or the bucket's object versions "
+            "with PULUMI_BACKEND_URL), or import each resource with `pulumi import`; then "
+            "the pool's next pass goes on. Nothing was changed.",
+            code="ADOPT_UNSUPPORTED")
 
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """``running`` while the stack's state holds a VM tagged with the attempt, else

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from automation.models import CamelModel
 
-Operation = Literal["preview", "up", "destroy", "refresh"]
+Operation = Literal["preview", "up", "destroy", "refresh", "adopt"]
 
 
 class StackKind(StrEnum):
@@ -24,6 +24,14 @@ class StackKind(StrEnum):
     # A pool's Traefik HelmChart, keyed by the pool id: Kubernetes objects only, like the
     # cluster add-ons, so it runs on the real engine wherever the cluster is reachable.
     INGRESS_RELEASE = "ingress-release"
+
+
+class Expected(BaseModel):
+    """What the ledger saw this stack's state hold; an engine whose state lacks it refuses
+    to act (``automation.engine.expectation``)."""
+
+    applied: bool = False  # an up of the stack succeeded
+    attempts: tuple[str, ...] = ()  # attempts whose VMs the stack reported running
 
 
 class StackTarget(BaseModel):
@@ -36,6 +44,7 @@ class StackTarget(BaseModel):
     # What the policy pack needs beyond its data files, as --policy-pack-config JSON (a VM
     # type only a live catalog refresh knows); None: the pack's defaults.
     policy_config: dict[str, Any] | None = None
+    expect: Expected = Field(default_factory=Expected)
 
     @property
     def stack_name(self) -> str:
@@ -127,6 +136,12 @@ class StackRunner(Protocol):
     def refresh(
         self, target: StackTarget, *, on_progress: ProgressSink | None = None
     ) -> RunResult: ...
+
+    def adopt(
+        self, target: StackTarget, *, on_progress: ProgressSink | None = None
+    ) -> RunResult:
+        """Rebuild a lost state from what the cloud holds, buying nothing."""
+        ...
 
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """Per attempt, ``running``, ``absent`` or ``uncertain``: is its VM still there?"""

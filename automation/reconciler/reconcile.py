@@ -392,10 +392,11 @@ class Reconciler:
                     # applies the stack again (this pass gives the credential fewer slots).
                     error, code, outcome.throttled = _throttled(exc), "THROTTLED", True
                     self.report("provider", f"{pool['name']}: {error}", {"pool": pool_id})
-                elif exc.code == "PENDING_CREATES":
-                    # Creates a killed run left that no lookup could settle: a person must
-                    # look (the message says what). Not the cloud failing, so no failure is
-                    # counted and the pool is never parked for it; each pass looks again.
+                elif exc.code in ("PENDING_CREATES", "STATE_MISSING"):
+                    # Creates a killed run left that no lookup could settle, or an engine
+                    # state that lost what the ledger saw it apply: a person must look (the
+                    # message says what). Not the cloud failing, so no failure is counted
+                    # and the pool is never parked for it; each pass looks again.
                     error, code = exc.message, exc.code
                     self.report("error", f"{pool['name']}: [{code}] {error}", {"pool": pool_id})
                 else:
@@ -423,7 +424,16 @@ class Reconciler:
         if decision.of(d.RemoveIngressRelease):
             self._remove_ingress(pool, now)
         if decision.of(d.DestroyStack):
-            self.ports.runner.destroy(pool_target(self.app, pool_id, planned=False))
+            try:
+                self.ports.runner.destroy(pool_target(self.app, pool_id, planned=False))
+            except EngineFailed as exc:
+                if exc.code != "STATE_MISSING":
+                    raise
+                # The pool stays where it is (deleting), saying why, until the state is back.
+                self.report("error", f"{pool['name']}: [{exc.code}] {exc.message}",
+                            {"pool": pool_id})
+                self._store_error(pool, exc.message, now, outcome, exc.code)
+                return
             crashpoint("after-destroy")
             with self.app.ledger.write() as conn:
                 conn.execute(pools.update().where(pools.c.id == pool_id)

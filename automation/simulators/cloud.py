@@ -1,11 +1,32 @@
 """A simulated cloud that plugs in under the mock engine and remembers what it bought.
 
 It answers the mock engine like ``automation.engine.mock.providers.MockProviders`` (ids,
-addresses, invokes), and on top keeps the VMs: one per attempt tag, idempotent (a VM whose
-attempt already has one is looked up, not bought again — what importing by tag does after a
-crash), deleted with
-a latency, persisted to a JSON file so that it survives a killed reconciler. Knobs inject
-provider errors, capacity errors, uncertain observations and VMs that never boot.
+addresses, invokes), and on top keeps what it bought: VMs (with the attempt they carry,
+deleted with a latency, booting into the simulated cluster) and every other resource by id,
+persisted to a JSON file so that it survives a killed reconciler. Knobs inject provider
+errors, capacity errors, uncertain observations and VMs that never boot.
+
+It is no kinder than the clouds: a create is answered as each API answers it, whoever asks.
+
+- AWS ``RunInstances`` (and every other ``Create*`` call) makes a new resource with a new id
+  each time it is called; only a repeated ``ClientToken`` would make it idempotent, and the
+  providers send a fresh token per call (docs.aws.amazon.com/ec2/latest/devguide/
+  ec2-api-idempotency.html). Asking twice buys twice.
+- GCP ``instances.insert`` (and ``networks.insert``, ``firewalls.insert`` ...) of a name that
+  exists fails ``409 alreadyExists`` (cloud.google.com/compute/docs/reference/rest/v1/
+  instances/insert; cloud.google.com/apis/design/errors: ALREADY_EXISTS is HTTP 409).
+- Azure ``PUT`` of an existing name updates that resource in place (learn.microsoft.com/
+  rest/api/compute/virtual-machines/create-or-update: "create or update"), and is refused
+  while it is being deleted.
+
+Only the engine's ``create`` and ``replace`` steps are creates; a resource the engine keeps
+(``same``, ``update``) keeps its id and buys nothing. Whether anything is bought twice is up
+to the engine's state and anycloud's recovery, never to this simulator.
+
+Releases: AWS ``TerminateInstances`` answers at once and the instance is ``shutting-down``
+for a while; the GCP and Azure providers wait for their delete operation, so by the time the
+engine's delete step returns the name is free again (a name conflict is only with a VM that
+is running).
 """
 
 from __future__ import annotations
@@ -21,11 +42,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from automation.clock import Clock
-from automation.engine.mock.model import CloudFailure
+from automation.crash import crashpoint
+from automation.engine.mock.model import CloudFailure, Step
 from automation.engine.mock.providers import MockProviders
 
 if TYPE_CHECKING:
-    from pulumi.runtime.mocks import MockResourceArgs
+    from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 VM_TYPES = {
     "aws:ec2/instance:Instance": "tags",
@@ -36,6 +58,38 @@ VM_TYPES = {
 _ATTEMPT_KEYS = ("anycloud.sh/attempt", "anycloud-sh_attempt", "anycloud.sh_attempt")
 _POOL_KEYS = ("anycloud.sh/node-pool", "anycloud-sh_node-pool", "anycloud.sh_node-pool")
 _CLUSTER_KEYS = ("anycloud.sh/cluster", "anycloud-sh_cluster", "anycloud.sh_cluster")
+
+
+# Resources that exist only in the engine's state or in a cluster: nothing to buy.
+_NOT_BOUGHT = ("pulumi:providers:", "kubernetes:", "random:")
+
+
+def _cloud_of(type_: str) -> str:
+    return type_.split(":", 1)[0].replace("azure-native", "azure")
+
+
+def _plain(value: Any) -> Any:
+    from pulumi.runtime import rpc
+
+    return rpc.unwrap_rpc_secret(value) if rpc.is_rpc_secret(value) else value
+
+
+def identity(type_: str, name: str, inputs: dict[str, Any]) -> list[Any]:
+    """What a lookup finds a resource by: on AWS its tags (anycloud tags everything it makes
+    with the pool's ownership tags and a Name), or for a route-table association what it
+    joins; on GCP and Azure the name it was created under (and the Azure resource group)."""
+    from automation.engine.mock.force_new import rules_for
+
+    cloud = _cloud_of(type_)
+    if cloud == "aws":
+        if type_ == "aws:ec2/routeTableAssociation:RouteTableAssociation":
+            return [type_, "joins", str(_plain(inputs.get("subnetId"))),
+                    str(_plain(inputs.get("routeTableId")))]
+        tags = _plain(inputs.get("tags")) or {}
+        return [type_, "tags", sorted([str(k), str(_plain(v))] for k, v in tags.items())]
+    prop = rules_for(type_).name_property or "name"
+    named = _plain(inputs.get(prop)) or name
+    return [type_, "name", str(named), str(_plain(inputs.get("resourceGroupName")) or "")]
 
 
 def _vm_type(inputs: dict[str, Any]) -> str:
@@ -103,6 +157,8 @@ class CloudSimulator(MockProviders):
         self.path = path
         self.delete_latency = delete_latency
         self.vms: dict[str, SimVm] = {}  # by VM id
+        # Every other resource bought, by id: {"type", "state": live | deleted, "identity"}.
+        self.resources: dict[str, dict[str, Any]] = {}
         self.faults = Faults()
         self.journal: list[tuple[str, str]] = []  # (verb, attempt id)
         self.on_vm_created: list[Callable[[SimVm], None]] = []
@@ -116,6 +172,7 @@ class CloudSimulator(MockProviders):
     def _load(self, path: Path) -> None:
         raw = json.loads(path.read_text())
         self.vms = {k: SimVm(**v) for k, v in raw["vms"].items()}
+        self.resources = raw.get("resources", {})
         self.faults = Faults(**raw["faults"])
         self.journal = [tuple(x) for x in raw.get("journal", [])]  # type: ignore[misc]
         self._ips.update(raw.get("ips", {}))
@@ -125,6 +182,7 @@ class CloudSimulator(MockProviders):
             return
         with self._vm_lock:
             data = {"vms": {k: asdict(v) for k, v in self.vms.items()},
+                    "resources": self.resources,
                     "faults": asdict(self.faults), "journal": self.journal, "ips": self._ips}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".cloud-")
@@ -135,37 +193,111 @@ class CloudSimulator(MockProviders):
     # -- the mock engine's questions ----------------------------------------------------
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        if args.typ not in VM_TYPES:
-            return super().new_resource(args)
+        step = getattr(args, "step", None)
+        kept = isinstance(step, Step) and step.op in ("same", "update")
+        if kept or not args.custom or args.typ.startswith(_NOT_BOUGHT):
+            return super().new_resource(args)  # nothing is created
+        if args.typ in VM_TYPES:
+            return self._create_vm(args)
+        return self._create_resource(args)
+
+    def _fresh(self, args: MockResourceArgs, taken: Callable[[str], bool]
+               ) -> tuple[str | None, dict[str, Any]]:
+        """The provider's answer for a create, under an id the cloud never gave before (an
+        AWS create makes a new resource each time)."""
+        rid, extra = super().new_resource(args)
+        saved = getattr(args, "step", None)
+        try:
+            while rid is not None and taken(rid):
+                args.step = Step(op="replace", old_id=rid)  # type: ignore[attr-defined]
+                rid, extra = super().new_resource(args)
+        finally:
+            args.step = saved  # type: ignore[attr-defined]
+        return rid, extra
+
+    def _conflict(self, args: MockResourceArgs, rid: str) -> None:
+        """A create of a name that exists: GCP refuses it; Azure updates in place (module
+        docstring)."""
+        if _cloud_of(args.typ) == "gcp":
+            raise CloudFailure(f"googleapi: Error 409: The resource '{rid}' already exists, "
+                               "alreadyExists")
+
+    def _create_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        aws = _cloud_of(args.typ) == "aws"
+        with self._vm_lock:
+            if aws:
+                rid, extra = self._fresh(args, lambda r: r in self.resources)
+            else:
+                rid, extra = super().new_resource(args)
+                prior = self.resources.get(rid or "")
+                if prior is not None and prior["state"] == "live":
+                    self._conflict(args, str(rid))
+                    return rid, extra  # Azure: updated in place
+            if rid is not None:
+                self.resources[rid] = {"type": args.typ, "state": "live", "identity": identity(
+                    args.typ, args.name, dict(args.inputs))}
+                self.save()
+        return rid, extra
+
+    def _create_vm(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         tags = dict(args.inputs.get(VM_TYPES[args.typ]) or {})
         attempt = next((tags[k] for k in _ATTEMPT_KEYS if k in tags), None)
         pool = next((tags[k] for k in _POOL_KEYS if k in tags), "")
         cluster = next((tags[k] for k in _CLUSTER_KEYS if k in tags), "")
         if attempt is None:
             raise CloudFailure(f"{args.typ} {args.name} carries no attempt tag")
-        rid, extra = super().new_resource(args)
         with self._vm_lock:
-            existing = self.live_vm(attempt)
-            if existing is None:
-                if self.faults.create_errors:
-                    message = self.faults.create_errors.pop(0)
-                    self.save()
-                    raise CloudFailure(message)
-                boots = attempt not in self.faults.never_boot and self.faults.never_boot_next <= 0
-                if self.faults.never_boot_next > 0:
-                    self.faults.never_boot_next -= 1
-                ip = self.public_ip(args.name)
-                vm = SimVm(id=str(rid), resource_type=args.typ, attempt_id=attempt, pool_id=pool,
-                           public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots,
-                           vm_type=_vm_type(dict(args.inputs)), cluster_id=cluster)
-                self.vms[vm.id] = vm
-                self.journal.append(("create", attempt))
+            if self.faults.create_errors:
+                message = self.faults.create_errors.pop(0)
                 self.save()
-                for hook in self.on_vm_created:
-                    hook(vm)
+                raise CloudFailure(message)
+            if _cloud_of(args.typ) == "aws":
+                rid, extra = self._fresh(args, lambda r: r in self.vms)
+            else:
+                rid, extra = super().new_resource(args)
+                prior = self.vms.get(str(rid))
+                if prior is not None and prior.state == "running":
+                    self._conflict(args, str(rid))
+                    self.journal.append(("update", attempt))  # Azure: the same VM, updated
+                    self.save()
+                    return rid, extra
+            boots = attempt not in self.faults.never_boot and self.faults.never_boot_next <= 0
+            if self.faults.never_boot_next > 0:
+                self.faults.never_boot_next -= 1
+            ip = str(extra.get("publicIp") or self.public_ip(args.name))
+            vm = SimVm(id=str(rid), resource_type=args.typ, attempt_id=attempt, pool_id=pool,
+                       public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots,
+                       vm_type=_vm_type(dict(args.inputs)), cluster_id=cluster)
+            self.vms[vm.id] = vm
+            self.journal.append(("create", attempt))
+            self.save()
+            for hook in self.on_vm_created:
+                hook(vm)
+        # Bought, and the engine has not heard back yet.
+        crashpoint("mid-vm-create")
         return rid, extra
 
+    def call(self, args: MockCallArgs) -> dict[str, Any]:
+        from automation.simulators.vm_lookup import LOOKUP_TOKENS, VmLookupAnswers
+
+        if args.token in LOOKUP_TOKENS:  # the providers' VM lookups, answered from what exists
+            return VmLookupAnswers(self).call(args)
+        return super().call(args)
+
     # -- what the runner and the reconciler ask -----------------------------------------
+
+    def find(self, type_: str, name: str, inputs: dict[str, Any]) -> str | None:
+        """The id of the live resource a lookup by identity (``identity``) finds for what
+        a program registers, None when there is none; ``CloudFailure`` when several match
+        (a person must say which one is ours). VMs are looked up by their attempt tag
+        through the providers' own lookups instead (``call``)."""
+        wanted = identity(type_, name, inputs)
+        with self._vm_lock:
+            hits = sorted(rid for rid, r in self.resources.items()
+                          if r["state"] == "live" and r.get("identity") == wanted)
+        if len(hits) > 1:
+            raise CloudFailure(f"{len(hits)} live {type_} match {name}: {', '.join(hits)}")
+        return hits[0] if hits else None
 
     def live_vm(self, attempt_id: str) -> SimVm | None:
         self._settle()
@@ -175,6 +307,10 @@ class CloudSimulator(MockProviders):
     def delete_resource(self, resource_type: str, resource_id: str) -> None:
         """Start releasing a VM (other resources need no bookkeeping)."""
         with self._vm_lock:
+            other = self.resources.get(resource_id)
+            if other is not None and other["state"] == "live":
+                other["state"] = "deleted"
+                self.save()
             vm = self.vms.get(resource_id)
             if vm is None or vm.state != "running":
                 return

@@ -28,7 +28,7 @@ from components import naming
 if TYPE_CHECKING:
     from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-_LOOKUP_TOKENS = ("aws:ec2/getInstances:getInstances", "gcp:compute/getInstance:getInstance",
+LOOKUP_TOKENS = ("aws:ec2/getInstances:getInstances", "gcp:compute/getInstance:getInstance",
                   "azure-native:compute:getVirtualMachine")
 _AWS_STATE = {"running": "running", "terminating": "shutting-down", "terminated": "terminated"}
 
@@ -68,7 +68,7 @@ class VmLookupAnswers:
         return self.cloud.new_resource(args)
 
     def call(self, args: MockCallArgs) -> dict[str, Any]:
-        if args.token in _LOOKUP_TOKENS:
+        if args.token in LOOKUP_TOKENS:
             self.asked.append((args.token, dict(args.args)))
         if args.token == "aws:ec2/getInstances:getInstances":
             return self._aws(dict(args.args))

@@ -57,9 +57,25 @@ class PendingResource:
     custom: bool
     inputs: dict[str, Any]
     options: dict[str, Any]
+    parent: str | None = None  # None under the root stack
+    provider: str | None = None
+    secret_inputs: tuple[str, ...] = ()
+
+    def registered(self, rid: str | None) -> RegisteredResource:
+        """The resource as registered once the cloud answered with ``rid`` (its outputs
+        are not kept: the engine's state records inputs and ids)."""
+        return RegisteredResource(
+            urn=self.urn, type=self.type, name=self.name, custom=self.custom, id=rid,
+            parent=self.parent, provider=self.provider, inputs=self.inputs,
+            secret_inputs=self.secret_inputs, outputs={}, secret_outputs=(),
+            options=self.options)
 
 
 class Planner(Protocol):
+    """Decides each resource's step before the cloud answers. Optionally also told how it
+    went (the engine checkpoints there): ``applied(resource, rid)`` once the cloud made it,
+    ``refused(resource)`` when the cloud answered with a failure (``CloudFailure``)."""
+
     def decide(self, resource: PendingResource) -> Step:
         """The step for ``resource``; raise ``CloudFailure`` to fail it."""
         ...

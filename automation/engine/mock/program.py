@@ -40,6 +40,7 @@ from automation.engine.mock.model import (
     STACK_TYPE,
     UNKNOWN,
     Cloud,
+    CloudFailure,
     PendingResource,
     Planner,
     ProgramRun,
@@ -159,17 +160,31 @@ def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None, s
                 "protect": bool(request.protect),
                 "dependencies": list(request.dependencies),
             }
-            step = None
+            step = pending = None
             if planner is not None:
-                step = planner.decide(PendingResource(
+                plain, secret_keys = _plain_props(inputs, reveal=True)
+                parent = request.parent or None
+                pending = PendingResource(
                     urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
-                    inputs=_plain_props(inputs, reveal=True)[0], options=options,
-                ))
+                    inputs=plain, options=options,
+                    parent=None if parent == record.get("stack_urn") else parent,
+                    provider=request.provider or None, secret_inputs=secret_keys,
+                )
+                step = planner.decide(pending)
             _local.step = step
             try:
                 resp = super().register(request, urn, inputs)
+            except CloudFailure:
+                # The cloud answered: nothing was made (any other error leaves it unknown).
+                refused = getattr(planner, "refused", None)
+                if pending is not None and refused is not None:
+                    refused(pending)
+                raise
             finally:
                 _local.step = None
+            applied = getattr(planner, "applied", None)
+            if pending is not None and applied is not None:
+                applied(pending, resp.id or None)
             with record["lock"]:
                 record["order"].append(resp.urn)
                 record["requests"][resp.urn] = {

@@ -10,10 +10,12 @@ Every result says ``engine: mock``.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import secrets
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ from automation.engine.mock.model import (
     RegisteredResource,
     Step,
 )
+from automation.engine.recovery import Answer, PendingCreate
 from automation.engine.runner import (
     ChangeSummary,
     Operation,
@@ -43,14 +46,22 @@ from automation.engine.runner import (
 
 class _Deployment:
     """The planner the mock engine consults for every resource as the program registers
-    it. ``execute`` (an ``up``): a refused update fails the resource, and a
-    delete-before-replace deletes the old resource before the cloud creates the new one."""
+    it. ``execute`` (an ``up``): a refused update fails the resource, a delete-before-replace
+    deletes the old resource before the cloud creates the new one, and the state file is
+    checkpointed as the engine writes its snapshot: each create recorded as in flight
+    before the cloud is asked (``pending_operations``, as Pulumi's), and recorded as a
+    resource once the cloud has answered. A run killed in between leaves what a killed
+    ``pulumi up`` leaves, and the next run settles it (``MockEngineRunner._recover``)."""
 
-    def __init__(self, runner: MockEngineRunner, state: dict[str, Any], *,
-                 execute: bool) -> None:
+    def __init__(self, runner: MockEngineRunner, target: StackTarget, state: dict[str, Any],
+                 *, execute: bool) -> None:
         self.runner = runner
+        self.target = target
         self.state = state
         self.execute = execute
+        self.steps: dict[str, Step] = {}
+        self.checkpoint = copy.deepcopy(state)  # the state file as of the last step
+        self._lock = threading.Lock()
 
     def decide(self, resource: PendingResource) -> Step:
         old = self.state["resources"].get(resource.urn)
@@ -61,7 +72,84 @@ class _Deployment:
             raise CloudFailure(_refusal(resource.type, resource.name, d))
         if self.execute and d.op == "replace" and d.delete_before_replace and old:
             self.runner._delete(diff.deleted(resource.urn, old))
-        return Step(op=d.op, old_id=old_id, delete_before_replace=d.delete_before_replace)
+        step = Step(op=d.op, old_id=old_id, delete_before_replace=d.delete_before_replace)
+        if self.execute and step.op in ("create", "replace"):
+            self.steps[resource.urn] = step
+            if resource.custom:  # a component lives only in the state: nothing in flight
+                self._begin(resource)
+        return step
+
+    def _begin(self, resource: PendingResource) -> None:
+        record = self.runner._record(resource.registered(None), "create", None,
+                                     self.state["salt"])
+        operation = {"type": "creating", "record": record, "resource": {
+            "urn": resource.urn, "type": resource.type, "custom": True,
+            "inputs": record["inputs"], "parent": resource.parent,
+            "provider": resource.provider}}
+        with self._lock:
+            self.checkpoint.setdefault("pending_operations", []).append(operation)
+            self.runner._save_state(self.target, self.checkpoint)
+
+    def applied(self, resource: PendingResource, rid: str | None) -> None:
+        step = self.steps.get(resource.urn)
+        if step is None:
+            return
+        with self._lock:
+            resources = self.checkpoint["resources"]
+            old = resources.get(resource.urn)
+            if (step.op == "replace" and old and not step.delete_before_replace
+                    and old.get("id") != rid):
+                # The replaced resource still exists: deleted after the run (or by the next
+                # one, if this one is killed first).
+                self.checkpoint.setdefault("deletes", []).append(old)
+            resources[resource.urn] = self.runner._record(
+                resource.registered(rid), "create", None, self.state["salt"])
+            self._settled(resource)
+
+    def refused(self, resource: PendingResource) -> None:
+        if resource.urn in self.steps:
+            with self._lock:
+                self._settled(resource)
+
+    def _settled(self, resource: PendingResource) -> None:
+        self.checkpoint["pending_operations"] = [
+            op for op in self.checkpoint.get("pending_operations", [])
+            if op["resource"]["urn"] != resource.urn]
+        self.runner._save_state(self.target, self.checkpoint)
+
+
+class _Adoption:
+    """The planner of an adopt run: every resource the program registers is looked up in
+    the cloud (VMs by their attempt tag, found beforehand; the rest by identity, each with
+    the ids found for what it depends on) and kept under the id found. What the cloud does
+    not hold is left out of the state: the next ``up`` creates it."""
+
+    def __init__(self, vm_ids: dict[str, str | None], find: Any) -> None:
+        self.vm_ids = vm_ids
+        self.find = find
+        self.absent: set[str] = set()
+
+    def decide(self, resource: PendingResource) -> Step:
+        if not resource.custom or resource.type.startswith(_STATE_ONLY):
+            return Step(op="create")  # lives only in the state: recorded as the program has it
+        if resource.urn in self.vm_ids:
+            found = self.vm_ids[resource.urn]
+        else:
+            found = self.find(resource.type, resource.name, resource.inputs)
+        if found is None:
+            self.absent.add(resource.urn)
+            return Step(op="create")
+        return Step(op="same", old_id=found)
+
+
+# Resources that exist only in the mock engine's state (no cloud holds them).
+_STATE_ONLY = ("pulumi:providers:", "random:", "kubernetes:")
+
+
+def _absent_objects(items: list[tuple[PendingCreate, str]]) -> dict[str, Answer]:
+    """The mock engine's Kubernetes objects exist nowhere but in its state (no cluster is
+    written): one whose create was in flight was never made anywhere."""
+    return {p.urn: Answer("absent") for p, _ in items}
 
 
 def _refusal(type_: str, name: str, d: diff.Decision) -> str:
@@ -103,13 +191,13 @@ class MockEngineRunner:
             json.dump(state, fh, indent=1, sort_keys=True, default=str)
         os.replace(tmp, path)
 
-    def _record(self, r: RegisteredResource, change: diff.Change, old: dict[str, Any] | None,
+    def _record(self, r: RegisteredResource, op: str, old: dict[str, Any] | None,
                 salt: str) -> dict[str, Any]:
         """What the state keeps of an applied resource: ignored properties keep their
         recorded digests (the engine keeps their old values)."""
         leaves = {diff.format_path(p): diff.leaf_digest(salt, v)
                   for p, v in diff.flatten(r.inputs).items()}
-        if change.op in ("update", "same") and old and "leaves" in old:
+        if op in ("update", "same") and old and "leaves" in old:
             ignored = diff.patterns(r.options.get("ignoreChanges") or ())
             leaves = {p: d for p, d in leaves.items()
                       if not any(diff.covers(i, diff.parse_path(p)) for i in ignored)}
@@ -227,7 +315,7 @@ class MockEngineRunner:
                 on_progress: ProgressSink | None = None) -> RunResult:
         state = self.load_state(target)
         run = self.evaluate(target, preview=True,
-                            planner=_Deployment(self, state, execute=False))
+                            planner=_Deployment(self, target, state, execute=False))
         plan = self._changes(run, state)
         self._emit(on_progress, plan.steps, "done")
         # Values unknown until their resources exist are "not verified" (advisory), as the
@@ -241,7 +329,7 @@ class MockEngineRunner:
                             self._diff_text(plan) if diff else "", policy=findings)
 
     def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
-        state = self.load_state(target)
+        state = self._recover(target, self._expected_state(target))
         # The program runs twice: once against a cloud that buys nothing, for the policy
         # gate with every input known (a violation must stop the update before any VM
         # exists), then for real.
@@ -251,7 +339,7 @@ class MockEngineRunner:
             return self._result("up", target, self._changes(gate, state).summary,
                                 policy=findings)
         run = self.evaluate(target, cloud=self.cloud,
-                            planner=_Deployment(self, state, execute=True))
+                            planner=_Deployment(self, target, state, execute=True))
         plan = self._changes(run, state)
         self._emit(on_progress, plan.steps, "started")
         # Creates, updates and delete-before-replace deletes happened as the program ran;
@@ -260,10 +348,12 @@ class MockEngineRunner:
             if op == "delete" or (op == "delete-replaced" and not c.delete_before_replace
                                   and c.old_id != c.id):
                 self._delete(diff.deleted(c.urn, state["resources"][c.urn]))
+        for left in state.get("deletes", []):  # replaced by a run killed before its deletes
+            self._delete(diff.deleted("", left))
         crashpoint("mid-stack-up")
         changes = {c.urn: c for c in plan.changes}
         self._save_state(target, {"salt": state["salt"], "resources": {
-            r.urn: self._record(r, changes[r.urn], state["resources"].get(r.urn),
+            r.urn: self._record(r, changes[r.urn].op, state["resources"].get(r.urn),
                                 state["salt"])
             for r in run.resources
         }})
@@ -278,15 +368,113 @@ class MockEngineRunner:
 
     def destroy(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
-        state = self.load_state(target)
+        state = self._recover(target, self._expected_state(target))
         deletes = [diff.deleted(urn, r) for urn, r in sorted(state["resources"].items())]
         steps = diff.engine_steps(deletes, diff.recorded_order(state))
         self._emit(on_progress, steps, "started")
         for _, c in steps:
             self._delete(c)
+        for left in state.get("deletes", []):
+            self._delete(diff.deleted("", left))
         self._save_state(target, {"salt": state["salt"], "resources": {}})
         self._emit(on_progress, steps, "done")
         return self._result("destroy", target, ChangeSummary(delete=len(steps)))
+
+    # -- crash recovery -----------------------------------------------------------------
+
+    def _expected_state(self, target: StackTarget) -> dict[str, Any]:
+        """The stack's state, once it holds what the ledger saw (``expectation.check``)."""
+        from automation.engine import expectation
+
+        state = self.load_state(target)
+        held = [*state["resources"].values(),
+                *(op["resource"] for op in state.get("pending_operations", []))]
+        expectation.check(target, held, f"mock engine, {self._state_path(target)}")
+        return state
+
+    def _recover(self, target: StackTarget, state: dict[str, Any]) -> dict[str, Any]:
+        """Settle the creates a killed run left in flight, as the Pulumi driver does
+        (``automation.engine.recovery``): each VM looked up through the provider's own
+        lookup by its attempt tag, answered by the cloud. Every create found is recorded
+        under the id the cloud answered, every one confirmed absent is dropped; otherwise
+        nothing changes and the stack stops with ``PENDING_CREATES``."""
+        from automation.engine.recovery import pending_creates_in, settle
+
+        pending = pending_creates_in(state)
+        if not pending:
+            return state
+        outcome = settle(pending, set(state["resources"]),
+                         lookup_vms=lambda vms: self._lookup_vms(target, vms),
+                         lookup_objects=_absent_objects)
+        if not outcome.complete:
+            raise EngineFailed(
+                f"mock engine: stack {target.stack_name} has {len(pending)} create(s) left "
+                f"in flight by an interrupted run, and not all could be settled: "
+                f"{outcome.describe()}. Nothing was changed; the next run asks again.",
+                code="PENDING_CREATES")
+        records = {op["resource"]["urn"]: op["record"]
+                   for op in state.get("pending_operations", [])}
+        for urn, rid in outcome.imported:
+            state["resources"][urn] = {**records[urn], "id": rid}
+        state["pending_operations"] = []
+        self._save_state(target, state)
+        return state
+
+    def _lookup_vms(self, target: StackTarget, vms: list[PendingCreate]) -> dict[str, Answer]:
+        """The providers' lookups (``vm_lookup_program``) through the pool's provider,
+        answered by this runner's cloud."""
+        from automation.engine.mock.program import run_program
+        from automation.engine.recovery import answers_from_outputs, vm_lookup_program
+        from automation.engine.runner import StackKind
+
+        if target.kind is not StackKind.NODE_POOL:
+            return {p.urn: Answer("unknown", detail="only a node-pool stack has VMs")
+                    for p in vms}
+        from stacks.providers import cloud_provider
+
+        program = vm_lookup_program(vms, lambda: cloud_provider(target.config))
+        run = run_program(program, cloud=self.cloud, stack=f"{target.stack_name}-lookup")
+        return answers_from_outputs(run.outputs, vms)
+
+    def adopt(self, target: StackTarget, *,
+              on_progress: ProgressSink | None = None) -> RunResult:
+        """Rebuild the stack's state from what the cloud holds, for a state that was lost
+        (``STATE_MISSING``): the VMs looked up by their attempt tag through the providers'
+        own lookups (as crash recovery does), everything else by identity. Buys nothing.
+        Refused, changing nothing, when a lookup cannot tell."""
+        from automation.engine.mock.providers import MockProviders
+        from automation.engine.recovery import VM_CLOUDS
+
+        find = getattr(self.cloud, "find", None)
+        if find is None:
+            raise EngineFailed("mock engine: this cloud answers no lookups, so there is "
+                               "nothing to adopt from", code="ADOPT_FAILED")
+        listed = self.evaluate(target)
+        vms = [PendingCreate(urn=r.urn, type=r.type, custom=True, inputs=r.inputs)
+               for r in listed.resources if r.type in VM_CLOUDS]
+        answers = self._lookup_vms(target, vms) if vms else {}
+        unknown = [f"{urn}: {a.detail}" for urn, a in answers.items() if a.state == "unknown"]
+        if unknown:
+            raise EngineFailed(f"mock engine: cannot adopt {target.stack_name}: "
+                               + "; ".join(unknown), code="ADOPT_FAILED")
+        adoption = _Adoption({urn: a.id for urn, a in answers.items()}, find)
+        state = self.load_state(target)
+        try:
+            run = self.evaluate(target, cloud=MockProviders(images=getattr(
+                self.cloud, "images", None)), planner=adoption)
+        except EngineFailed as exc:
+            raise EngineFailed(f"mock engine: cannot adopt {target.stack_name}: "
+                               f"{exc.message}", code="ADOPT_FAILED") from exc
+        kept = [r for r in run.resources if r.urn not in adoption.absent]
+        self._save_state(target, {"salt": state["salt"], "resources": {
+            r.urn: self._record(r, "create", None, state["salt"]) for r in kept}})
+        adopted = sum(1 for r in kept if r.custom and not r.type.startswith(_STATE_ONLY))
+        summary = ChangeSummary(same=adopted, create=len(adoption.absent))
+        if on_progress is not None:
+            on_progress(ProgressEvent(kind="diagnostic", severity="info", message=(
+                f"adopted {adopted} resource(s) the cloud holds into {target.stack_name}; "
+                f"{len(adoption.absent)} not found (the next up creates them)")))
+        return self._result("adopt", target, summary)
 
     def refresh(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:

@@ -271,7 +271,7 @@ def test_preview_after_up_knows_the_recorded_ids(runner: MockEngineRunner) -> No
 def _deployment(runner: MockEngineRunner, target: StackTarget) -> Any:
     from automation.engine.mock.runner import _Deployment
 
-    return _Deployment(runner, runner.load_state(target), execute=False)
+    return _Deployment(runner, target, runner.load_state(target), execute=False)
 
 
 def state_subnet(state: dict[str, Any]) -> str:

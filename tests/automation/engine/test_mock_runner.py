@@ -61,24 +61,37 @@ def test_state_survives_a_new_runner_and_cloud(tmp_path: Path, cloud: CloudSimul
     assert again.summary.changes == 0 and len(reborn.vms) == 1
 
 
-def test_lost_state_adopts_the_vm_by_its_attempt_tag(tmp_path: Path, cloud: CloudSimulator) -> None:
+def test_an_engine_that_lost_its_state_buys_again(tmp_path: Path, cloud: CloudSimulator) -> None:
+    # The engine alone cannot tell a lost state from a new stack, and the simulated cloud
+    # answers a second RunInstances as AWS does: a second VM. Guarding against this is the
+    # ledger's job (STATE_MISSING), not the stand-in's.
     runner = MockEngineRunner(tmp_path, cloud)
     runner.up(with_attempts(pool_target(), "at-1"))
-    (tmp_path / "mock-engine" / "node-pool-np-1.json").unlink()  # as if killed before saving
+    (tmp_path / "mock-engine" / "node-pool-np-1.json").unlink()
     runner.up(with_attempts(pool_target(), "at-1"))
-    assert len(cloud.vms) == 1 and cloud.journal.count(("create", "at-1")) == 1
+    assert cloud.journal.count(("create", "at-1")) == 2
+    assert len({v.id for v in cloud.vms.values() if v.attempt_id == "at-1"}) == 2
 
 
-def test_provider_error_is_reported_and_nothing_half_recorded(
+def test_a_refused_create_is_not_recorded_and_not_left_in_flight(
     tmp_path: Path, cloud: CloudSimulator
 ) -> None:
     cloud.faults.create_errors.append("InsufficientInstanceCapacity: no g5 capacity")
     runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(), "at-1")
     with pytest.raises(EngineFailed, match="InsufficientInstanceCapacity") as err:
-        runner.up(with_attempts(pool_target(), "at-1"))
+        runner.up(target)
     assert err.value.code == "PROVIDER_ERROR"
-    assert runner.load_state(with_attempts(pool_target(), "at-1"))["resources"] == {}
-    assert runner.up(with_attempts(pool_target(), "at-1")).summary.create > 0
+    state = runner.load_state(target)
+    # As the engine keeps them: what was made before the failure stays recorded; the
+    # refused VM is neither recorded nor in flight (the cloud answered).
+    assert state["resources"] and not state.get("pending_operations")
+    assert not any(r["type"] == "aws:ec2/instance:Instance" for r in state["resources"].values())
+    again = runner.up(target)
+    assert again.summary.create > 0 and cloud.journal.count(("create", "at-1")) == 1
+    # Nothing made twice: every resource the cloud holds is one the state records.
+    recorded = {r["id"] for r in runner.load_state(target)["resources"].values()}
+    assert set(cloud.resources) <= recorded
 
 
 def test_destroy_releases_everything(tmp_path: Path, cloud: CloudSimulator) -> None:

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from automation.app import App
+from automation.catalog.store import data_dir
 from automation.ledger import open_ledger, schema
 from automation.reconciler.reconcile import Reconciler
 from automation.services import credentials, node_pools
@@ -54,18 +55,36 @@ class Home:
                               timeout=300)
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    h = Home(tmp_path)
+# Each cloud answers a repeated create differently (automation.simulators.cloud): AWS buys
+# again, GCP refuses the name, Azure updates in place. anycloud must be safe on all three.
+POOLS = {
+    "aws": ({"profile": "p"}, "us-east-1", "m7i.large"),
+    "gcp": ({"project": "my-project", "key_file": str(data_dir() / "demo" / "ca.pem")},
+            "us-central1", "n2-standard-4"),
+    "azure": ({"subscription_id": "00000000-0000-0000-0000-000000000001",
+               "tenant_id": "00000000-0000-0000-0000-000000000002",
+               "client_id": "00000000-0000-0000-0000-000000000003"},
+              "eastus", "Standard_D4s_v5"),
+}
+
+
+def make_home(root: Path, provider: str = "aws") -> Home:
+    h = Home(root)
     world = h.world()
     app = h.app(world)
-    register_simulated_cluster(app, tmp_path)
-    credentials.new_credential(app, credentials.NewCredential("aws", "aws", {"profile": "p"}))
+    register_simulated_cluster(app, root)
+    options, region, vm_type = POOLS[provider]
+    credentials.new_credential(app, credentials.NewCredential(provider, provider, options))
     node_pools.create_node_pool(app, node_pools.CreateNodePool(
-        name="cpu", credentials="aws", region="us-east-1", vm_type="m7i.large",
+        name="cpu", credentials=provider, region=region, vm_type=vm_type,
         min_vms=2, max_vms=2))
     app.ledger.dispose()
     return h
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
 
 
 def crash_then_recover(home: Home, boundary: str) -> None:
@@ -101,15 +120,24 @@ def invariants(home: Home, expect_state: str) -> None:
 
 
 @pytest.mark.parametrize("boundary", [
-    "after-attempt-write", "mid-stack-up", "after-stack-up", "after-ledger-sync",
+    "after-attempt-write", "mid-vm-create", "mid-stack-up", "after-stack-up",
+    "after-ledger-sync",
 ])
 def test_create(home: Home, boundary: str) -> None:
     crash_then_recover(home, boundary)
     invariants(home, "ready")
 
 
+@pytest.mark.parametrize("provider", ["gcp", "azure"])
+@pytest.mark.parametrize("boundary", ["mid-vm-create", "mid-stack-up"])
+def test_create_on_the_other_clouds(tmp_path: Path, provider: str, boundary: str) -> None:
+    home = make_home(tmp_path, provider)
+    crash_then_recover(home, boundary)
+    invariants(home, "ready")
+
+
 @pytest.mark.parametrize("boundary", ["after-release-write", "after-attempt-write",
-                                      "mid-stack-up"])
+                                      "mid-vm-create", "mid-stack-up"])
 def test_replacement(home: Home, boundary: str) -> None:
     world = home.world()
     world.cloud.faults.never_boot_next = 1
@@ -154,3 +182,33 @@ def test_serve_runs_passes_until_sigterm(home: Home) -> None:
     _, err = proc.communicate(timeout=60)
     assert ready, err[-2000:]
     assert proc.returncode == 0 and "reconciling every 0.2s (simulated)" in err
+
+
+def test_lost_state_then_adopt_from_the_command_line(home: Home) -> None:
+    import json
+    import shutil
+
+    assert home.run("reconcile", "--once", "--simulate", "--passes", "6",
+                    "--advance", "1m").returncode == 0
+    invariants(home, "ready")
+    shutil.rmtree(home.root / "mock-engine")
+    world = home.world()
+    # A VM lost behind our back (a spot reclaim): its Node NotReady for 15 minutes makes the
+    # pool want a replacement.
+    vm = next(iter(world.cloud.vms.values()))
+    world.cloud.delete_resource(vm.resource_type, vm.id)
+    world.advance(11 * M)
+    home.run("reconcile", "--once", "--simulate", "--passes", "4", "--advance", "5m")
+    ledger = open_ledger(home.url)
+    with ledger.read() as conn:
+        pool = conn.execute(sa.select(schema.node_pools)).mappings().one()
+    ledger.dispose()
+    assert pool["last_error_code"] == "STATE_MISSING", pool["last_error"]
+    adopted = home.run("node-pool", "adopt", "cpu", "--simulate", "--json")
+    assert adopted.returncode == 0, adopted.stderr[-2000:]
+    doc = json.loads(adopted.stdout)
+    assert doc["operation"] == "adopt" and doc["engine"] == "mock" and doc["summary"]["same"] > 0
+    recovered = home.run("reconcile", "--once", "--simulate", "--passes", "12",
+                         "--advance", "1m")
+    assert recovered.returncode == 0, recovered.stderr[-2000:]
+    invariants(home, "ready")
