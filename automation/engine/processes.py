@@ -6,6 +6,10 @@ holding a few hundred MB, until a restart. What they keep is the session: a proc
 drives the engine starts a session of its own (``new_session``), and whoever ends it early
 (a worker that died, an operation cancelled or timed out) ends every process of that session
 (``end_session``). Linux reads the session from ``/proc``; elsewhere the group is all we end.
+
+A worker also ends its own session when the process that started it dies (``worker_session``):
+nobody would read its answer, and an engine left running without its caller acts on a stack
+that no lease covers any more.
 """
 
 from __future__ import annotations
@@ -13,13 +17,34 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
 def new_session() -> None:
-    """Make this process the leader of a new session (a worker's initializer)."""
+    """Make this process the leader of a new session."""
     with contextlib.suppress(PermissionError):  # already a session leader
         os.setsid()
+
+
+def worker_session(interval: float = 0.5) -> None:
+    """A worker's initializer: lead a new session, and end all of it (the worker, its engine
+    and the engine's plugins) once the parent is gone, which Linux shows as this process
+    being handed to another parent (init or a subreaper)."""
+    new_session()
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        for pid in _members(os.getsid(0)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -39,7 +64,6 @@ def _session_of(pid: int) -> int | None:
 def end_session(sid: int) -> list[int]:
     """SIGKILL every process of session ``sid`` but this one; the pids signalled. Never
     this process's own session (a worker that failed to start one has none to end)."""
-    me = os.getpid()
     if sid <= 1 or sid == os.getsid(0):
         return []
     if not Path("/proc").is_dir():
@@ -47,9 +71,18 @@ def end_session(sid: int) -> list[int]:
             os.killpg(sid, signal.SIGKILL)
         return []
     ended = []
+    for pid in _members(sid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            ended.append(pid)
+    return ended
+
+
+def _members(sid: int) -> Iterator[int]:
+    """The processes of session ``sid`` but this one (Linux: from /proc)."""
+    if not Path("/proc").is_dir():
+        return
+    me = os.getpid()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != me and _session_of(int(entry.name)) == sid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                ended.append(int(entry.name))
-    return ended
+            yield int(entry.name)

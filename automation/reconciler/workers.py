@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from automation.engine.errors import EngineFailed
-from automation.engine.processes import end_session, new_session
+from automation.engine.processes import end_session, worker_session
 from automation.engine.runner import (
     ProgressEvent,
     ProgressSink,
@@ -445,9 +445,10 @@ class WorkerRunner:
         return outcome
 
     def _start(self) -> ProcessPoolExecutor:
-        # Each worker leads a session of its own, which the engine and its plugins join.
+        # Each worker leads a session of its own, which the engine and its plugins join,
+        # and ends it if this process dies.
         executor = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"),
-                                       initializer=new_session)
+                                       initializer=worker_session)
         self._sessions[executor] = executor.submit(os.getpid).result()
         self._started.append(executor)
         return executor

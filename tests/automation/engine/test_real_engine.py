@@ -217,6 +217,32 @@ def test_an_up_killed_mid_run_is_recovered(
     assert runner.preview(target).summary.changes == 0
 
 
+def test_a_lost_state_is_refused_by_the_real_engine(
+    addons: tuple[AutomationRunner, StackTarget], control_plane: ControlPlane
+) -> None:
+    """The ledger saw an update succeed; the file backend lost the stack (its directory
+    wiped): up and destroy refuse with STATE_MISSING and touch nothing on the cluster."""
+    import shutil
+
+    from automation.engine.expectation import StateMissing
+    from automation.engine.runner import Expected
+
+    runner, target = addons
+    runner.up(target)
+    seen = target.model_copy(update={"expect": Expected(applied=True)})
+    assert runner.preview(seen).summary.changes == 0  # an intact state passes the check
+    runner.up(seen)
+    shutil.rmtree(runner.home / "state")
+    before = objects.get(control_plane, "daemonset", DS, "kube-system")
+    assert before is not None
+    for act in (runner.up, runner.destroy):
+        with pytest.raises(StateMissing, match=r"Pulumi backend file://.* holds nothing") as err:
+            act(seen)
+        assert err.value.code == "STATE_MISSING"
+    after = objects.get(control_plane, "daemonset", DS, "kube-system")
+    assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
+
+
 def test_a_node_pool_stack_on_the_real_engine_names_the_missing_plugin(
     engine_env: dict[str, str], tmp_path: Path
 ) -> None:

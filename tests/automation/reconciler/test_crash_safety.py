@@ -68,16 +68,19 @@ POOLS = {
 }
 
 
-def make_home(root: Path, provider: str = "aws") -> Home:
+def make_home(root: Path, *providers: str) -> Home:
+    """A ledger with a registered simulated cluster and a pool of two VMs per cloud named
+    (AWS when none is): ``cpu`` for the first, ``cpu-<cloud>`` for the others."""
     h = Home(root)
     world = h.world()
     app = h.app(world)
     register_simulated_cluster(app, root)
-    options, region, vm_type = POOLS[provider]
-    credentials.new_credential(app, credentials.NewCredential(provider, provider, options))
-    node_pools.create_node_pool(app, node_pools.CreateNodePool(
-        name="cpu", credentials=provider, region=region, vm_type=vm_type,
-        min_vms=2, max_vms=2))
+    for i, provider in enumerate(providers or ("aws",)):
+        options, region, vm_type = POOLS[provider]
+        credentials.new_credential(app, credentials.NewCredential(provider, provider, options))
+        node_pools.create_node_pool(app, node_pools.CreateNodePool(
+            name="cpu" if i == 0 else f"cpu-{provider}", credentials=provider, region=region,
+            vm_type=vm_type, min_vms=2, max_vms=2))
     app.ledger.dispose()
     return h
 
@@ -87,13 +90,13 @@ def home(tmp_path: Path) -> Home:
     return make_home(tmp_path)
 
 
-def crash_then_recover(home: Home, boundary: str) -> None:
+def crash_then_recover(home: Home, boundary: str, *options: str) -> None:
     # Passes go on (the clock advancing) until the process dies at the boundary.
     crashed = home.run("reconcile", "--once", "--simulate", "--passes", "8", "--advance", "1m",
-                       crash_at=boundary)
+                       *options, crash_at=boundary)
     assert crashed.returncode == -9, (boundary, crashed.returncode, crashed.stderr[-2000:])
     recovered = home.run("reconcile", "--once", "--simulate", "--passes", "12",
-                         "--advance", "1m")
+                         "--advance", "1m", *options)
     assert recovered.returncode == 0, recovered.stderr[-2000:]
 
 
@@ -101,10 +104,11 @@ def invariants(home: Home, expect_state: str) -> None:
     world = home.world()
     ledger = open_ledger(home.url)
     with ledger.read() as conn:
-        pool = conn.execute(sa.select(schema.node_pools)).mappings().one()  # no pool lost
+        pools = conn.execute(sa.select(schema.node_pools)).mappings().all()  # no pool lost
         rows = conn.execute(sa.select(schema.vm_attempts)).mappings().all()
     ledger.dispose()
-    assert pool["state"] == expect_state, (pool["state"], pool["last_error"])
+    for pool in pools:
+        assert pool["state"] == expect_state, (pool["name"], pool["state"], pool["last_error"])
     live = {r["id"] for r in rows if r["state"] in ("pending", "creating", "running")}
     running_vms = [v for v in world.cloud.vms.values() if v.state == "running"]
     # No orphan: every VM the cloud runs belongs to a live attempt.
@@ -114,7 +118,7 @@ def invariants(home: Home, expect_state: str) -> None:
     creates = Counter(a for verb, a in world.cloud.journal if verb == "create")
     assert all(n == 1 for n in creates.values()), creates
     if expect_state == "ready":
-        assert len(live) == pool["max_vms"]
+        assert len(live) == sum(pool["max_vms"] for pool in pools)
     if expect_state == "deleted":
         assert live == set() and running_vms == []
 
@@ -133,6 +137,23 @@ def test_create(home: Home, boundary: str) -> None:
 def test_create_on_the_other_clouds(tmp_path: Path, provider: str, boundary: str) -> None:
     home = make_home(tmp_path, provider)
     crash_then_recover(home, boundary)
+    invariants(home, "ready")
+
+
+@pytest.mark.parametrize("boundary", ["mid-vm-create", "mid-stack-up", "after-ledger-sync"])
+def test_create_on_three_clouds_at_once(tmp_path: Path, boundary: str) -> None:
+    # Pools side by side in worker processes. mid-vm-create kills the reconciler (the cloud
+    # answers in its process) and with it its workers; mid-stack-up kills one worker only,
+    # which the reconciler survives: the command goes on, so it is run to its end first.
+    home = make_home(tmp_path, "aws", "gcp", "azure")
+    if boundary == "mid-stack-up":
+        survived = home.run("reconcile", "--once", "--simulate", "--passes", "8",
+                            "--advance", "1m", "--concurrency", "3", crash_at=boundary)
+        assert survived.returncode == 0, survived.stderr[-2000:]
+    else:
+        crash_then_recover(home, boundary, "--concurrency", "3")
+    home.run("reconcile", "--once", "--simulate", "--passes", "6", "--advance", "1m",
+             "--concurrency", "3")
     invariants(home, "ready")
 
 
