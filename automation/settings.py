@@ -17,6 +17,10 @@ DEFAULT_PER_CREDENTIAL = 4
 # Pulumi engine, a CLI and provider plugins): ~0.2-0.5 GB each, ~4 GB at 8. Operations wait
 # on the cloud most of the time, so more of them than cores is the point.
 DEFAULT_OVERALL = 8
+# Seconds a stack operation run in a worker may take before the worker, its engine and the
+# engine's plugins are ended (ANYCLOUD_STACK_TIMEOUT): above an Azure GPU pool's slowest
+# up (VMs take ~150 s each, in parallel) with a wide margin, and below "hung for good".
+DEFAULT_STACK_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -25,12 +29,16 @@ class Limits:
     overall: int = DEFAULT_OVERALL
     # Where the two numbers came from, for error messages (a CLI option or a variable).
     fields: tuple[str, str] = ("per_credential", "overall")
+    stack_timeout: float = DEFAULT_STACK_TIMEOUT  # seconds, for operations run in workers
 
     def __post_init__(self) -> None:
         for name, value in ((self.fields[0], self.per_credential),
                             (self.fields[1], self.overall)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInput(name, value, "must be a whole number of at least 1")
+        if not self.stack_timeout > 0:
+            raise InvalidInput("ANYCLOUD_STACK_TIMEOUT", self.stack_timeout,
+                               "must be a number of seconds above 0")
 
     @property
     def serial(self) -> bool:
@@ -46,6 +54,7 @@ class Settings:
     # bad value never breaks commands that do not reconcile.
     concurrency: str | None = None
     concurrency_per_credential: str | None = None
+    stack_timeout: str | None = None  # ANYCLOUD_STACK_TIMEOUT, seconds
 
     @classmethod
     def from_env(cls, home: str | os.PathLike[str] | None = None) -> Settings:
@@ -55,7 +64,8 @@ class Settings:
         return cls(home=root, database_url=url,
                    concurrency=os.environ.get("ANYCLOUD_CONCURRENCY") or None,
                    concurrency_per_credential=os.environ.get(
-                       "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL") or None)
+                       "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL") or None,
+                   stack_timeout=os.environ.get("ANYCLOUD_STACK_TIMEOUT") or None)
 
     def limits(self, overall: int | None = None, per_credential: int | None = None) -> Limits:
         """The pass's bounds: an option given wins over the variable, the variable over the
@@ -77,4 +87,12 @@ class Settings:
         each, each_field = pick(per_credential, "--per-credential",
                                 self.concurrency_per_credential,
                                 "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL", DEFAULT_PER_CREDENTIAL)
-        return Limits(per_credential=each, overall=total, fields=(each_field, total_field))
+        timeout = DEFAULT_STACK_TIMEOUT
+        if self.stack_timeout is not None:
+            try:
+                timeout = float(self.stack_timeout)
+            except ValueError:
+                raise InvalidInput("ANYCLOUD_STACK_TIMEOUT", self.stack_timeout,
+                                   "must be a number of seconds above 0") from None
+        return Limits(per_credential=each, overall=total, fields=(each_field, total_field),
+                      stack_timeout=timeout)

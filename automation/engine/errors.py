@@ -40,5 +40,11 @@ class EngineFailed(AnycloudError):
     default_code = "ENGINE_FAILED"
 
 
+class StackTimeout(EngineFailed):
+    """A stack operation that outran its time; its worker, engine and plugins were ended."""
+
+    default_code = "STACK_TIMEOUT"
+
+
 class SecretsConfigError(AnycloudError):
     default_code = "SECRETS_CONFIG"

@@ -120,7 +120,7 @@ class Reconciler:
         if self._concurrent_ports is None:
             runner = self.ports.runner
             if not isinstance(runner, WorkerRunner):  # given one: its workers are used
-                runner = WorkerRunner(runner, limits.overall)
+                runner = WorkerRunner(runner, limits.overall, timeout=limits.stack_timeout)
             # The cluster-wide steps (add-ons, ingress) run their stacks in this process and
             # keep per-pass state: one turn at a time.
             # (A Serialized stands in for the step it wraps: same calls, one at a time.)

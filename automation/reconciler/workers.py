@@ -36,7 +36,7 @@ from multiprocessing.managers import BaseManager, BaseProxy
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from automation.engine.errors import EngineFailed
+from automation.engine.errors import EngineFailed, StackTimeout
 from automation.engine.processes import end_session, worker_session
 from automation.engine.runner import (
     ProgressEvent,
@@ -369,8 +369,10 @@ class WorkerRunner:
     ``evaluate``) is the wrapped runner's, in this process. A runner no worker can rebuild
     runs its operations here, one at a time (the SDK's settings are process-global)."""
 
-    def __init__(self, inner: Any, workers: int, spec: RunnerSpec | None = None) -> None:
+    def __init__(self, inner: Any, workers: int, spec: RunnerSpec | None = None,
+                 timeout: float | None = None) -> None:
         self.inner = inner
+        self.timeout = timeout  # seconds an operation may take (None: no limit)
         self._servers: list[CloudServer] = []
         self.spec = spec or spec_for(inner, self._serve)
         self.workers = workers
@@ -425,7 +427,18 @@ class WorkerRunner:
         request = StackOp(self.spec, op, target, options or {}, progress=sink is not None)
         executor = self._idle.get() or self._start()
         try:
-            outcome, events = executor.submit(run_op, request).result()
+            outcome, events = executor.submit(run_op, request).result(timeout=self.timeout)
+        except TimeoutError:
+            # Ended, not left running: a hung engine would hold the pool's lease and this
+            # slot for good. Its run is then what a killed run leaves (a lock, creates in
+            # flight), which the next pass handles as after any crash.
+            end_session(self._sessions.pop(executor))
+            executor.shutdown(wait=False, cancel_futures=True)
+            executor = None  # type: ignore[assignment]
+            raise StackTimeout(
+                f"{op} of {target.stack_name} took more than {self.timeout:g} s "
+                "(ANYCLOUD_STACK_TIMEOUT): its worker, engine and plugins were ended; the "
+                "next pass settles what it left") from None
         except BrokenProcessPool:
             executor.shutdown(wait=False)
             # The engine the worker ran, and its plugins, outlive it: end its session.

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from automation.engine.errors import StackTimeout
 from automation.reconciler.workers import RunnerSpec, WorkerDied, WorkerRunner
 from tests.automation.engine.test_pulumi_driver import pool_target
 from tests.conftest import SESSION
@@ -58,3 +60,49 @@ def test_fifty_dead_workers_leave_no_process_behind(tmp_path: Path) -> None:
     finally:
         runner.close()
     assert after - before == set(), f"{len(after - before)} processes more after {KILLS} kills"
+
+
+class HangingEngine:
+    """In a worker: start a stand-in for a provider plugin, then hang, as an engine waiting
+    on a provider that never answers."""
+
+    engine = "mock"
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+
+    def up(self, target: Any, on_progress: Any = None) -> Any:
+        subprocess.Popen(["sleep", "300"], process_group=0)
+        time.sleep(300)
+
+
+def test_an_operation_past_its_time_is_ended_with_its_engine(tmp_path: Path) -> None:
+    runner = WorkerRunner(_Inner(), 1, spec=RunnerSpec(f"{HERE}:HangingEngine",
+                                                       {"home": str(tmp_path)}), timeout=2.0)
+    target = pool_target()
+    try:
+        began = time.monotonic()
+        with pytest.raises(StackTimeout, match="took more than 2 s") as err:
+            runner.up(target)
+        assert time.monotonic() - began < 30 and err.value.code == "STACK_TIMEOUT"
+        before = _ours()
+        with pytest.raises(StackTimeout):  # the next operation gets a new worker
+            runner.up(target)
+        deadline = time.monotonic() + 10  # SIGKILL is sent, not awaited: let them go
+        while (left := _ours() - before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == set()  # nothing of the first or second left running
+    finally:
+        runner.close()
+
+
+def test_a_bad_stack_timeout_names_the_variable() -> None:
+    from automation.errors import InvalidInput
+    from automation.settings import Settings
+
+    for raw in ("soon", "0", "-5"):
+        with pytest.raises(InvalidInput, match=r"ANYCLOUD_STACK_TIMEOUT .*must be a number"):
+            Settings(home=Path("/nonexistent"), database_url="sqlite://",
+                     stack_timeout=raw).limits()
+    assert Settings(home=Path("/x"), database_url="sqlite://",
+                    stack_timeout="90").limits().stack_timeout == 90.0
