@@ -55,6 +55,7 @@ CAMEL_JSON = ConfigDict(
     alias_generator=AliasGenerator(serialization_alias=to_camel),
     serialize_by_alias=True,
     validate_by_name=True,
+    defer_build=True,
 )
 
 
