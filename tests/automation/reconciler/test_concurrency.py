@@ -175,7 +175,8 @@ class _Evidence:
     def events(self) -> list[tuple[str, str, int]]:
         if not self.log.exists():
             return []
-        rows = [json.loads(line) for line in self.log.read_text().splitlines()]
+        # Only whole lines: another worker may be appending one as this one reads.
+        rows = [json.loads(line) for line in self.log.read_text().split("\n")[:-1]]
         return [(str(kind), str(key), int(at)) for kind, key, at in rows]
 
     @contextmanager
