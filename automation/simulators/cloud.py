@@ -187,7 +187,7 @@ class CloudSimulator(MockProviders):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".cloud-")
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
+            fh.write(json.dumps(data))
         os.replace(tmp, self.path)
 
     # -- the mock engine's questions ----------------------------------------------------

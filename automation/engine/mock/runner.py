@@ -60,6 +60,7 @@ class _Deployment:
         self.state = state
         self.execute = execute
         self.steps: dict[str, Step] = {}
+        self.records: dict[str, dict[str, Any]] = {}  # what the state records, by URN
         self.checkpoint = copy.deepcopy(state)  # the state file as of the last step
         self._lock = threading.Lock()
 
@@ -79,9 +80,15 @@ class _Deployment:
                 self._begin(resource)
         return step
 
+    def _record(self, resource: PendingResource) -> dict[str, Any]:
+        record = self.records.get(resource.urn)
+        if record is None:
+            record = self.records[resource.urn] = self.runner._record(
+                resource.registered(None), "create", None, self.state["salt"])
+        return record
+
     def _begin(self, resource: PendingResource) -> None:
-        record = self.runner._record(resource.registered(None), "create", None,
-                                     self.state["salt"])
+        record = self._record(resource)
         operation = {"type": "creating", "record": record, "resource": {
             "urn": resource.urn, "type": resource.type, "custom": True,
             "inputs": record["inputs"], "parent": resource.parent,
@@ -102,8 +109,7 @@ class _Deployment:
                 # The replaced resource still exists: deleted after the run (or by the next
                 # one, if this one is killed first).
                 self.checkpoint.setdefault("deletes", []).append(old)
-            resources[resource.urn] = self.runner._record(
-                resource.registered(rid), "create", None, self.state["salt"])
+            resources[resource.urn] = {**self._record(resource), "id": rid}
             self._settled(resource)
 
     def refused(self, resource: PendingResource) -> None:
@@ -188,7 +194,8 @@ class MockEngineRunner:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
         with os.fdopen(fd, "w") as fh:
-            json.dump(state, fh, indent=1, sort_keys=True, default=str)
+            # One string from the C encoder: json.dump writes piece by piece, ~5x slower here.
+            fh.write(json.dumps(state, sort_keys=True, default=str))
         os.replace(tmp, path)
 
     def _record(self, r: RegisteredResource, op: str, old: dict[str, Any] | None,

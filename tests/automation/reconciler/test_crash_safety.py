@@ -140,7 +140,7 @@ def test_create_on_the_other_clouds(tmp_path: Path, provider: str, boundary: str
     invariants(home, "ready")
 
 
-@pytest.mark.parametrize("boundary", ["mid-vm-create", "mid-stack-up", "after-ledger-sync"])
+@pytest.mark.parametrize("boundary", ["mid-vm-create", "mid-stack-up"])
 def test_create_on_three_clouds_at_once(tmp_path: Path, boundary: str) -> None:
     # Pools side by side in worker processes. mid-vm-create kills the reconciler (the cloud
     # answers in its process) and with it its workers; mid-stack-up kills one worker only,

@@ -6,15 +6,18 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from automation.clock import ManualClock
 from automation.engine.errors import EngineFailed
 from automation.engine.expectation import StateMissing
 from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.runner import Expected
 from automation.services import node_pools, pool_status
 from automation.services.pool_adopt import adopt_pool
+from automation.simulators.cloud import CloudSimulator
 from automation.stack_targets import pool_target
 from tests.automation.engine.test_mock_runner import with_attempts
 from tests.automation.engine.test_pulumi_driver import pool_target as bare_target
@@ -24,8 +27,14 @@ from tests.automation.reconciler.test_reconcile import attempts
 M = timedelta(minutes=1)
 
 
-def creates(rig: Rig) -> Counter[str]:
-    return Counter(a for verb, a in rig.world.cloud.journal if verb == "create")
+def creates(cloud: CloudSimulator) -> Counter[str]:
+    return Counter(a for verb, a in cloud.journal if verb == "create")
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> CloudSimulator:
+    """For the engine-level tests: a simulated cloud and no ledger."""
+    return CloudSimulator(ManualClock(), tmp_path / "cloud.json")
 
 
 def ready_pool(rig: Rig, count: int = 2) -> str:
@@ -48,11 +57,11 @@ def test_a_lost_state_buys_nothing_and_says_where_it_lives(rig: Rig) -> None:
     rig.world.cloud.faults.never_boot_next = 1  # one VM will need replacing
     pool = rig.pool("cpu", count=2)
     rig.passes(1)
-    bought = creates(rig)
+    bought = creates(rig.world.cloud)
     shutil.rmtree(rig.app.home / "mock-engine")  # an emptyDir wiped by a pod restart
     rig.world.advance(11 * M)  # the VM that never joined is due for replacement
     rig.passes(3, step=M)
-    assert creates(rig) == bought  # nothing bought again, not even the replacement
+    assert creates(rig.world.cloud) == bought  # nothing bought again, not even the replacement
     s = pool_status.node_pool_status(rig.app.ledger, pool)
     assert s.last_error_code == "STATE_MISSING"
     assert "mock-engine" in (s.last_error or "") and "holds nothing" in (s.last_error or "")
@@ -72,11 +81,12 @@ def test_a_delete_with_a_lost_state_keeps_the_pool_and_says_why(rig: Rig) -> Non
     assert len(rig.world.cloud.vms_of_pool(pool)) == 2
 
 
-def test_an_older_state_that_lacks_a_running_vm_is_refused(rig: Rig, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    runner = MockEngineRunner(tmp_path / "home", rig.world.cloud)
+def test_an_older_state_that_lacks_a_running_vm_is_refused(cloud: CloudSimulator,
+                                                           tmp_path: Path) -> None:
+    runner = MockEngineRunner(tmp_path / "home", cloud)
     target = with_attempts(bare_target(), "at-1")
     runner.up(target)
-    bought = creates(rig)
+    bought = creates(cloud)
     # The ledger saw at-2 running too, but this state (restored from an older backup) has
     # only at-1.
     stale = target.model_copy(update={"expect": Expected(applied=True,
@@ -86,7 +96,7 @@ def test_an_older_state_that_lacks_a_running_vm_is_refused(rig: Rig, tmp_path) -
     assert err.value.code == "STATE_MISSING"
     with pytest.raises(StateMissing):
         runner.destroy(stale)
-    assert creates(rig) == bought and rig.world.cloud.lookup("at-1") == "running"
+    assert creates(cloud) == bought and cloud.lookup("at-1") == "running"
 
 
 # ---------------------------------------------------------------------------------- adopt
@@ -94,15 +104,15 @@ def test_an_older_state_that_lacks_a_running_vm_is_refused(rig: Rig, tmp_path) -
 
 @pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
 def test_adopt_rebuilds_the_state_from_the_cloud_and_buys_nothing(
-        rig: Rig, tmp_path, provider: str) -> None:  # type: ignore[no-untyped-def]
-    runner = MockEngineRunner(tmp_path / "home", rig.world.cloud)
+        cloud: CloudSimulator, tmp_path: Path, provider: str) -> None:
+    runner = MockEngineRunner(tmp_path / "home", cloud)
     target = with_attempts(bare_target(provider), "at-1", "at-2")
     first = runner.up(target)
     state = runner.load_state(target)["resources"]
     recorded = {u: r["id"] for u, r in state.items()}
     in_the_cloud = [u for u, r in state.items() if r["custom"] and not r["type"].startswith(
         ("pulumi:providers:", "random:", "kubernetes:"))]
-    bought, held = creates(rig), dict(rig.world.cloud.resources)
+    bought, held = creates(cloud), dict(cloud.resources)
     (tmp_path / "home" / "mock-engine" / f"{target.stack_name}.json").unlink()
     adopted = runner.adopt(target)
     assert adopted.operation == "adopt" and adopted.summary.create == 0
@@ -112,11 +122,12 @@ def test_adopt_rebuilds_the_state_from_the_cloud_and_buys_nothing(
     assert rebuilt == recorded
     again = runner.up(target)
     assert again.summary.changes == 0 and again.summary.same == first.summary.create
-    assert creates(rig) == bought and rig.world.cloud.resources == held
+    assert creates(cloud) == bought and cloud.resources == held
 
 
-def test_adopt_refuses_when_two_resources_claim_one_identity(rig: Rig, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    runner = MockEngineRunner(tmp_path / "home", rig.world.cloud)
+def test_adopt_refuses_when_two_resources_claim_one_identity(cloud: CloudSimulator,
+                                                             tmp_path: Path) -> None:
+    runner = MockEngineRunner(tmp_path / "home", cloud)
     target = with_attempts(bare_target(), "at-1")
     runner.up(target)
     state_file = tmp_path / "home" / "mock-engine" / f"{target.stack_name}.json"
@@ -137,7 +148,7 @@ def test_adopt_then_the_pool_goes_on(rig: Rig) -> None:
     rig.world.advance(11 * M)
     rig.passes(1, step=M)
     assert pool_status.node_pool_status(rig.app.ledger, pool).last_error_code == "STATE_MISSING"
-    before = creates(rig)
+    before = creates(rig.world.cloud)
     result = adopt_pool(rig.app, rig.reconciler.ports.runner, "cpu")
     assert result.summary.same > 0
     assert pool_status.node_pool_status(rig.app.ledger, pool).last_error_code is None
@@ -145,11 +156,11 @@ def test_adopt_then_the_pool_goes_on(rig: Rig) -> None:
     s = pool_status.node_pool_status(rig.app.ledger, pool)
     assert s.state == "ready", (s.state, s.last_error)
     # One VM more: the replacement, bought once; nothing bought twice.
-    after = creates(rig)
+    after = creates(rig.world.cloud)
     assert sum(after.values()) == sum(before.values()) + 1 and set(after.values()) == {1}
 
 
-def test_adopt_on_the_pulumi_engine_is_refused_saying_what_to_do(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_adopt_on_the_pulumi_engine_is_refused_saying_what_to_do(tmp_path: Path) -> None:
     from automation.engine.pulumi_driver import AutomationRunner
 
     with pytest.raises(EngineFailed, match="backup") as err:
