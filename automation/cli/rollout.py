@@ -12,7 +12,7 @@ from automation.cli.context import app_from
 from automation.cli.output import engine_option, handle_errors, info, json_option, print_json
 
 if TYPE_CHECKING:
-    from automation.engine.runner import RunResult
+    from automation.engine.runner import RunResult, StackRunner
     from automation.services.rollout import Plan, PolicyReport
 
 EXIT_CHANGES = 2
@@ -219,12 +219,14 @@ def adopt(ctx: click.Context, ref: str, engine: str | None, simulate: bool,
     from automation.services.pool_adopt import adopt_pool
 
     app = app_from(ctx)
-    cloud = None
-    if simulate:
+
+    def runner() -> StackRunner:
+        if not simulate:
+            return make_runner(app.home, engine)
         from automation.simulators.world import SimWorld
 
-        engine, cloud = "mock", SimWorld(app.home / "sim").cloud
-    runner = make_runner(app.home, engine, cloud=cloud)
+        return make_runner(app.home, "mock", cloud=SimWorld(app.home / "sim").cloud)
+
     result = adopt_pool(app, runner, ref)
     if as_json:
         print_json(result)

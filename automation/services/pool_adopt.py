@@ -8,6 +8,8 @@ nothing. The pool's ``STATE_MISSING`` error is cleared so the next pass acts aga
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from automation.app import App
 from automation.engine.runner import ProgressSink, RunResult, StackRunner
 from automation.ledger import schema
@@ -15,10 +17,11 @@ from automation.ledger.records import record_event
 from automation.stack_targets import pool_target
 
 
-def adopt_pool(app: App, runner: StackRunner, ref: str,
+def adopt_pool(app: App, runner_for: Callable[[], StackRunner], ref: str,
                on_progress: ProgressSink | None = None) -> RunResult:
+    """``runner_for`` is called once the pool is found: a bad reference changes nothing."""
     target = pool_target(app, ref, planned=False)
-    result = runner.adopt(target, on_progress=on_progress)
+    result = runner_for().adopt(target, on_progress=on_progress)
     now = app.clock.now()
     pools = schema.node_pools
     with app.ledger.write() as conn:

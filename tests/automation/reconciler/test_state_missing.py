@@ -149,7 +149,7 @@ def test_adopt_then_the_pool_goes_on(rig: Rig) -> None:
     rig.passes(1, step=M)
     assert pool_status.node_pool_status(rig.app.ledger, pool).last_error_code == "STATE_MISSING"
     before = creates(rig.world.cloud)
-    result = adopt_pool(rig.app, rig.reconciler.ports.runner, "cpu")
+    result = adopt_pool(rig.app, lambda: rig.reconciler.ports.runner, "cpu")
     assert result.summary.same > 0
     assert pool_status.node_pool_status(rig.app.ledger, pool).last_error_code is None
     rig.passes(6, step=M)
