@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from automation.clock import Clock
 from automation.crash import crashpoint
-from automation.engine.mock.model import CloudFailure, Step
+from automation.engine.mock.model import NOT_IN_THE_CLOUD, CloudFailure, Step
 from automation.engine.mock.providers import MockProviders
 
 if TYPE_CHECKING:
@@ -58,10 +58,6 @@ VM_TYPES = {
 _ATTEMPT_KEYS = ("anycloud.sh/attempt", "anycloud-sh_attempt", "anycloud.sh_attempt")
 _POOL_KEYS = ("anycloud.sh/node-pool", "anycloud-sh_node-pool", "anycloud.sh_node-pool")
 _CLUSTER_KEYS = ("anycloud.sh/cluster", "anycloud-sh_cluster", "anycloud.sh_cluster")
-
-
-# Resources that exist only in the engine's state or in a cluster: nothing to buy.
-_NOT_BOUGHT = ("pulumi:providers:", "kubernetes:", "random:")
 
 
 def _cloud_of(type_: str) -> str:
@@ -195,7 +191,7 @@ class CloudSimulator(MockProviders):
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         step = getattr(args, "step", None)
         kept = isinstance(step, Step) and step.op in ("same", "update")
-        if kept or not args.custom or args.typ.startswith(_NOT_BOUGHT):
+        if kept or not args.custom or args.typ.startswith(NOT_IN_THE_CLOUD):
             return super().new_resource(args)  # nothing is created
         if args.typ in VM_TYPES:
             return self._create_vm(args)

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 STACK_TYPE = "pulumi:pulumi:Stack"
+# Type prefixes of resources no cloud holds under the mock engine: providers and random
+# values live only in its state, and its Kubernetes objects are written to no cluster.
+NOT_IN_THE_CLOUD = ("pulumi:providers:", "random:", "kubernetes:")
 
 
 

@@ -25,6 +25,7 @@ from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.mock import diff
 from automation.engine.mock.model import (
+    NOT_IN_THE_CLOUD,
     SECRET,
     CloudFailure,
     PendingResource,
@@ -136,7 +137,7 @@ class _Adoption:
         self.absent: set[str] = set()
 
     def decide(self, resource: PendingResource) -> Step:
-        if not resource.custom or resource.type.startswith(_STATE_ONLY):
+        if not resource.custom or resource.type.startswith(NOT_IN_THE_CLOUD):
             return Step(op="create")  # lives only in the state: recorded as the program has it
         if resource.urn in self.vm_ids:
             found = self.vm_ids[resource.urn]
@@ -146,10 +147,6 @@ class _Adoption:
             self.absent.add(resource.urn)
             return Step(op="create")
         return Step(op="same", old_id=found)
-
-
-# Resources that exist only in the mock engine's state (no cloud holds them).
-_STATE_ONLY = ("pulumi:providers:", "random:", "kubernetes:")
 
 
 def _absent_objects(items: list[tuple[PendingCreate, str]]) -> dict[str, Answer]:
@@ -475,7 +472,7 @@ class MockEngineRunner:
         kept = [r for r in run.resources if r.urn not in adoption.absent]
         self._save_state(target, {"salt": state["salt"], "resources": {
             r.urn: self._record(r, "create", None, state["salt"]) for r in kept}})
-        adopted = sum(1 for r in kept if r.custom and not r.type.startswith(_STATE_ONLY))
+        adopted = sum(1 for r in kept if r.custom and not r.type.startswith(NOT_IN_THE_CLOUD))
         summary = ChangeSummary(same=adopted, create=len(adoption.absent))
         if on_progress is not None:
             on_progress(ProgressEvent(kind="diagnostic", severity="info", message=(
