@@ -207,8 +207,8 @@ class AutomationRunner:
                 config_file.write_text(json.dumps(target.policy_config))
                 kwargs["policy_pack_configs"] = [str(config_file)]
             if op in ("up", "destroy"):
-                self._check_expected(target, stack)
-                self._settle_pending_creates(target, stack, tmp, collect)
+                exported = self._check_expected(target, stack)
+                self._settle_pending_creates(target, stack, tmp, collect, exported)
             try:
                 result = run_with_events(
                     lambda on_event: getattr(stack, op)(
@@ -228,30 +228,34 @@ class AutomationRunner:
                 raise
         return self._result(op, target, result, findings)
 
-    def _check_expected(self, target: StackTarget, stack: Any) -> None:
+    def _check_expected(self, target: StackTarget, stack: Any) -> Any:
         """Refuse to act on a state that lost what the ledger saw it hold
-        (``automation.engine.expectation``)."""
+        (``automation.engine.expectation``); the export it read, for the recovery to reuse
+        (None when there was nothing to compare)."""
         from automation.engine import expectation
 
         if not target.expect.applied and not target.expect.attempts:
-            return  # nothing to compare: spare the export
-        deployment = stack.export_stack().deployment or {}
+            return None  # nothing to compare: spare the export
+        exported = stack.export_stack()
+        deployment = exported.deployment or {}
         held = [*(r for r in deployment.get("resources") or []
                   if not str(r.get("type", "")).startswith(("pulumi:pulumi:Stack",
                                                             "pulumi:providers:"))),
                 *(op.get("resource") or {} for op in deployment.get("pending_operations") or [])]
         backend = state_settings(self.home, self.environ).backend_url
         expectation.check(target, held, f"Pulumi backend {backend.split('?')[0]}")
+        return exported
 
     def _settle_pending_creates(self, target: StackTarget, stack: Any, tmp: Path | None,
-                                sink: ProgressSink | None = None) -> Settlement | None:
+                                sink: ProgressSink | None = None,
+                                exported: Any = None) -> Settlement | None:
         """A run killed mid-create leaves creates in flight that the state does not record
         (``automation.engine.recovery``): look each up through the provider by what
         identifies it; once every one is found or confirmed absent, import those found
         (one ``stack import`` of the state with them added under the provider's ids and no
         create left in flight, then a refresh of them reads their outputs). Otherwise stop
         with ``PENDING_CREATES`` naming what is unresolved, having changed nothing."""
-        deployment = stack.export_stack()
+        deployment = exported if exported is not None else stack.export_stack()
         pending = pending_creates_in(deployment.deployment or {})
         if not pending:
             # A recovery killed between its import and its refresh left resources recorded
