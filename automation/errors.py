@@ -75,3 +75,17 @@ class Conflict(AnycloudError):
 
     exit_code = EXIT_BAD_INPUT
     default_code = "FAILED_PRECONDITION"
+
+
+class Unauthenticated(AnycloudError):
+    """No credential, or one that is malformed, unknown, revoked or expired (HTTP 401)."""
+
+    exit_code = EXIT_BAD_INPUT  # refused, nothing written
+    default_code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(AnycloudError):
+    """A known caller whose role (or OS user, in embedded mode) may not do this (HTTP 403)."""
+
+    exit_code = EXIT_BAD_INPUT  # refused, nothing written
+    default_code = "PERMISSION_DENIED"

@@ -65,6 +65,15 @@ class CamelModel(BaseModel):
     model_config = CAMEL_JSON
 
 
+class CamelRequest(BaseModel):
+    """A request body of the API: camelCase keys (snake_case accepted too), unknown keys
+    refused, so a misspelt field is an error rather than a default."""
+
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True, extra="forbid",
+                              defer_build=True)
+
+
 class _Record(CamelModel):
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
@@ -115,6 +124,14 @@ class NodePool(_Record):
     last_error: str | None
     created_at: datetime
     updated_at: datetime
+
+
+class NodePoolCreated(NodePool):
+    """``node-pool create``'s answer (CLI ``--json`` and ``POST /v1/node-pools``)."""
+
+    zone_chosen: bool  # no zone was asked: the first zone of the region offering the type
+    warnings: list[str]
+    cost: Cost  # the estimate at max_vms
 
 
 class VmCounts(CamelModel):
@@ -265,3 +282,24 @@ class ProjectDeployment(_Record):
     resources: dict[str, Any] | None = None  # slots, cpu, memory, storage asked of the runtime
     created_at: datetime
     updated_at: datetime
+
+
+class ApiToken(_Record):
+    """An API token as ``token list`` shows it: never the token itself (issue 20)."""
+
+    id: str
+    name: str
+    role: str  # admin | member | viewer | agent
+    scope: str | None = None  # an agent token's AgentPool, "<namespace>/<name>"
+    prefix: str  # the token's first characters, to tell tokens apart
+    state: str  # active | expired | revoked
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class IssuedToken(ApiToken):
+    """``token create``'s answer: the only time the token is shown."""
+
+    token: str

@@ -26,6 +26,11 @@ exits 0 without waiting for its SIGTERM, which is on its way. Exiting rather tha
 until SIGTERM: a pod whose delete failed shows its container completing (and restarting, to
 be refused again) instead of hiding an agent that serves nothing, and the operator replaces
 it as a pod that never registered once killUnknownAfterSecond has passed.
+
+Its token refused (401) after it had registered: the pool was deleted (its agent tokens are
+revoked with it) or recreated (a new token was minted): the same as retired. Refused before
+it ever registered (a wrong or missing token): the agent exits 1 naming the token problem,
+and Kubernetes shows the container failing.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from typing import Any
 
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
 from automation.agentpools.wire import AgentRetired, Session
-from automation.errors import AnycloudError, NotFound
+from automation.errors import AnycloudError, NotFound, Unauthenticated
 
 Log = Callable[[str, str, dict[str, Any]], None]
 KILL_AFTER = 5.0  # seconds between SIGTERM and SIGKILL when a session is stopped
@@ -211,6 +216,7 @@ class Agent:
         self.runs: dict[str, SessionRun] = {}
         self._runs_lock = threading.Lock()
         self._registered = threading.Lock()
+        self._registered_once = threading.Event()
 
     # the broker, patiently
 
@@ -230,6 +236,14 @@ class Agent:
             except AgentRetired as exc:
                 self._retire(exc)
                 raise
+            except Unauthenticated as exc:
+                if not self._registered_once.is_set():
+                    raise
+                retired = AgentRetired(self.settings.agent_id, self.settings.pool, message=(
+                    f"the broker no longer takes this agent's token ({exc.message}): its pool "
+                    "was deleted or recreated"))
+                self._retire(retired)
+                raise retired from exc
             except NotFound as exc:
                 if exc.field != "agent":
                     raise
@@ -245,6 +259,7 @@ class Agent:
         s = self.settings
         with self._registered:
             agent = self.retry(lambda: self.client.register(s.pool, s.agent_id, s.pod, s.slots))
+            self._registered_once.set()
         self.log("registered", f"agent {s.agent_id} registered in pool {s.pool} with "
                  f"{s.slots} slot(s) at {self.client.base_url}",
                  {"agent": s.agent_id, "pool": s.pool, "slots": agent.slots})

@@ -7,6 +7,14 @@ registry (InvalidInput), 404 for an unknown agent or session, 409 for a state th
 the request (Conflict), 410 (code AGENT_RETIRED) for an agent the operator retired: its pod
 is being deleted, or its pool was, and it may not register again under that id.
 
+Every endpoint but ``/v1/healthz`` takes ``Authorization: Bearer <token>`` (issue 20): 401
+(code UNAUTHENTICATED) with no token or one that is malformed, unknown, revoked or expired;
+403 (PERMISSION_DENIED) for a role the route does not take. The agent endpoints take only the
+agent token of the pool concerned (the operator mints one per AgentPool into a Secret its pods
+read), so an agent of one pool can neither register in, take work from, post output to nor
+read another; sessions need a member token (or admin); the pool view a viewer's, or the
+pool's own agent's. ``ROUTE_ACCESS`` says which, route by route.
+
 Long polls (``?wait=S``, at most 60 s): the handler re-reads the ledger when this process
 changed something and at least every ``poll_interval`` seconds (another replica, or another
 process, may have), and answers as soon as there is news or the wait is over. Registry
@@ -34,24 +42,50 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
 
+from automation import serving
 from automation.agentpools.registry import DEFAULT_HEARTBEAT_TIMEOUT, Registry
 from automation.agentpools.wire import MAX_SLOTS, AgentRetired, Session
-from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
+from automation.auth import tokens
+from automation.auth.roles import Access, Principal, authorize
+from automation.errors import (
+    AnycloudError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 
 T = TypeVar("T")
 MAX_WAIT = 60.0
+# Who may call each route: (method, path) -> the accesses that open it. The pool a request
+# concerns is checked in the handler (from the body, the agent or the session). A route
+# missing here is refused by the auth-matrix test.
+ROUTE_ACCESS: dict[tuple[str, str], frozenset[Access]] = {
+    ("GET", "/v1/healthz"): frozenset(),  # open: a liveness probe, it answers {"ok": true}
+    ("POST", "/v1/agents"): frozenset({Access.AGENT}),
+    ("POST", "/v1/agents/{agent_id}/heartbeat"): frozenset({Access.AGENT}),
+    ("GET", "/v1/agents/{agent_id}/work"): frozenset({Access.AGENT}),
+    ("DELETE", "/v1/agents/{agent_id}"): frozenset({Access.AGENT}),
+    ("POST", "/v1/sessions"): frozenset({Access.WRITE}),
+    ("GET", "/v1/sessions/{session_id}"): frozenset({Access.WRITE}),
+    ("POST", "/v1/sessions/{session_id}/output"): frozenset({Access.AGENT}),
+    ("GET", "/v1/sessions/{session_id}/output"): frozenset({Access.WRITE}),
+    # The agent that ran it (agentId in the body), or a member cancelling it (no agentId).
+    ("POST", "/v1/sessions/{session_id}/release"): frozenset({Access.AGENT, Access.WRITE}),
+    ("GET", "/v1/pools/{namespace}/{name}"): frozenset({Access.READ}),
+}
 Wait = Annotated[float, Query(ge=0, le=MAX_WAIT, description="Seconds to wait for news.")]
 
 
@@ -94,6 +128,16 @@ class ReleaseBody(_Body):
     error: str | None = None
 
 
+def _caller(request: Request,
+            authorization: Annotated[str | None, Header()] = None) -> Principal:
+    # A plain function: FastAPI runs it in a worker thread (it reads the ledger).
+    registry: Registry = request.app.state.registry
+    return tokens.principal(registry.ledger, authorization, registry.clock.now())
+
+
+Caller = Annotated[Principal, Depends(_caller)]
+
+
 class _Changes:
     """Wakes this process's long polls when one of its own requests changed something."""
 
@@ -111,6 +155,10 @@ def _json(model: BaseModel | dict[str, Any], status: int = 200) -> JSONResponse:
 
 
 def _status(err: AnycloudError) -> int:
+    if isinstance(err, Unauthenticated):
+        return 401
+    if isinstance(err, PermissionDenied):
+        return 403
     if isinstance(err, AgentRetired):
         return 410
     if isinstance(err, NotFound):
@@ -165,11 +213,27 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    app = FastAPI(title="anycloud broker", version="1", lifespan=lifespan)
+    # No OpenAPI page or docs: every route but the health probe is closed.
+    app = FastAPI(title="anycloud broker", version="1", lifespan=lifespan, openapi_url=None,
+                  docs_url=None, redoc_url=None)
 
     @app.exception_handler(AnycloudError)
     async def _domain_error(_: Request, err: AnycloudError) -> JSONResponse:
-        return JSONResponse({"error": err.to_dict()}, status_code=_status(err))
+        status = _status(err)
+        headers = {"WWW-Authenticate": 'Bearer realm="anycloud"'} if status == 401 else None
+        return JSONResponse({"error": err.to_dict()}, status_code=status, headers=headers)
+
+    async def as_agent_of_agent(who: Principal, agent_id: str) -> None:
+        """The caller is the agent token of the pool ``agent_id`` is registered in."""
+        if who.role != "agent":
+            authorize(who, Access.AGENT)  # refused before anything is looked up
+        authorize(who, Access.AGENT, pool=await call(registry.pool_of_agent, agent_id))
+
+    async def as_agent_of_session(who: Principal, session_id: str) -> None:
+        if who.role != "agent":
+            authorize(who, Access.AGENT)
+        found: Session = await call(registry.session, session_id)
+        authorize(who, Access.AGENT, pool=found.pool)
 
     @app.exception_handler(RequestValidationError)
     async def _shape_error(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -206,13 +270,15 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
         return {"ok": True}
 
     @app.post("/v1/agents")
-    async def register(body: RegisterBody) -> JSONResponse:
+    async def register(body: RegisterBody, who: Caller) -> JSONResponse:
+        authorize(who, Access.AGENT, pool=body.pool)
         agent = await call(registry.register, body.pool, body.agent_id,
                            body.pod or body.agent_id, body.slots, changed=True)
         return _json(agent)
 
     @app.post("/v1/agents/{agent_id}/heartbeat")
-    async def heartbeat(agent_id: str, body: HeartbeatBody) -> JSONResponse:
+    async def heartbeat(agent_id: str, body: HeartbeatBody, who: Caller) -> JSONResponse:
+        await as_agent_of_agent(who, agent_id)
         reply = await call(registry.heartbeat, agent_id, body.busy_slots, body.running,
                            body.draining)
         if reply.assigned:  # heartbeats come often: wake the waiters only for news
@@ -220,16 +286,19 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
         return _json(reply)
 
     @app.get("/v1/agents/{agent_id}/work")
-    async def work(agent_id: str, wait: Wait = 0) -> JSONResponse:
+    async def work(agent_id: str, who: Caller, wait: Wait = 0) -> JSONResponse:
+        await as_agent_of_agent(who, agent_id)
         given = await until(lambda: registry.work(agent_id), bool, wait)
         return _json({"sessions": [s.model_dump(mode="json") for s in given]})
 
     @app.delete("/v1/agents/{agent_id}")
-    async def deregister(agent_id: str) -> JSONResponse:
+    async def deregister(agent_id: str, who: Caller) -> JSONResponse:
+        await as_agent_of_agent(who, agent_id)
         return _json(await call(registry.deregister, agent_id, changed=True))
 
     @app.post("/v1/sessions")
-    async def acquire(body: AcquireBody, wait: Wait = 0) -> JSONResponse:
+    async def acquire(body: AcquireBody, who: Caller, wait: Wait = 0) -> JSONResponse:
+        authorize(who, Access.WRITE)
         session = await call(registry.acquire, body.pool, body.command, changed=True)
         if session.state == "pending" and wait:
             session = await until(lambda: registry.session(session.id),
@@ -237,7 +306,8 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
         return _json(session, 201)
 
     @app.get("/v1/sessions/{session_id}")
-    async def get_session(session_id: str, wait: Wait = 0) -> JSONResponse:
+    async def get_session(session_id: str, who: Caller, wait: Wait = 0) -> JSONResponse:
+        authorize(who, Access.WRITE)
         # Its client asking keeps a pending session wanted (once a request, not per poll).
         session: Session = await call(registry.session, session_id, seen=True)
         if session.state == "pending" and wait:
@@ -246,27 +316,36 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
         return _json(session)
 
     @app.post("/v1/sessions/{session_id}/output")
-    async def post_output(session_id: str, body: OutputBody) -> JSONResponse:
+    async def post_output(session_id: str, body: OutputBody, who: Caller) -> JSONResponse:
+        await as_agent_of_session(who, session_id)
         last = await call(registry.append_output, session_id, body.agent_id,
                           [(c.stream, c.data) for c in body.chunks], changed=True)
         return _json({"last": last})
 
     @app.get("/v1/sessions/{session_id}/output")
-    async def get_output(session_id: str, after: Annotated[int, Query(ge=0)] = 0,
+    async def get_output(session_id: str, who: Caller,
+                         after: Annotated[int, Query(ge=0)] = 0,
                          wait: Wait = 0) -> JSONResponse:
+        authorize(who, Access.WRITE)
         out = await until(lambda: registry.output(session_id, after),
                           lambda o: bool(o.chunks) or o.complete, wait)
         return _json(out)
 
     @app.post("/v1/sessions/{session_id}/release")
-    async def release(session_id: str, body: ReleaseBody | None = None) -> JSONResponse:
+    async def release(session_id: str, who: Caller,
+                      body: ReleaseBody | None = None) -> JSONResponse:
         body = body or ReleaseBody()
+        if body.agent_id is not None:
+            await as_agent_of_session(who, session_id)
+        else:
+            authorize(who, Access.WRITE)
         session = await call(registry.release, session_id, body.exit_code,
                              agent=body.agent_id, error=body.error, changed=True)
         return _json(session)
 
     @app.get("/v1/pools/{namespace}/{name}")
-    async def pool(namespace: str, name: str) -> JSONResponse:
+    async def pool(namespace: str, name: str, who: Caller) -> JSONResponse:
+        authorize(who, Access.READ, pool=f"{namespace}/{name}")
         return _json(await call(registry.pool_view, f"{namespace}/{name}"))
 
     app.state.registry = registry
@@ -274,66 +353,16 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
 
 
 def serve(app: FastAPI, listen: str, on_ready: Callable[[str], None]) -> None:
-    """Run the app with uvicorn on ``host:port`` (port 0: any free one) until SIGINT or
-    SIGTERM. ``on_ready`` gets the URL once the socket listens (before the first request is
-    served: connections wait in the backlog meanwhile)."""
-    sock, url = _listen(listen)
-    on_ready(url)
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again under
-    # the handlers it found: these make that a clean exit 0 instead of death by signal.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    _server(app).run(sockets=[sock])
+    """Run the broker until SIGINT or SIGTERM (``automation.serving``)."""
+    serving.serve_foreground(app, listen, on_ready)
 
 
-class BrokerThread:
+class BrokerThread(serving.ServerThread):
     """The broker served from a thread of another command (``anycloud serve`` beside the
-    operator, over the same registry); the process's own signal handling is left alone."""
-
-    def __init__(self, app: FastAPI, listen: str) -> None:
-        import threading
-
-        self._sock, self.url = _listen(listen)
-        self._server = _server(app)
-        self._thread = threading.Thread(target=self._server.run, kwargs={
-            "sockets": [self._sock]}, name="broker", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout)
+    operator, over the same registry)."""
 
 
-def _server(app: FastAPI) -> Any:
-    import uvicorn
-
-    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                         lifespan="on"))
-
-
-def _listen(listen: str) -> tuple[Any, str]:
-    """A socket listening on ``host:port``, and the broker's URL there."""
-    import socket
-
-    host, port = parse_listen(listen)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise AnycloudError(f"cannot listen on {listen}: {exc.strerror}",
-                            code="UNAVAILABLE") from exc
-    sock.listen(2048)
-    bound = sock.getsockname()[1]
-    return sock, f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}"
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise InvalidInput("--listen", listen, "must be HOST:PORT, e.g. 127.0.0.1:50051")
-    return host.strip("[]"), int(port)
+parse_listen = serving.parse_listen
 
 
 def _plain(value: Any) -> bool:

@@ -3,7 +3,11 @@
 A refusal from the broker comes back as the same ``automation.errors`` error it was raised
 as (field, value and rule kept); a broker that cannot be reached is an ``AnycloudError``
 naming the address (exit 1), ``BrokerUnreachable`` so callers can retry it. 410 with code
-AGENT_RETIRED is ``AgentRetired``: the agent must stop, not register again.
+AGENT_RETIRED is ``AgentRetired``: the agent must stop, not register again. 401 and 403 are
+``Unauthenticated`` and ``PermissionDenied``: retrying does not help.
+
+The token goes in ``Authorization: Bearer``: an agent's from ``ANYCLOUD_AGENT_TOKEN`` (the
+Secret the operator mints for its pool), a session client's from ``ANYCLOUD_TOKEN``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from automation.agentpools.wire import (
     PoolView,
     Session,
 )
-from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
+from automation.errors import (
+    AnycloudError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 
 
 class BrokerUnreachable(AnycloudError):
@@ -28,10 +39,11 @@ class BrokerUnreachable(AnycloudError):
 
 
 class BrokerClient:
-    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, *, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self._http = httpx2.Client(base_url=self.base_url, timeout=timeout)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx2.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -54,6 +66,14 @@ class BrokerClient:
         except ValueError:
             err = {}
         message = err.get("message") or f"broker answered HTTP {resp.status_code}"
+        if resp.status_code == 401:
+            raise Unauthenticated(f"the broker at {self.base_url} refused the token: {message}",
+                                  field=err.get("field"), value=err.get("value"),
+                                  rule=err.get("rule"))
+        if resp.status_code == 403:
+            raise PermissionDenied(f"the broker at {self.base_url}: {message}",
+                                   field=err.get("field"), value=err.get("value"),
+                                   rule=err.get("rule"))
         if resp.status_code == 410 and err.get("code") == AgentRetired.default_code:
             raise AgentRetired(str(err.get("value")), "", message=message)
         if resp.status_code == 404 and err.get("field"):

@@ -97,15 +97,15 @@ def load_config(path: str | os.PathLike[str]) -> AgentConfig:
 
 
 def parse_duration(text: str, field: str) -> float:
-    """``30s``, ``5m``, ``1h`` or plain seconds, as seconds."""
-    units = {"s": 1, "m": 60, "h": 3600}
+    """``30s``, ``5m``, ``1h``, ``7d`` or plain seconds, as seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
         seconds = (float(text[:-1]) * units[text[-1]] if text and text[-1] in units
                    else float(text))
     except ValueError:
         seconds = -1
     if not seconds >= 0:  # also refuses NaN
-        raise InvalidInput(field, text, "must be a duration such as 30s, 5m or 1h")
+        raise InvalidInput(field, text, "must be a duration such as 30s, 5m, 1h or 7d")
     return seconds
 
 

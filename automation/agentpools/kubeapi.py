@@ -13,6 +13,7 @@ Errors: 403 is ``ClusterForbidden`` naming the verb and resource, 422 from a pod
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from datetime import datetime
@@ -115,6 +116,24 @@ class KubeApi:
                               f"/api/v1/namespaces/{namespace}/configmaps/{name}",
                               tolerate=(404,))
         return found is not None
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._request("get", "secrets", namespace, "GET",
+                             f"/api/v1/namespaces/{namespace}/secrets/{name}", tolerate=(404,))
+
+    def write_secret(self, namespace: str, secret: dict[str, Any],
+                     existing: dict[str, Any] | None) -> None:
+        """Create the Secret, or replace ``existing`` (its resourceVersion: a Secret changed
+        meanwhile is a 409, and the next pass starts again from what is there)."""
+        name = secret["metadata"]["name"]
+        if existing is None:
+            self._request("create", "secrets", namespace, "POST",
+                          f"/api/v1/namespaces/{namespace}/secrets", body=secret)
+            return
+        body = copy.deepcopy(secret)
+        body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+        self._request("update", "secrets", namespace, "PUT",
+                      f"/api/v1/namespaces/{namespace}/secrets/{name}", body=body)
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self._request("patch", f"{PLURAL}/status", namespace, "PATCH",

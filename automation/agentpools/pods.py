@@ -11,6 +11,8 @@ What the operator adds to the pool's template (and why):
 - the agent container's ``--pool=<name>`` argument (added when absent; another pool's name is
   a template error), and ``POD_NAME``/``POD_NAMESPACE``/``ANYCLOUD_AGENT_SLOTS`` in its
   environment (what ``anycloud agent`` reads) unless the template sets them;
+- ``ANYCLOUD_AGENT_TOKEN`` from the pool's Secret ``<pool>-agent-token`` (key ``token``): the
+  broker's agent token for this pool only, minted by the operator (``token_secret``);
 - the agent ConfigMap mounted read-only at ``/run/anycloud`` unless the container already
   mounts something there;
 - ``spec.nodePool``: nodeSelector ``anycloud.sh/node-pool=<pool id>`` and the toleration of
@@ -22,6 +24,7 @@ What the operator adds to the pool's template (and why):
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import json
@@ -51,6 +54,8 @@ CONFIG_MOUNT = "/run/anycloud"
 CONFIG_VOLUME = "anycloud-config"
 DEFAULT_CONFIG_MAP = "anycloud-agent-config"
 AGENT_CONTAINER = "agent"
+AGENT_TOKEN_ENV = "ANYCLOUD_AGENT_TOKEN"
+TOKEN_KEY = "token"
 _SUFFIX = string.ascii_lowercase + string.digits
 
 
@@ -116,7 +121,36 @@ def _pool_arg(container: dict[str, Any], pool_name: str, field: str) -> None:
     args.append(f"--pool={pool_name}")
 
 
-def _env(container: dict[str, Any], slots: int) -> None:
+def token_secret_name(pool_name: str) -> str:
+    return f"{pool_name}-agent-token"
+
+
+def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
+    """The Secret holding the pool's agent token, owned by the pool (deleted with it)."""
+    meta = pool["metadata"]
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {
+            "name": token_secret_name(meta["name"]), "namespace": meta["namespace"],
+            "labels": {AGENT_POOL_LABEL: meta["name"], MANAGED_BY: MANAGER},
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"],
+                                 "uid": meta["uid"], "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def secret_token(secret: dict[str, Any]) -> str | None:
+    """The agent token a Secret holds, None when it holds none readable."""
+    raw = (secret.get("data") or {}).get(TOKEN_KEY)
+    try:
+        return base64.b64decode(raw, validate=True).decode() if raw else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _env(container: dict[str, Any], slots: int, pool_name: str) -> None:
     env = container.setdefault("env", [])
     have = {e.get("name") for e in env}
     wanted: list[dict[str, Any]] = [
@@ -124,6 +158,8 @@ def _env(container: dict[str, Any], slots: int) -> None:
         {"name": "POD_NAMESPACE",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "ANYCLOUD_AGENT_SLOTS", "value": str(slots)},
+        {"name": AGENT_TOKEN_ENV, "valueFrom": {"secretKeyRef": {
+            "name": token_secret_name(pool_name), "key": TOKEN_KEY}}},
     ]
     env.extend(e for e in wanted if e["name"] not in have)
 
@@ -191,7 +227,7 @@ def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
     container = agent_container(pod_spec)
     index = pod_spec["containers"].index(container)
     _pool_arg(container, name, f"spec.template.spec.containers[{index}]")
-    _env(container, slots)
+    _env(container, slots, name)
     _config_mount(pod_spec, container, config_map)
     if node_pool_id is not None:
         _node_pool(pod_spec, node_pool_id)

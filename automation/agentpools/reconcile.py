@@ -9,8 +9,13 @@ Restart-safe by construction: nothing is remembered between passes. Every pass r
 pods that exist, so pods a previous operator created (even one killed between two creates)
 count as ``starting`` capacity and are never made again.
 
+Before any pod, the pool's agent token: the Secret ``<pool>-agent-token`` holds a live token
+of this pool for the broker (minted, earlier ones revoked, when it is missing, unreadable, or
+left by an earlier pool of the same name); checked again every ``TOKEN_RECHECK``.
+
 The one condition, ``Ready``, says why the pool is not what its spec asks, first cause
-first: TemplateInvalid, NodePoolNotFound, ConfigMapMissing, Forbidden, Unschedulable, else
+first: TemplateInvalid, NodePoolNotFound, SecretConflict, ConfigMapMissing, Forbidden,
+Unschedulable, else
 True (Reconciled). A Warning Event is posted when that cause changes, a Normal one for every
 pod created or deleted, so ``kubectl describe agentpool`` tells the story.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from automation.agentpools import pods as render
@@ -33,6 +38,7 @@ from automation.kube.port import ClusterForbidden
 
 CONDITION = "Ready"
 ENDED = ("Succeeded", "Failed")
+TOKEN_RECHECK = timedelta(seconds=60)
 
 
 class PoolState(Protocol):
@@ -50,6 +56,11 @@ class PoolState(Protocol):
 
     def retire_if_idle(self, pool: str, pod: str) -> bool:
         """Take the pod's agents out of the pool if none holds a slot (False: keep it)."""
+        ...
+
+    def agent_token(self, pool: str, current: str | None) -> str | None:
+        """None when ``current`` (the token in the pool's Secret) is the pool's live agent
+        token; else a fresh one (earlier ones revoked) to write there."""
         ...
 
 
@@ -77,6 +88,10 @@ class RegistryState:
     def retire_if_idle(self, pool: str, pod: str) -> bool:
         return bool(self.registry.retire_if_idle(pool, pod))
 
+    def agent_token(self, pool: str, current: str | None) -> str | None:
+        fresh: str | None = self.registry.agent_token(pool, current)
+        return fresh
+
 
 # The id of the live node pool named (NotFound, or another AnycloudError, when none).
 NodePoolIds = Callable[[str], str]
@@ -92,6 +107,11 @@ class Api(Protocol):
     def delete_pod(self, namespace: str, name: str, uid: str) -> bool: ...
 
     def config_map_exists(self, namespace: str, name: str) -> bool: ...
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def write_secret(self, namespace: str, secret: dict[str, Any],
+                     existing: dict[str, Any] | None) -> None: ...
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
 
@@ -190,6 +210,7 @@ class Reconciler:
     after_create: Callable[[str], None] | None = None
     log: Callable[[str], None] = lambda line: None
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _token_checked: dict[str, datetime] = field(default_factory=dict)  # pool uid -> when
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def _lock(self, uid: str) -> threading.Lock:
@@ -215,6 +236,7 @@ class Reconciler:
             except InvalidInput as exc:
                 raise Blocked("TemplateInvalid", exc.message) from exc
             sample = self._render(pool)
+            self._ensure_token(pool, now)
             pods = [p for p in self.api.list_pods(ns, render.pod_selector(name))
                     if render.owned_by(p, meta["uid"])]
             ended = [p for p in pods if (p.get("status") or {}).get("phase") in ENDED]
@@ -258,6 +280,28 @@ class Reconciler:
             out.reason, out.message = "Forbidden", str(exc)
         self._report(pool, live, out, now)
         return out
+
+    def _ensure_token(self, pool: dict[str, Any], now: datetime) -> None:
+        meta = pool["metadata"]
+        checked = self._token_checked.get(meta["uid"])
+        if checked is not None and now - checked < TOKEN_RECHECK:
+            return
+        ns, name = meta["namespace"], render.token_secret_name(meta["name"])
+        found = self.api.read_secret(ns, name)
+        if found is not None and (found["metadata"].get("labels") or {}).get(
+                render.MANAGED_BY) != render.MANAGER:
+            raise Blocked("SecretConflict", f"Secret {name} in namespace {ns} is not "
+                          "anycloud's: the operator keeps the pool's agent token there; "
+                          "rename or delete that Secret")
+        current = render.secret_token(found) if found is not None and render.owned_by(
+            found, meta["uid"]) else None
+        fresh = self.state.agent_token(pool_key(pool), current)
+        if fresh is not None:
+            self.api.write_secret(ns, render.token_secret(pool, fresh), found)
+            self.log(f"{pool_key(pool)}: wrote the agent token to Secret {name}")
+            self.api.post_event(pool, "Normal", "AgentTokenIssued",
+                                f"agent token written to Secret {name}", now)
+        self._token_checked[meta["uid"]] = now
 
     def _roll(self, pool: dict[str, Any], live: list[dict[str, Any]], workers: list[Worker],
               current: str | None, out: Outcome, now: datetime) -> None:
@@ -401,6 +445,7 @@ class Reconciler:
                 if render.owned_by(p, meta["uid"]) and not p["metadata"].get("deletionTimestamp"):
                     self.api.delete_pod(ns, p["metadata"]["name"], p["metadata"]["uid"])
                     gone.append(p["metadata"]["name"])
-            self.state.close_pool(pool_key(pool))
+            self.state.close_pool(pool_key(pool))  # its agent tokens revoked too
+            self._token_checked.pop(meta["uid"], None)
             self.log(f"{pool_key(pool)}: deleted; removed its pods {', '.join(gone) or '(none)'}")
             return gone

@@ -53,8 +53,9 @@ from automation.agentpools.wire import (
     check_name,
     check_pool,
 )
+from automation.auth.tokens import authenticate, mint_agent_token, revoke_pool_tokens
 from automation.clock import Clock, SystemClock
-from automation.errors import Conflict, InvalidInput, NotFound
+from automation.errors import Conflict, InvalidInput, NotFound, Unauthenticated
 from automation.ids import new_id
 from automation.ledger import schema
 from automation.ledger.db import Ledger
@@ -210,8 +211,8 @@ class Registry:
 
     def close_pool(self, pool: str) -> int:
         """The AgentPool is deleted: every live agent retired (refused if it registers
-        again), running sessions failed, pending ones cancelled. Returns the sessions
-        ended."""
+        again), running sessions failed, pending ones cancelled, its agent tokens revoked.
+        Returns the sessions ended."""
         check_pool(pool)
         now = self.clock.now()
         with self.ledger.write() as conn:
@@ -226,7 +227,22 @@ class Registry:
                 sessions.c.pool == pool, sessions.c.state == "pending").values(
                 state="cancelled", error=f"pool {pool} was deleted",
                 finished_at=now)).rowcount
+            revoke_pool_tokens(conn, pool, by="operator (pool deleted)", now=now)
             return ended
+
+    def agent_token(self, pool: str, current: str | None) -> str | None:
+        """None when ``current`` (what the pool's Secret holds) is the pool's live agent
+        token; else a new one, every earlier one revoked, for the operator to write there."""
+        now = self.clock.now()
+        if current is not None:
+            try:
+                who = authenticate(self.ledger, current, now)
+            except Unauthenticated:
+                pass
+            else:
+                if who.role == "agent" and who.scope == pool:
+                    return None
+        return mint_agent_token(self.ledger, pool, by="operator", now=now)
 
     # sessions
 
@@ -425,6 +441,11 @@ class Registry:
             running_sessions=int(counts.get("running", 0)))
 
     # helpers
+
+    def pool_of_agent(self, agent: str) -> str:
+        """The pool an agent id is (or was last) registered in; NotFound when never."""
+        pool: str = self._agent_row(agent)["pool"]
+        return pool
 
     def _agent_row(self, agent: str, conn: Connection | None = None) -> RowMapping:
         if conn is None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from automation.cli import gc_mode
+from automation.cli.api_token import AGENT_TOKEN_ENV, required_token
 from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, info, json_option
 
@@ -50,7 +51,8 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
     it ends) and report slot use. SIGTERM: take no new session, let
     running ones end (--grace), deregister, exit 0. Retired by the operator (the broker
     answers 410: its pod is being deleted, or its pool was): stop at once without
-    registering again, exit 0."""
+    registering again, exit 0. The broker takes the pool's agent token from
+    ANYCLOUD_AGENT_TOKEN (the operator sets it from the pool's Secret)."""
     gc_mode.long_running()
     from automation.agentpools.agent import Agent, AgentSettings
     from automation.agentpools.client import BrokerClient
@@ -82,7 +84,7 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
         else:
             info(f"[{kind}] {message}")
 
-    runner = Agent(BrokerClient(url), settings, log)
+    runner = Agent(BrokerClient(url, token=required_token(AGENT_TOKEN_ENV)), settings, log)
 
     def _stop(*_: object) -> None:
         runner.stop()

@@ -34,6 +34,7 @@ _COMMANDS = {
     "org": "automation.cli.org:org",
     "project": "automation.cli.org:project",
     "sudo": "automation.cli.sudo:sudo",
+    "token": "automation.cli.token:token",
 }
 
 class _Boundary(LazyGroup):

@@ -15,7 +15,6 @@ from automation.cli.output import (
     print_fields,
     print_json,
     print_table,
-    to_jsonable,
 )
 
 if TYPE_CHECKING:
@@ -49,27 +48,21 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
     """Store the intent for a new node pool; the reconciler provisions it."""
     from automation.services import cost, node_pools, pool_status
 
-    app = app_from(ctx)
-    pool = node_pools.create_node_pool(app, node_pools.CreateNodePool(
+    made = node_pools.create_node_pool_reported(app_from(ctx), node_pools.CreateNodePool(
         name=name, cluster=cluster, credentials=credentials, region=region, zone=zone,
         vm_type=vm_type, min_vms=min_vms, max_vms=max_vms,
     ))
-    warnings = node_pools.create_warnings(app, pool)
-    for warning in warnings:
+    for warning in made.warnings:
         info(f"warning: {warning}")
-    zone_chosen = zone is None and pool.zone is not None
-    if zone_chosen:
-        info(f"zone {pool.zone} chosen: the first zone of {pool.region} that offers "
-             f"{pool.vm_type} (pass --zone to pick another)")
-    estimate = cost.pool_rate(pool.provider, pool.vm_type, pool.region, pool.max_vms,
-                              ledger=app.ledger)
-    info(f"estimated cost: {cost.describe(estimate)}")
+    if made.zone_chosen:
+        info(f"zone {made.zone} chosen: the first zone of {made.region} that offers "
+             f"{made.vm_type} (pass --zone to pick another)")
+    info(f"estimated cost: {cost.describe(made.cost)}")
     if as_json:
-        print_json({**to_jsonable(pool), "zoneChosen": zone_chosen, "warnings": warnings,
-                    "cost": to_jsonable(estimate)})
+        print_json(made)
     else:
-        info(f"node pool {pool.name} ({pool.id}) created; the reconciler provisions it")
-        _show(pool_status.node_pool_status(ledger_from(ctx), pool.id))
+        info(f"node pool {made.name} ({made.id}) created; the reconciler provisions it")
+        _show(pool_status.node_pool_status(ledger_from(ctx), made.id))
 
 
 @node_pool.command("list")
@@ -155,11 +148,9 @@ def _ingress_lines(p: NodePoolStatus) -> list[tuple[str, str]]:
 @click.pass_context
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Lifecycle state, last error, VM counts and (Service pools) the ingress release."""
-    from automation.services import ingress_status, pool_status
+    from automation.services.ingress_status import pool_status_with_ingress
 
-    ledger = ledger_from(ctx)
-    p = ingress_status.with_ingress(pool_status.node_pool_status(ledger, ref),
-                                    ingress_status.kubernetes_port_factory(ledger))
+    p = pool_status_with_ingress(ledger_from(ctx), ref)
     if as_json:
         print_json(p)
     else:

@@ -120,6 +120,31 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
             click.echo(f"{pool_id}\t{state}")
 
 
+def _api(app: Any, api_listen: str | None, tls_cert: Path | None,
+         tls_key: Path | None) -> list[Any]:
+    """The HTTP API (with --api-listen) in a thread of this process, over its App."""
+    if (tls_cert is None) != (tls_key is None):
+        from automation.errors import InvalidInput
+
+        raise InvalidInput("--tls-cert" if tls_cert is None else "--tls-key", None,
+                           "give both --tls-cert and --tls-key, or neither")
+    if api_listen is None:
+        if tls_cert is not None:
+            from automation.errors import InvalidInput
+
+            raise InvalidInput("--tls-cert", str(tls_cert), "is for --api-listen")
+        return []
+    from automation.api.app import create_api
+    from automation.serving import ServerThread, Tls
+
+    tls = Tls(tls_cert, tls_key) if tls_cert is not None and tls_key is not None else None
+    server = ServerThread(create_api(app), api_listen, tls, field="--api-listen")
+    how = "TLS" if tls else ("plain HTTP: put it behind a TLS-terminating ingress, or give "
+                             "--tls-cert/--tls-key")
+    info(f"API listening on {server.url}/v1 ({how})")
+    return [server]
+
+
 def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | None,
                  ledger: Any) -> list[Any]:
     """The AgentPool operator (with --operator-config) and the agent broker (with
@@ -152,6 +177,13 @@ def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | N
                    "`anycloud operator` does.")
 @click.option("--broker-listen", metavar="HOST:PORT",
               help="Also serve the agent broker here, as `anycloud broker` does.")
+@click.option("--api-listen", metavar="HOST:PORT",
+              help="Also serve the HTTP API here (/v1; every call takes a token: "
+                   "anycloud token create).")
+@click.option("--tls-cert", type=InputPath(dir_okay=False, exists=True, path_type=Path),
+              help="With --api-listen: serve HTTPS with this certificate (PEM).")
+@click.option("--tls-key", type=InputPath(dir_okay=False, exists=True, path_type=Path),
+              help="With --api-listen: the certificate's private key (PEM).")
 @_engine
 @_simulate
 @_concurrency
@@ -160,14 +192,16 @@ def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | N
 @handle_errors
 @click.pass_context
 def serve(ctx: click.Context, interval: float, speed: float, operator_config: Path | None,
-          broker_listen: str | None, engine: str | None, simulate: bool,
+          broker_listen: str | None, api_listen: str | None, tls_cert: Path | None,
+          tls_key: Path | None, engine: str | None, simulate: bool,
           concurrency: int | None, per_credential: int | None, as_json: bool) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds (and,
     when asked, the AgentPool operator and the agent broker beside it)."""
     gc_mode.long_running()
     configured_provisioner_set()  # a bad set fails now (exit 2), not at its first use
     reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
-    beside = _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
+    beside = _api(reconciler.app, api_listen, tls_cert, tls_key)
+    beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     stop = {"now": False}
 
     def _stop(*_: object) -> None:

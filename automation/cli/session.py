@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from automation.cli.api_token import TOKEN_ENV, required_token
 from automation.cli.output import handle_errors, info, json_option
 
 POLL_WAIT = 20.0  # seconds each long poll may wait at the broker
@@ -34,14 +35,16 @@ def run(pool: str, namespace: str, broker_address: str, as_json: bool,
     """Acquire a slot in the pool (waiting while none is free), run COMMAND on the agent
     that holds it, stream its output here as the agent sends it, release the slot and exit
     with the command's exit code. Give the command after `--`. Ctrl-C cancels: the agent
-    stops the command. --json: one JSON line per output chunk, then the session."""
+    stops the command. --json: one JSON line per output chunk, then the session. The
+    broker takes a member token from ANYCLOUD_TOKEN."""
     from automation.agentpools.client import BrokerClient
     from automation.agentpools.config import broker_url, qualified_pool
     from automation.agentpools.wire import check_pool
     from automation.errors import AnycloudError
 
     full_pool = check_pool(qualified_pool(pool, namespace), "--pool")
-    client = BrokerClient(broker_url(broker_address, "--broker"))
+    client = BrokerClient(broker_url(broker_address, "--broker"),
+                          token=required_token(TOKEN_ENV))
 
     def emit(obj: dict[str, Any]) -> None:
         click.echo(json.dumps(obj))

@@ -412,3 +412,28 @@ sa.Index(
     postgresql_where=deployments.c.state != "deleted",
 )
 sa.Index("ix_deployments_project", deployments.c.project_id, deployments.c.state)
+
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(253), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),  # admin | member | viewer | agent
+    # An agent token's AgentPool ("<namespace>/<name>"); NULL for the other roles.
+    sa.Column("scope", sa.String(320)),
+    # SHA-256 of the whole token: the token itself is shown once and never stored.
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("prefix", sa.String(16), nullable=False),  # "acy_" + 6 chars, to tell tokens apart
+    sa.Column("created_by", sa.String(253), nullable=False),
+    _ts("created_at", False),
+    _ts("expires_at"),
+    _ts("revoked_at"),
+)
+sa.Index(
+    "uq_api_tokens_live_name",
+    api_tokens.c.name,
+    unique=True,
+    sqlite_where=api_tokens.c.revoked_at.is_(None),
+    postgresql_where=api_tokens.c.revoked_at.is_(None),
+)
+sa.Index("ix_api_tokens_scope", api_tokens.c.scope)

@@ -22,12 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from automation.errors import AnycloudError, InvalidInput
+from automation.errors import InvalidInput, PermissionDenied
 
-
-class PermissionDenied(AnycloudError):
-    exit_code = 2  # refused, nothing written
-    default_code = "PERMISSION_DENIED"
+__all__ = ["PermissionDenied", "Superusers", "current_user", "load_superusers",
+           "require_superuser"]
 
 
 class Superusers(BaseModel):

@@ -78,3 +78,10 @@ def kubernetes_port_factory(ledger: Ledger) -> ClusterPortFactory:
                                  timeout_seconds=STATUS_TIMEOUT_SECONDS)
 
     return build
+
+
+def pool_status_with_ingress(ledger: Ledger, ref: str) -> NodePoolStatus:
+    """``node-pool status``: the pool's status with its ingress view read from its cluster."""
+    from automation.services.pool_status import node_pool_status
+
+    return with_ingress(node_pool_status(ledger, ref), kubernetes_port_factory(ledger))

@@ -22,6 +22,7 @@ from automation.models import (
     LIVE_POOL_STATES,
     ClusterState,
     NodePool,
+    NodePoolCreated,
     PoolState,
     WorkloadState,
 )
@@ -126,6 +127,20 @@ def create_warnings(app: App, pool: NodePool) -> list[str]:
     from automation.stack_targets import pool_warnings
 
     return pool_warnings(app, pool.id)
+
+
+def create_node_pool_reported(app: App, req: CreateNodePool) -> NodePoolCreated:
+    """Create, then what the CLI and the API answer: the pool, whether its zone was chosen
+    for the user, the warnings, and the cost estimate at ``max_vms``."""
+    from automation.services.cost import pool_rate
+
+    pool = create_node_pool(app, req)
+    estimate = pool_rate(pool.provider, pool.vm_type, pool.region, pool.max_vms,
+                         ledger=app.ledger)
+    chosen = req.zone is None and pool.zone is not None
+    return NodePoolCreated.model_validate({
+        **pool.model_dump(by_alias=False), "zone_chosen": chosen,
+        "warnings": create_warnings(app, pool), "cost": estimate})
 
 
 def lock_live_pool(conn: Connection, ref: str, field: str = "node_pool") -> RowMapping:

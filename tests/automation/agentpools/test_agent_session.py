@@ -21,6 +21,8 @@ from automation.agentpools.client import BrokerClient
 from automation.agentpools.config import load_config, qualified_pool
 from automation.cli import cli
 from automation.errors import InvalidInput
+from automation.ledger import open_ledger
+from tests.automation.agentpools.tokens import agent_token, member_token
 
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 POOL = "default/cpu"
@@ -52,7 +54,11 @@ class Cluster:
         line = broker.stdout.readline()
         assert line, "the broker did not start"
         self.url = json.loads(line)["url"]
-        self.client = BrokerClient(self.url)
+        ledger = open_ledger(ledger_url)
+        self.env["ANYCLOUD_TOKEN"] = member_token(ledger)
+        self.agent_token = agent_token(ledger, POOL)
+        ledger.dispose()
+        self.client = BrokerClient(self.url, token=self.env["ANYCLOUD_TOKEN"])
 
     def spawn(self, argv: list[str], env: dict[str, str] | None = None,
               **kw: Any) -> subprocess.Popen[str]:
@@ -65,7 +71,8 @@ class Cluster:
     def agent(self, name: str, *extra: str) -> subprocess.Popen[str]:
         return self.spawn([ANYCLOUD, "agent", "--pool", "cpu", "--heartbeat-interval", "0.3s",
                            "--data-dir", str(self.tmp / name), "--grace", "10s", *extra],
-                          env=dict(self.env, POD_NAME=name, POD_NAMESPACE="default"))
+                          env=dict(self.env, POD_NAME=name, POD_NAMESPACE="default",
+                                   ANYCLOUD_AGENT_TOKEN=self.agent_token))
 
     def session(self, *command: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -283,8 +290,21 @@ def test_session_run_refuses_a_bad_pool_before_calling_anyone(tmp_path: Path) ->
 
 def test_session_run_says_which_broker_it_cannot_reach(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["--home", str(tmp_path), "session", "run", "--pool", "cpu",
-                                   "--broker", "127.0.0.1:9", "--", "true"])
+                                   "--broker", "127.0.0.1:9", "--", "true"],
+                             env={"ANYCLOUD_TOKEN": "acy_" + "x" * 43})
     assert res.exit_code == 1 and "cannot reach the broker at http://127.0.0.1:9" in res.output
+
+
+@pytest.mark.parametrize(("args", "env"), [
+    (["session", "run", "--pool", "cpu", "--broker", "127.0.0.1:9", "--", "true"],
+     "ANYCLOUD_TOKEN"),
+    (["agent", "--pool", "cpu", "--broker", "127.0.0.1:9"], "ANYCLOUD_AGENT_TOKEN"),
+])
+def test_no_token_is_exit_2_naming_where_it_comes_from(tmp_path: Path, args: list[str],
+                                                       env: str) -> None:
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path), *args],
+                             env={"ANYCLOUD_TOKEN": None, "ANYCLOUD_AGENT_TOKEN": None})
+    assert res.exit_code == 2 and f"{env} (none): must hold an API token" in res.output
 
 
 def test_pool_names_take_the_pods_namespace(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,14 +13,23 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from automation.agentpools.broker import BrokerThread, create_app
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
 from automation.agentpools.registry import Registry
 from automation.agentpools.wire import AgentRetired
-from automation.errors import AnycloudError, Conflict, InvalidInput, NotFound
+from automation.errors import (
+    AnycloudError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 from automation.ledger import open_ledger
+from tests.automation.agentpools.tokens import agent_token, bearer, member_token
 
 POOL = "default/cpu"
 # The installed entry point, as a pod or a person runs it.
@@ -35,10 +44,26 @@ def registry(ledger_url: str) -> Iterator[Registry]:
 
 
 @pytest.fixture
-def api(registry: Registry) -> Iterator[TestClient]:
-    app = create_app(registry, expire_every=None, poll_interval=0.05)
-    with TestClient(app) as client:
+def app(registry: Registry) -> FastAPI:
+    return create_app(registry, expire_every=None, poll_interval=0.05)
+
+
+@pytest.fixture
+def api(app: FastAPI, registry: Registry) -> Iterator[TestClient]:
+    """A session client: a member's token."""
+    with TestClient(app, headers=bearer(member_token(registry.ledger))) as client:
         yield client
+
+
+@pytest.fixture
+def agents(app: FastAPI, registry: Registry) -> TestClient:
+    """The agents of POOL: its agent token (the same app as ``api``)."""
+    return TestClient(app, headers=bearer(agent_token(registry.ledger, POOL)))
+
+
+def clients(app: FastAPI, registry: Registry) -> tuple[TestClient, TestClient]:
+    return (TestClient(app, headers=bearer(member_token(registry.ledger))),
+            TestClient(app, headers=bearer(agent_token(registry.ledger, POOL))))
 
 
 def register(api: TestClient, agent: str = "pod-a", slots: int = 1,
@@ -48,19 +73,20 @@ def register(api: TestClient, agent: str = "pod-a", slots: int = 1,
     return resp.json()
 
 
-def test_register_acquire_work_output_release_in_camel_case(api: TestClient) -> None:
-    agent = register(api, slots=1)
+def test_register_acquire_work_output_release_in_camel_case(api: TestClient,
+                                                            agents: TestClient) -> None:
+    agent = register(agents, slots=1)
     assert agent["podName"] == "pod-a" and agent["busySlots"] == 0 and agent["state"] == "ready"
     resp = api.post("/v1/sessions", json={"pool": POOL, "command": ["sh", "-c", "echo hi"]})
     assert resp.status_code == 201
     s = resp.json()
     assert (s["state"], s["agentId"], s["command"]) == ("running", "pod-a",
                                                        ["sh", "-c", "echo hi"])
-    work = api.get("/v1/agents/pod-a/work").json()["sessions"]
+    work = agents.get("/v1/agents/pod-a/work").json()["sessions"]
     assert [w["id"] for w in work] == [s["id"]]
-    assert api.post(f"/v1/sessions/{s['id']}/output", json={
+    assert agents.post(f"/v1/sessions/{s['id']}/output", json={
         "agentId": "pod-a", "chunks": [{"stream": "stdout", "data": "hi\n"}]}).status_code == 200
-    done = api.post(f"/v1/sessions/{s['id']}/release",
+    done = agents.post(f"/v1/sessions/{s['id']}/release",
                     json={"agentId": "pod-a", "exitCode": 3}).json()
     assert (done["state"], done["exitCode"]) == ("done", 3)
     out = api.get(f"/v1/sessions/{s['id']}/output").json()
@@ -68,9 +94,9 @@ def test_register_acquire_work_output_release_in_camel_case(api: TestClient) -> 
     assert out["nextAfter"] == out["chunks"][-1]["id"]
 
 
-def test_pool_view_counts_agents_slots_and_pending(api: TestClient) -> None:
-    register(api, "pod-a", 2)
-    register(api, "pod-b", 1)
+def test_pool_view_counts_agents_slots_and_pending(api: TestClient, agents: TestClient) -> None:
+    register(agents, "pod-a", 2)
+    register(agents, "pod-b", 1)
     for _ in range(4):
         api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]})
     view = api.get("/v1/pools/default/cpu").json()
@@ -80,8 +106,8 @@ def test_pool_view_counts_agents_slots_and_pending(api: TestClient) -> None:
 
 
 def test_acquire_long_polls_while_pending_and_answers_when_a_slot_frees(
-        api: TestClient, registry: Registry) -> None:
-    register(api)
+        api: TestClient, agents: TestClient, registry: Registry) -> None:
+    register(agents)
     first = api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]}).json()
     started = time.monotonic()
     waited = api.post("/v1/sessions?wait=0.3", json={"pool": POOL, "command": ["y"]}).json()
@@ -99,12 +125,12 @@ def test_acquire_long_polls_while_pending_and_answers_when_a_slot_frees(
     assert got["state"] == "running" and time.monotonic() - started < 5
 
 
-def test_work_and_output_long_polls_wake_on_news(api: TestClient) -> None:
-    register(api)
+def test_work_and_output_long_polls_wake_on_news(api: TestClient, agents: TestClient) -> None:
+    register(agents)
     results: dict[str, object] = {}
 
     def poll() -> None:
-        results["work"] = api.get("/v1/agents/pod-a/work?wait=10").json()
+        results["work"] = agents.get("/v1/agents/pod-a/work?wait=10").json()
 
     poller = threading.Thread(target=poll)
     started = time.monotonic()
@@ -119,7 +145,7 @@ def test_work_and_output_long_polls_wake_on_news(api: TestClient) -> None:
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "field"), [
-    ("post", "/v1/agents", {"pool": "cpu", "agentId": "a"}, 400, "pool"),
+    ("get", "/v1/pools/Default/cpu", None, 400, "pool"),
     ("post", "/v1/agents", {"pool": POOL, "agentId": "Bad_Name"}, 400, "agent"),
     ("post", "/v1/agents", {"pool": POOL, "agentId": "a", "slots": 0}, 422, "slots"),
     ("post", "/v1/agents", {"pool": POOL, "agentId": "a", "slots": "many"}, 422, "slots"),
@@ -129,34 +155,35 @@ def test_work_and_output_long_polls_wake_on_news(api: TestClient) -> None:
     ("post", "/v1/sessions?wait=61", {"pool": POOL, "command": ["x"]}, 422, "wait"),
     ("post", "/v1/agents/nobody/heartbeat", {"busySlots": 0}, 404, "agent"),
     ("get", "/v1/sessions/se-nope", None, 404, "session"),
-    ("get", "/v1/pools/Default/cpu", None, 400, "pool"),
 ])
-def test_refusals_name_field_value_and_rule(api: TestClient, method: str, path: str,
-                                            body: dict | None, status: int,
+def test_refusals_name_field_value_and_rule(api: TestClient, agents: TestClient, method: str,
+                                            path: str, body: dict | None, status: int,
                                             field: str) -> None:
-    resp = api.request(method.upper(), path, json=body)
+    # Agent routes with the pool's agent token, the others with a member's.
+    client = agents if path.startswith("/v1/agents") else api
+    resp = client.request(method.upper(), path, json=body)
     assert resp.status_code == status, resp.text
     err = resp.json()["error"]
     assert err["field"] == field and err["rule"] and err["code"]
     assert "value" in err
 
 
-def test_conflicts_are_409(api: TestClient) -> None:
-    register(api, "pod-a")
-    register(api, "pod-b")
+def test_conflicts_are_409(api: TestClient, agents: TestClient) -> None:
+    register(agents, "pod-a")
+    register(agents, "pod-b")
     s = api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]}).json()
-    resp = api.post(f"/v1/sessions/{s['id']}/release", json={"agentId": "pod-b",
+    resp = agents.post(f"/v1/sessions/{s['id']}/release", json={"agentId": "pod-b",
                                                              "exitCode": 0})
     assert resp.status_code == 409 and resp.json()["error"]["field"] == "agentId"
 
 
-def test_a_retired_agent_is_410_agent_retired(api: TestClient, registry: Registry) -> None:
-    register(api, "pod-a")
+def test_a_retired_agent_is_410_agent_retired(agents: TestClient, registry: Registry) -> None:
+    register(agents, "pod-a")
     assert registry.retire_if_idle(POOL, "pod-a")
     for method, path, body in (("post", "/v1/agents/pod-a/heartbeat", {"busySlots": 0}),
                                ("get", "/v1/agents/pod-a/work", None),
                                ("post", "/v1/agents", {"pool": POOL, "agentId": "pod-a"})):
-        resp = api.request(method.upper(), path, json=body)
+        resp = agents.request(method.upper(), path, json=body)
         assert resp.status_code == 410, resp.text
         err = resp.json()["error"]
         assert (err["code"], err["field"], err["value"]) == ("AGENT_RETIRED", "agent", "pod-a")
@@ -169,8 +196,9 @@ def test_the_waiting_clients_polls_keep_its_session_wanted(ledger_url: str) -> N
     clock = ManualClock()
     ledger = open_ledger(ledger_url)
     registry = Registry(ledger, clock)
-    with TestClient(create_app(registry, expire_every=None)) as api:
-        register(api)
+    api, agents = clients(create_app(registry, expire_every=None), registry)
+    with api:
+        register(agents)
         api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]})
         polled = api.post("/v1/sessions", json={"pool": POOL, "command": ["y"]}).json()
         idle = api.post("/v1/sessions", json={"pool": POOL, "command": ["z"]}).json()
@@ -184,8 +212,9 @@ def test_the_waiting_clients_polls_keep_its_session_wanted(ledger_url: str) -> N
 def test_background_expiry_marks_silent_agents_unknown(registry: Registry) -> None:
     app = create_app(registry, heartbeat_timeout=timedelta(seconds=0.3), expire_every=0.1,
                      poll_interval=0.05)
-    with TestClient(app) as api:
-        register(api)
+    api, agents = clients(app, registry)
+    with api:
+        register(agents)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if api.get("/v1/pools/default/cpu").json()["agents"][0]["state"] == "unknown":
@@ -193,7 +222,7 @@ def test_background_expiry_marks_silent_agents_unknown(registry: Registry) -> No
             time.sleep(0.1)
         agent = api.get("/v1/pools/default/cpu").json()["agents"][0]
         assert agent["state"] == "unknown" and agent["unknownSince"] == agent["lastHeartbeatAt"]
-        beat = api.post("/v1/agents/pod-a/heartbeat", json={"busySlots": 0}).json()
+        beat = agents.post("/v1/agents/pod-a/heartbeat", json={"busySlots": 0}).json()
         assert beat["agent"]["state"] == "ready" and beat["cancel"] == []
 
 
@@ -229,16 +258,18 @@ def stop(proc: subprocess.Popen[str]) -> int:
 def test_real_uvicorn_serves_the_client(ledger_url: str, tmp_path: Path) -> None:
     env = dict(os.environ, ANYCLOUD_DATABASE_URL=ledger_url)
     proc, url = start_broker(tmp_path, env)
-    client = BrokerClient(url)
+    ledger = open_ledger(ledger_url)
+    client = BrokerClient(url, token=member_token(ledger))
+    agents = BrokerClient(url, token=agent_token(ledger, POOL))
     try:
-        agent = client.register(POOL, "pod-a", "pod-a", 1)
+        agent = agents.register(POOL, "pod-a", "pod-a", 1)
         assert agent.state == "ready"
         s = client.acquire(POOL, ["echo", "hi"])
-        assert s.state == "running" and [w.id for w in client.work("pod-a")] == [s.id]
+        assert s.state == "running" and [w.id for w in agents.work("pod-a")] == [s.id]
         queued = client.acquire(POOL, ["echo", "again"])
         assert queued.state == "pending"
-        client.post_output(s.id, "pod-a", [("stdout", "hi\n")])
-        assert client.finish(s.id, "pod-a", 0).state == "done"
+        agents.post_output(s.id, "pod-a", [("stdout", "hi\n")])
+        assert agents.finish(s.id, "pod-a", 0).state == "done"
         assert client.session(queued.id, wait=5).state == "running"
         out = client.output(s.id, 0)
         assert [c.data for c in out.chunks] == ["hi\n"] and out.complete
@@ -248,11 +279,17 @@ def test_real_uvicorn_serves_the_client(ledger_url: str, tmp_path: Path) -> None
             client.acquire("Default", ["x"])
         assert bad.value.field == "pool"
         with pytest.raises(NotFound):
-            client.heartbeat("nobody", 0, [])
+            agents.heartbeat("nobody", 0, [])
         with pytest.raises(Conflict):
-            client.finish(queued.id, "pod-b", 0)
+            agents.finish(queued.id, "pod-b", 0)
+        with pytest.raises(Unauthenticated, match="refused the token"):
+            BrokerClient(url).pool(POOL)
+        with pytest.raises(PermissionDenied, match="not an agent token"):
+            client.register(POOL, "pod-z", "pod-z", 1)
     finally:
         client.close()
+        agents.close()
+        ledger.dispose()
         assert stop(proc) == 0
     with pytest.raises(BrokerUnreachable, match="cannot reach the broker"):
         BrokerClient(url, timeout=2).pool(POOL)
@@ -261,14 +298,17 @@ def test_real_uvicorn_serves_the_client(ledger_url: str, tmp_path: Path) -> None
 def test_broker_in_a_thread_of_another_command(registry: Registry) -> None:
     """How ``anycloud serve`` can run it beside the operator, over the same registry."""
     server = BrokerThread(create_app(registry, expire_every=None), "127.0.0.1:0")
-    client = BrokerClient(server.url)
+    client = BrokerClient(server.url, token=agent_token(registry.ledger, POOL))
     try:
         client.register(POOL, "pod-a", "pod-a", 3)
         assert registry.pool_view(POOL).slots == 3  # the same ledger, seen in-process
-        registry.close_pool(POOL)
+        registry.retire_if_idle(POOL, "pod-a")
         with pytest.raises(AgentRetired) as err:  # what the agent tells apart from a 404
             client.heartbeat("pod-a", 0, [])
         assert err.value.code == "AGENT_RETIRED" and POOL in err.value.message
+        registry.close_pool(POOL)  # the pool deleted: its agent token goes with it
+        with pytest.raises(Unauthenticated, match="'agentpool/default/cpu' was revoked"):
+            client.heartbeat("pod-a", 0, [])
         with pytest.raises(AnycloudError, match="cannot listen on"):
             BrokerThread(create_app(registry), server.url.removeprefix("http://"))
     finally:
@@ -283,3 +323,21 @@ def test_broker_refuses_a_bad_listen_address(tmp_path: Path) -> None:
         [ANYCLOUD, "--home", str(tmp_path), "broker",
          "--listen", "localhost"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "--listen 'localhost': must be HOST:PORT" in res.stderr
+
+
+def test_connections_are_accepted_with_nodelay() -> None:
+    """A kept-alive client (agents, sessions) would otherwise wait ~40 ms a request on the
+    delayed ACK of uvicorn's two-write responses."""
+    import socket
+
+    from automation.serving import listen_socket as _listen
+
+    sock, _ = _listen("127.0.0.1:0")
+    try:
+        client = socket.create_connection(sock.getsockname())
+        accepted, _ = sock.accept()
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        accepted.close()
+        client.close()
+    finally:
+        sock.close()

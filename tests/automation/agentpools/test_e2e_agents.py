@@ -17,6 +17,7 @@ being deleted, as a kubelet does. Sessions are real ``anycloud session run`` pro
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +43,7 @@ from automation.kube.port import MANAGED_BY, MANAGER
 from automation.ledger import open_ledger
 from automation.ledger.db import Ledger
 from tests.automation.agentpools.cases import CRD, example
+from tests.automation.agentpools.tokens import agent_token, member_token
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
@@ -200,15 +203,31 @@ class Kubelet:
         cm = self.plane.get(f"/api/v1/namespaces/{self.ns}/configmaps/"
                             f"{volume['configMap']['name']}")
         here = self.root / name
-        (here / "run-anycloud").mkdir(parents=True)
+        (here / "run-anycloud").mkdir(parents=True, exist_ok=True)
         for key, text in cm["data"].items():
             (here / "run-anycloud" / key).write_text(text)
         env = dict(os.environ, ANYCLOUD_HOME=str(here / "home"),
                    ANYCLOUD_AGENT_CONFIG=str(here / "run-anycloud" / "anycloud.yaml"))
         fields = {"metadata.name": name, "metadata.namespace": meta["namespace"]}
         for e in container.get("env") or []:
-            ref = (e.get("valueFrom") or {}).get("fieldRef")
-            env[e["name"]] = fields[ref["fieldPath"]] if ref else e["value"]
+            source = e.get("valueFrom") or {}
+            if "secretKeyRef" in source:  # as a kubelet does: a missing Secret or key is
+                # CreateContainerConfigError, the container waits (tried again next sync)
+                ref = source["secretKeyRef"]
+                try:
+                    secret = self.plane.get(f"/api/v1/namespaces/{self.ns}/secrets/"
+                                            f"{ref['name']}")
+                except urllib.error.HTTPError as exc:
+                    if exc.code == 404:
+                        return
+                    raise
+                if ref["key"] not in (secret.get("data") or {}):
+                    return
+                env[e["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+            elif "fieldRef" in source:
+                env[e["name"]] = fields[source["fieldRef"]["fieldPath"]]
+            else:
+                env[e["name"]] = e["value"]
         argv = [ANYCLOUD, "agent", *container.get("args", []), "--heartbeat-interval", "0.3s",
                 "--grace", "5s", "--data-dir", str(here / "sessions")]
         with open(here / "agent.log", "wb") as log, self._lock:
@@ -230,11 +249,12 @@ class Kubelet:
 # -- the test -------------------------------------------------------------------------------
 
 
-def session(url: str, ns: str, *command: str, json_out: bool = False
+def session(url: str, ns: str, *command: str, token: str, json_out: bool = False
             ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [ANYCLOUD, "session", "run", "--pool", "shell", "--namespace", ns, "--broker", url,
          *(["--json"] if json_out else []), "--", *command],
+        env=dict(os.environ, ANYCLOUD_TOKEN=token),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -247,6 +267,7 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
         "namespace": ns}}]})
     op = assemble(config, ledger, kubeconfig=plane.kubeconfig, interval=0.5)
     key = f"{ns}/shell"
+    member = member_token(ledger)
     try:
         # The example ConfigMap, its broker address this test's broker (host:port, the seed's
         # shape); the shell pool as shipped but for a 2 s idle decay; a second pool (same
@@ -278,7 +299,7 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
             assert registry.pool_view(key).agents[0].pod_name == first
 
             # One session: its output comes back, its exit code is the command's.
-            hi = session(broker.url, ns, "sh", "-c", "echo hi; exit 3")
+            hi = session(broker.url, ns, "sh", "-c", "echo hi; exit 3", token=member)
             out, err = hi.communicate(timeout=60)
             assert (hi.returncode, out) == (3, "hi\n"), err
 
@@ -290,7 +311,7 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
             hold = ('echo "s$0 on $POD_NAME"; touch "$1/started-$0"; '
                     'while [ ! -e "$1/go" ]; do sleep 0.1; done')
             burst = [session(broker.url, ns, "sh", "-c", hold, str(i), str(gate),
-                             json_out=True) for i in range(4)]
+                             token=member, json_out=True) for i in range(4)]
             eventually(lambda: len(list(gate.glob("started-*"))) == 4,
                        "four sessions running at once", timeout=45)
             view = registry.pool_view(key)
@@ -355,13 +376,15 @@ def test_a_retired_agent_takes_no_session_before_its_sigterm(
     name (another id: the pod restarted) still registers and takes the session."""
     registry = Registry(ledger)
     broker = BrokerThread(create_app(registry), "127.0.0.1:0")
+    token = agent_token(ledger, "default/shell")
 
     def start(agent_id: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [ANYCLOUD, "agent", "--pool", "default/shell", "--broker", broker.url,
              "--agent-id", agent_id, "--heartbeat-interval", "0.3s", "--grace", "5s",
              "--data-dir", str(tmp_path / agent_id), "--json"],
-            env=dict(os.environ, POD_NAME="shell-abcde", ANYCLOUD_HOME=str(tmp_path / "home")),
+            env=dict(os.environ, POD_NAME="shell-abcde", ANYCLOUD_HOME=str(tmp_path / "home"),
+                     ANYCLOUD_AGENT_TOKEN=token),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     agent = start("shell-abcde")

@@ -525,6 +525,8 @@ def test_shipped_rbac_and_deployment_are_accepted(plane: ControlPlane) -> None:
         done = plane.kubectl("apply", "--dry-run=server", "-f",
                              str(REPO / "k8s" / "deploy" / "control-plane.yaml"))
         assert "deployment.apps/anycloud-control-plane created (server dry run)" in done.stdout
+        assert ("networkpolicy.networking.k8s.io/anycloud-control-plane created (server dry run)"
+                in done.stdout)
         who = "--as=system:serviceaccount:anycloud:anycloud-control-plane"
         def can(verb: str, what: str, sub: str | None = None) -> str:
             extra = [f"--subresource={sub}"] if sub else []
@@ -535,11 +537,16 @@ def test_shipped_rbac_and_deployment_are_accepted(plane: ControlPlane) -> None:
                                 ("watch", "agentpools.anycloud.sh", None),
                                 ("patch", "agentpools.anycloud.sh", "status"),
                                 ("create", "pods", None), ("delete", "pods", None),
-                                ("get", "configmaps", None), ("create", "events", None)):
+                                ("get", "configmaps", None), ("create", "events", None),
+                                ("get", "secrets", None), ("create", "secrets", None),
+                                ("update", "secrets", None)):
             assert can(verb, what, sub) == "yes", (verb, what, sub)
         for verb, what, sub in (("update", "agentpools.anycloud.sh", None),
                                 ("update", "agentpools.anycloud.sh", "status"),
-                                ("get", "secrets", None), ("create", "pods", "exec"),
+                                # The pools' token Secrets are read one by one, by name:
+                                # never every Secret of the namespace.
+                                ("list", "secrets", None), ("watch", "secrets", None),
+                                ("delete", "secrets", None), ("create", "pods", "exec"),
                                 ("patch", "pods", None)):
             assert can(verb, what, sub) == "no", (verb, what, sub)
         assert plane.kubectl("auth", "can-i", "list", "pods", who, "-n", "default",
@@ -552,6 +559,7 @@ def test_serve_runs_the_operator_and_the_broker_beside_the_control_loop(
         plane: ControlPlane, ns: str, tmp_path: Path) -> None:
     """``anycloud serve --operator-config ... --broker-listen ...``: one process keeps the
     pool's pods and answers agents; SIGTERM stops all three."""
+    import urllib.error
     import urllib.request
 
     config = tmp_path / "config.yaml"
@@ -578,7 +586,19 @@ def test_serve_runs_the_operator_and_the_broker_beside_the_control_loop(
                 break
         assert url, "serve did not say where the broker listens"
         eventually(lambda: len(pods(plane, ns, "shell")) == 2, "the pool's 2 pods")
-        with urllib.request.urlopen(f"{url}/v1/pools/{ns}/shell", timeout=10) as answer:
+        # The pool's agent token, minted into the Secret its pods read.
+        secret = plane.get(f"/api/v1/namespaces/{ns}/secrets/shell-agent-token")
+        assert secret["metadata"]["ownerReferences"][0]["name"] == "shell"
+        # Closed by default: no token, 401; a viewer's token reads the pool's view.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/v1/pools/{ns}/shell", timeout=10)
+        assert refused.value.code == 401
+        viewer = subprocess.run([*cmd[:3], "token", "create", "dash", "--role", "viewer"],
+                                cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        assert viewer.returncode == 0, viewer.stderr
+        request = urllib.request.Request(f"{url}/v1/pools/{ns}/shell", headers={
+            "Authorization": f"Bearer {viewer.stdout.strip()}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
             assert json.loads(answer.read())["pool"] == f"{ns}/shell"
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -4,6 +4,7 @@ real API server in test_operator.py."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,11 +18,14 @@ from hypothesis import strategies as st
 
 from automation.agentpools.autoscaler import Worker
 from automation.agentpools.operator import load_config
-from automation.agentpools.pods import AGENT_POOL_LABEL, render_pod
-from automation.agentpools.reconcile import Reconciler
+from automation.agentpools.pods import AGENT_POOL_LABEL, render_pod, secret_token
+from automation.agentpools.reconcile import TOKEN_RECHECK, Reconciler
+from automation.agentpools.registry import Registry
+from automation.auth.tokens import authenticate
 from automation.clock import ManualClock
-from automation.errors import InvalidInput, NotFound
-from automation.kube.port import ClusterForbidden
+from automation.errors import InvalidInput, NotFound, Unauthenticated
+from automation.kube.port import ClusterForbidden, ClusterUnavailable
+from automation.ledger import open_ledger
 from tests.automation.agentpools.cases import example
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -38,6 +42,7 @@ class FakeApi:
     events: list[tuple[str, str, str]] = field(default_factory=list)
     forbid: set[tuple[str, str]] = field(default_factory=set)
     uids: itertools.count[int] = field(default_factory=itertools.count)
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def _check(self, verb: str, resource: str) -> None:
         if (verb, resource) in self.forbid:
@@ -69,6 +74,23 @@ class FakeApi:
         self._check("get", "configmaps")
         return name in self.config_maps
 
+    def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._check("get", "secrets")
+        return copy.deepcopy(self.secrets.get(name))
+
+    def write_secret(self, namespace: str, secret: dict[str, Any],
+                     existing: dict[str, Any] | None) -> None:
+        name = secret["metadata"]["name"]
+        self._check("update" if existing else "create", "secrets")
+        current = self.secrets.get(name)
+        if (current is None) != (existing is None) or (current is not None and existing
+                is not None and current["metadata"]["resourceVersion"]
+                != existing["metadata"]["resourceVersion"]):
+            raise ClusterUnavailable("409 Conflict: the Secret changed meanwhile")
+        stored = copy.deepcopy(secret)
+        stored["metadata"]["resourceVersion"] = str(next(self.uids))
+        self.secrets[name] = stored
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self._check("patch", "agentpools/status")
         self.patches.append(status)
@@ -85,6 +107,8 @@ class FakeState:
     closed: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
     busy_now: set[str] = field(default_factory=set)  # took a session after the decision
+    tokens: dict[str, str] = field(default_factory=dict)  # pool -> its live agent token
+    minted: int = 0
 
     def workers(self, pool: str, now: datetime) -> list[Worker]:
         return list(self.workers_)
@@ -101,6 +125,13 @@ class FakeState:
 
     def retire_if_idle(self, pool: str, pod: str) -> bool:
         return pod not in self.busy_now
+
+    def agent_token(self, pool: str, current: str | None) -> str | None:
+        if current is not None and self.tokens.get(pool) == current:
+            return None
+        self.minted += 1
+        self.tokens[pool] = f"acy_token-{self.minted}"
+        return self.tokens[pool]
 
 
 def pool_body(file: str = "cpu-pool.yaml", uid: str = "uid-1", **autoscaler: Any
@@ -124,9 +155,83 @@ def test_a_pass_creates_what_the_autoscaler_decides_and_reports_it() -> None:
     assert status["idleSlots"] == 3 and status["observedGeneration"] == 1
     cond = status["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Ready", "True", "Reconciled")
-    assert [e[1] for e in api.events] == ["ScaledUp"] * 3
+    assert [e[1] for e in api.events] == ["AgentTokenIssued"] + ["ScaledUp"] * 3
     for pod in api.pods.values():
         assert pod["metadata"]["labels"][AGENT_POOL_LABEL] == "cpu-pool"
+
+
+def _token_env(pod: dict[str, Any]) -> dict[str, Any]:
+    env = pod["spec"]["containers"][0]["env"]
+    return next(e for e in env if e["name"] == "ANYCLOUD_AGENT_TOKEN")["valueFrom"]
+
+
+def test_the_pools_agent_token_is_in_a_secret_it_owns_before_any_pod() -> None:
+    api, state = FakeApi(), FakeState()
+    clock = ManualClock(NOW)
+    rec = Reconciler(api=api, state=state, clock=clock)
+    rec.reconcile(pool_body())
+    secret = api.secrets["cpu-pool-agent-token"]
+    assert secret_token(secret) == state.tokens["ns/cpu-pool"] == "acy_token-1"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "anycloud"
+    for pod in api.pods.values():
+        assert _token_env(pod) == {"secretKeyRef": {"name": "cpu-pool-agent-token",
+                                                    "key": "token"}}
+    # Still live: never minted again, however many passes.
+    for _ in range(3):
+        clock.advance(TOKEN_RECHECK)
+        rec.reconcile(pool_body())
+    assert state.minted == 1
+    # Lost (deleted by hand, or revoked): minted again at the next check.
+    del api.secrets["cpu-pool-agent-token"]
+    clock.advance(TOKEN_RECHECK)
+    rec.reconcile(pool_body())
+    assert secret_token(api.secrets["cpu-pool-agent-token"]) == "acy_token-2"
+
+
+def test_a_recreated_pool_gets_a_new_token_in_the_secret_of_the_old_one() -> None:
+    api, state = FakeApi(), FakeState()
+    Reconciler(api=api, state=state, clock=ManualClock(NOW)).reconcile(pool_body(uid="uid-1"))
+    # The old pool's Secret is still there (its garbage collection is not instant).
+    out = Reconciler(api=api, state=state, clock=ManualClock(NOW)).reconcile(
+        pool_body(uid="uid-2"))
+    assert out.reason == "Reconciled"
+    secret = api.secrets["cpu-pool-agent-token"]
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-2"
+    assert secret_token(secret) == "acy_token-2" and state.minted == 2
+
+
+def test_a_secret_that_is_not_ours_is_never_overwritten() -> None:
+    api, state = FakeApi(), FakeState()
+    theirs = {"metadata": {"name": "cpu-pool-agent-token", "resourceVersion": "7",
+                           "labels": {}}, "data": {"token": "dGhlaXJz"}}
+    api.secrets["cpu-pool-agent-token"] = copy.deepcopy(theirs)
+    out = Reconciler(api=api, state=state, clock=ManualClock(NOW)).reconcile(pool_body())
+    assert out.reason == "SecretConflict" and "is not anycloud's" in (out.message or "")
+    assert api.secrets["cpu-pool-agent-token"] == theirs and not api.pods
+    assert state.minted == 0
+
+
+def test_no_access_to_secrets_is_the_forbidden_condition_and_no_pod() -> None:
+    api = FakeApi(forbid={("get", "secrets")})
+    out = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW)).reconcile(pool_body())
+    assert out.reason == "Forbidden" and "secrets" in (out.message or "") and not api.pods
+
+
+def test_registry_mints_checks_and_revokes_the_pools_agent_token(ledger_url: str) -> None:
+    ledger = open_ledger(ledger_url)
+    try:
+        registry = Registry(ledger)
+        first = registry.agent_token("ns/cpu", None)
+        assert first is not None and registry.agent_token("ns/cpu", first) is None
+        assert registry.agent_token("ns/gpu", first) is not None  # another pool's: not this
+        registry.close_pool("ns/cpu")  # the pool deleted: its token revoked
+        with pytest.raises(Unauthenticated, match="revoked"):
+            authenticate(ledger, first, registry.clock.now())
+        second = registry.agent_token("ns/cpu", first)
+        assert second not in (None, first)
+    finally:
+        ledger.dispose()
 
 
 def test_an_unchanged_pool_writes_no_status_and_posts_no_event() -> None:

@@ -1,0 +1,59 @@
+"""The API app: every route under ``/v1``, its OpenAPI document at ``/v1/openapi.json`` (the
+contract the SDK is generated from; a reader's token, like every route but the health
+probe), the server's version on every answer (``Anycloud-Version``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.routing import APIRoute
+
+from automation import __version__
+from automation.api import problems
+from automation.api.routes import clusters, identity, node_pools, tokens
+from automation.api.security import PREFIX, Reader, access_of
+from automation.app import App
+from automation.auth.roles import Access
+
+VERSION_HEADER = "Anycloud-Version"
+
+
+def create_api(ctx: App) -> FastAPI:
+    api = FastAPI(title="anycloud", version=__version__, openapi_url=None, docs_url=None,
+                  redoc_url=None)
+    api.state.ctx = ctx
+    problems.install(api)
+    # The routers' routes are added as they are (each router has the /v1 prefix), not
+    # through include_router, which wraps them: one flat table, which route_access reads.
+    for module in (identity, tokens, clusters, node_pools):
+        api.router.routes.extend(module.router.routes)
+
+    @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)
+    def openapi(_: Reader) -> dict[str, Any]:
+        return api.openapi()
+
+    @api.middleware("http")
+    async def _version(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        response.headers[VERSION_HEADER] = __version__
+        return response
+
+    api.state.route_access = route_access(api)
+    return api
+
+
+def route_access(api: FastAPI) -> dict[tuple[str, str], Access | str]:
+    """(method, path) -> the access each route's gate asks for; a route without a gate
+    refuses to start (closed by default)."""
+    table: dict[tuple[str, str], Access | str] = {}
+    for route in api.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        found = access_of(route.dependant.dependencies)
+        if found is None:
+            raise RuntimeError(f"route {route.path} has no gate: give it Reader, Member, "
+                               "Admin or Public (automation.api.security)")
+        for method in route.methods or ():
+            table[(method, route.path)] = found
+    return table

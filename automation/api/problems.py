@@ -1,0 +1,99 @@
+"""Errors as ``application/problem+json`` (RFC 9457), one ``type`` per error code the CLI has.
+
+``type`` is ``https://anycloud.sh/problems/<code>``, ``title`` the code in words, ``detail``
+the message; ``code``, ``field``, ``value`` and ``rule`` as the CLI's ``--json`` error. Bad
+input is never a 500: InvalidInput 400, a malformed request 422, NotFound 404, a refusing
+state 409, Unauthenticated 401, PermissionDenied 403, an unavailable dependency 503 (with
+Retry-After). An unexpected exception is a 500 with an opaque ``errorId``; the server logs the
+traceback under that id and says nothing else."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from automation.errors import (
+    AnycloudError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+
+MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "https://anycloud.sh/problems/"
+RETRY_AFTER = "5"
+log = logging.getLogger("anycloud.api")
+
+
+def status_of(err: AnycloudError) -> int:
+    for cls, status in ((Unauthenticated, 401), (PermissionDenied, 403), (NotFound, 404),
+                        (Conflict, 409), (InvalidInput, 400)):
+        if isinstance(err, cls):
+            return status
+    if err.code in ("UNAVAILABLE", "CLUSTER_UNAVAILABLE"):
+        return 503
+    if err.exit_code == 2:  # a refusal the CLI counts as bad input
+        return 400
+    return 500
+
+
+def problem(status: int, code: str, detail: str, *, field: str | None = None,
+            value: Any = None, rule: str | None = None,
+            **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": TYPE_BASE + code.lower().replace("_", "-"),
+        "title": code.replace("_", " ").capitalize(),
+        "status": status, "detail": detail, "code": code,
+    }
+    if field is not None:
+        body |= {"field": field, "value": value if _plain(value) else str(value)}
+    if rule is not None:
+        body["rule"] = rule
+    body |= extra
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="anycloud"'
+    if status in (429, 503):
+        headers["Retry-After"] = RETRY_AFTER
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(AnycloudError)
+    async def _domain(_: Request, err: AnycloudError) -> JSONResponse:
+        return problem(status_of(err), err.code, err.message, field=err.field,
+                       value=err.value, rule=err.rule)
+
+    @app.exception_handler(RequestValidationError)
+    async def _shape(_: Request, err: RequestValidationError) -> JSONResponse:
+        found = []
+        for e in err.errors():
+            loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path",
+                                                                  "header")]
+            field = ".".join(loc) or "body"
+            value = e.get("input")
+            found.append({"field": field, "value": value if _plain(value) else None,
+                          "rule": e["msg"]})
+        first = found[0]
+        return problem(422, "INVALID_ARGUMENT", f"{first['field']}: {first['rule']}",
+                       field=first["field"], value=first["value"], rule=first["rule"],
+                       problems=found)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, err: Exception) -> JSONResponse:
+        error_id = secrets.token_hex(6)
+        log.error("error %s on %s %s", error_id, request.method, request.url.path,
+                  exc_info=err)
+        return problem(500, "INTERNAL", f"unexpected error {error_id}: the server logged it",
+                       errorId=error_id)
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool, list, dict))

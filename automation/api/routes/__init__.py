@@ -1,0 +1,1 @@
+"""One module per resource; each a router whose routes name their gate (api.security)."""

@@ -1,0 +1,37 @@
+"""Who the caller is, and the server's version (``anycloud api status``); the health probe."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter
+
+from automation import __version__
+from automation.api.security import PREFIX, Public, Reader
+from automation.models import CamelModel
+
+router = APIRouter(prefix=PREFIX, tags=["identity"])
+
+
+class Health(CamelModel):
+    ok: bool
+
+
+class Me(CamelModel):
+    name: str  # the token's name
+    role: str
+    scope: str | None = None
+    expires_at: datetime | None = None
+    server_version: str
+
+
+@router.get("/healthz")
+def healthz(_: Public) -> Health:
+    """Liveness: open to all, answers nothing else."""
+    return Health(ok=True)
+
+
+@router.get("/me")
+def me(who: Reader) -> Me:
+    return Me(name=who.name, role=who.role, scope=who.scope, expires_at=who.expires_at,
+              server_version=__version__)

@@ -1,0 +1,62 @@
+"""Node pools: create (durable intent), list (paged), status with the ingress view, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
+from automation.api.security import PREFIX, Member, Reader
+from automation.models import CamelRequest, NodePool, NodePoolCreated, NodePoolStatus
+from automation.services import node_pools
+from automation.services.ingress_status import pool_status_with_ingress
+from automation.services.pool_status import list_node_pools
+
+router = APIRouter(prefix=PREFIX, tags=["node pools"])
+
+
+class NewNodePool(CamelRequest):
+    name: str
+    cluster: str | None = None  # id or name; default: the only registered cluster
+    credentials: str
+    region: str
+    zone: str | None = None
+    vm_type: str
+    min_vms: int
+    max_vms: int
+
+
+class NodePoolPage(Page[NodePoolStatus]):
+    pass
+
+
+@router.post("/node-pools", status_code=201)
+def create_node_pool(request: Request, body: NewNodePool, _: Member) -> NodePoolCreated:
+    """Store the intent; the control loop provisions the pool."""
+    return node_pools.create_node_pool_reported(request.app.state.ctx, node_pools.CreateNodePool(
+        name=body.name, cluster=body.cluster, credentials=body.credentials,
+        region=body.region, zone=body.zone, vm_type=body.vm_type, min_vms=body.min_vms,
+        max_vms=body.max_vms))
+
+
+@router.get("/node-pools")
+def list_pools(request: Request, _: Reader, cluster: str | None = None,
+               page_size: Annotated[int, Query(alias="pageSize")] = DEFAULT_PAGE_SIZE,
+               page_token: Annotated[str | None, Query(alias="pageToken")] = None,
+               ) -> NodePoolPage:
+    items = list_node_pools(request.app.state.ctx.ledger, cluster)
+    page = page_of(items, lambda p: (p.cluster, p.name, p.id), page_size=page_size,
+                   page_token=page_token, filters={"cluster": cluster})
+    return NodePoolPage(items=page.items, next_page_token=page.next_page_token)
+
+
+@router.get("/node-pools/{ref}")
+def pool_status(request: Request, ref: str, _: Reader) -> NodePoolStatus:
+    return pool_status_with_ingress(request.app.state.ctx.ledger, ref)
+
+
+@router.delete("/node-pools/{ref}")
+def delete_pool(request: Request, ref: str, _: Member) -> NodePool:
+    """Refused (409) while work targets the pool; the control loop releases its VMs."""
+    return node_pools.delete_node_pool(request.app.state.ctx, ref)

@@ -1,0 +1,43 @@
+"""API tokens: admin only. The first admin token is never made here (``--bootstrap`` on the
+server's host)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from pydantic import Field
+
+from automation.api.security import PREFIX, Admin
+from automation.models import ApiToken, CamelRequest, IssuedToken
+from automation.services import tokens
+
+router = APIRouter(prefix=PREFIX, tags=["tokens"])
+
+
+class NewToken(CamelRequest):
+    name: str
+    role: str
+    pool: str | None = None  # for role agent: NAMESPACE/NAME
+    expires_in_seconds: int | None = Field(default=None, gt=0)
+
+
+@router.get("/tokens")
+def list_tokens(request: Request, _: Admin,
+                all: Annotated[bool, Query(description="Revoked tokens too.")] = False,
+                ) -> list[ApiToken]:
+    return tokens.list_tokens(request.app.state.ctx, include_revoked=all)
+
+
+@router.post("/tokens", status_code=201)
+def create_token(request: Request, body: NewToken, who: Admin) -> IssuedToken:
+    """The token is in this answer only; the server keeps its hash."""
+    expires = timedelta(seconds=body.expires_in_seconds) if body.expires_in_seconds else None
+    return tokens.create_token(request.app.state.ctx, body.name, body.role, by=who.name,
+                               expires_in=expires, pool=body.pool)
+
+
+@router.delete("/tokens/{name}")
+def revoke_token(request: Request, name: str, who: Admin) -> ApiToken:
+    return tokens.revoke_token(request.app.state.ctx, name, by=who.name)

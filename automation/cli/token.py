@@ -1,0 +1,84 @@
+"""``anycloud token``: API tokens for the control plane's HTTP endpoints (issue 20)."""
+
+from __future__ import annotations
+
+import click
+
+from automation.cli.context import app_from
+from automation.cli.output import handle_errors, info, json_option, print_json, print_table
+
+
+def _local_user() -> str:
+    from automation.provisioners.superusers import current_user
+
+    return f"local:{current_user()[0]}"
+
+
+@click.group()
+def token() -> None:
+    """API tokens: admin, member, viewer, or agent (one AgentPool's broker endpoints)."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--role", required=True,
+              help="admin (tokens, credentials, sudo), member (pools, deployments, sessions), "
+                   "viewer (read only) or agent (one AgentPool's broker endpoints).")
+@click.option("--pool", help="For --role agent: the AgentPool, NAMESPACE/NAME.")
+@click.option("--expires", help="Refused after this long: 30m, 12h, 90d (default: never).")
+@click.option("--bootstrap", is_flag=True,
+              help="The first admin token, written straight into this control plane's ledger; "
+                   "refused once an admin token exists.")
+@json_option
+@handle_errors
+@click.pass_context
+def token_create(ctx: click.Context, name: str, role: str, pool: str | None,
+                 expires: str | None, bootstrap: bool, as_json: bool) -> None:
+    """Create a token. It is printed once, on stdout: store it now (only its hash is kept)."""
+    from datetime import timedelta
+
+    from automation.agentpools.config import parse_duration
+    from automation.services.tokens import create_token
+
+    expires_in = timedelta(seconds=parse_duration(expires, "--expires")) if expires else None
+    made = create_token(app_from(ctx), name, role, by=_local_user(), expires_in=expires_in,
+                        pool=pool, bootstrap=bootstrap)
+    if as_json:
+        print_json(made)
+        return
+    click.echo(made.token)
+    info(f"token {made.name} ({made.role}{' of ' + made.scope if made.scope else ''}) created"
+         + (f", expires {made.expires_at:%Y-%m-%d %H:%M}Z" if made.expires_at else "")
+         + ": it is shown only now")
+
+
+@token.command("list")
+@click.option("--all", "include_revoked", is_flag=True, help="Revoked tokens too.")
+@json_option
+@handle_errors
+@click.pass_context
+def token_list(ctx: click.Context, include_revoked: bool, as_json: bool) -> None:
+    """Tokens (never the tokens themselves: their first characters, role and state)."""
+    from automation.services.tokens import list_tokens
+
+    found = list_tokens(app_from(ctx), include_revoked=include_revoked)
+    if as_json:
+        print_json(found)
+        return
+    print_table("Tokens", ["NAME", "ROLE", "POOL", "PREFIX", "STATE", "EXPIRES", "CREATED BY"],
+                [(t.name, t.role, t.scope or "-", t.prefix + "…", t.state,
+                  f"{t.expires_at:%Y-%m-%d %H:%M}Z" if t.expires_at else "never", t.created_by)
+                 for t in found])
+
+
+@token.command("revoke")
+@click.argument("name")
+@json_option
+@handle_errors
+@click.pass_context
+def token_revoke(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Revoke a token (by name or id): every request with it is refused from now on."""
+    from automation.services.tokens import revoke_token
+
+    done = revoke_token(app_from(ctx), name, by=_local_user())
+    print_json(done) if as_json else click.echo(f"token {done.name} revoked")

@@ -1,0 +1,54 @@
+"""The API over each ledger, through FastAPI's TestClient; tokens of each role."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from automation.api.app import create_api
+from automation.app import App
+from automation.services.tokens import create_token, revoke_token
+
+
+@pytest.fixture
+def api(app: App) -> FastAPI:
+    return create_api(app)
+
+
+@pytest.fixture
+def http(api: FastAPI) -> Iterator[TestClient]:
+    with TestClient(api, raise_server_exceptions=False) as client:
+        yield client
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def callers(app: App) -> dict[str, dict[str, str]]:
+    """Headers of every kind of caller: none, bad tokens, and a token of each role."""
+    made = {role: create_token(app, role, role, by="test",
+                               pool="default/cpu" if role == "agent" else None).token
+            for role in ("viewer", "member", "admin", "agent")}
+    revoked = create_token(app, "revoked", "admin", by="test").token
+    revoke_token(app, "revoked", by="test")
+    expired = create_token(app, "expired", "admin", by="test",
+                           expires_in=timedelta(seconds=1)).token
+    app.clock.advance(timedelta(seconds=2))  # type: ignore[attr-defined]
+    return {
+        "none": {}, "malformed": bearer("acy_short"), "not bearer": {"Authorization": "Basic x"},
+        "unknown": bearer("acy_" + "B" * 43), "revoked": bearer(revoked),
+        "expired": bearer(expired), **{role: bearer(tok) for role, tok in made.items()},
+    }
+
+
+def kubeconfig_file(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text("apiVersion: v1\nkind: Config\n")
+    return path

@@ -1,0 +1,125 @@
+"""Every API route by every kind of caller, generated from the app's route table: a new
+route is in the matrix without being listed, and one without a gate does not start."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi import APIRouter, FastAPI
+from fastapi.testclient import TestClient
+
+from automation.api.app import route_access
+from automation.app import App
+from automation.auth.roles import Access
+from tests.automation.conftest import snapshot
+
+BAD = ("none", "malformed", "not bearer", "unknown", "revoked", "expired")
+HAS = {"viewer": {Access.READ}, "member": {Access.READ, Access.WRITE},
+       "admin": {Access.READ, Access.WRITE, Access.ADMIN}, "agent": set()}
+
+
+def _expected(caller: str, access: Access | str) -> int | None:
+    """401, 403, or None (past the gate)."""
+    if access == "public":
+        return None
+    if caller in BAD:
+        return 401
+    return None if access in HAS[caller] else 403
+
+
+def test_auth_matrix_every_route_every_caller(api: FastAPI, http: TestClient, app: App,
+                                              callers: dict[str, dict[str, str]]) -> None:
+    table = api.state.route_access
+    assert table, "no routes?"
+    wrong: list[str] = []
+    allowed: list[tuple[str, str, dict[str, str]]] = []
+    for (method, path), access in sorted(table.items()):
+        url = path.replace("{ref}", "nothing-here").replace("{name}", "nothing-here")
+        for caller, headers in callers.items():
+            expected = _expected(caller, access)
+            if expected is None:
+                allowed.append((method, url, headers))
+                continue
+            before = snapshot(app)
+            # An empty body: the gate answers before the body is read or validated.
+            resp = http.request(method, url, headers=headers,
+                                json={} if method in ("POST", "PUT", "PATCH") else None)
+            if resp.status_code != expected:
+                wrong.append(f"{caller}: {method} {path} -> {resp.status_code}, "
+                             f"expected {expected}: {resp.text}")
+                continue
+            body = resp.json()
+            if resp.headers["content-type"] != "application/problem+json" or not (
+                    body["type"].startswith("https://anycloud.sh/problems/")
+                    and body["status"] == expected and body["code"] and body["rule"]):
+                wrong.append(f"{caller}: {method} {path}: not a problem+json refusal: "
+                             f"{resp.headers['content-type']} {resp.text}")
+            if snapshot(app) != before:
+                wrong.append(f"{caller}: {method} {path}: refused but the ledger changed")
+    for method, url, headers in allowed:
+        resp = http.request(method, url, headers=headers,
+                            json={} if method in ("POST", "PUT", "PATCH") else None)
+        if resp.status_code in (401, 403) or resp.status_code >= 500:
+            wrong.append(f"allowed {method} {url} -> {resp.status_code}: {resp.text}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_route_without_a_gate_does_not_start(api: FastAPI) -> None:
+    extra = APIRouter()
+
+    @extra.get("/v1/leaky")
+    def leaky() -> dict[str, Any]:
+        return {}
+
+    api.router.routes.extend(extra.routes)
+    with pytest.raises(RuntimeError, match="/v1/leaky has no gate"):
+        route_access(api)
+
+
+def test_every_answer_names_the_server_version(http: TestClient,
+                                                callers: dict[str, dict[str, str]]) -> None:
+    from automation import __version__
+
+    for headers in (callers["none"], callers["viewer"]):
+        resp = http.get("/v1/me", headers=headers)
+        assert resp.headers["anycloud-version"] == __version__
+    me = http.get("/v1/me", headers=callers["viewer"]).json()
+    assert me == {"name": "viewer", "role": "viewer", "scope": None, "expiresAt": None,
+                  "serverVersion": __version__}
+
+
+def test_the_openapi_document_needs_a_token_and_names_every_nested_schema(
+        http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    assert http.get("/v1/openapi.json").status_code == 401
+    doc = http.get("/v1/openapi.json", headers=callers["viewer"]).json()
+    schemas = doc["components"]["schemas"]
+    for name in ("NodePoolStatus", "IngressView", "IngressRelease", "HelmJob",
+                 "IngressDaemonSet", "Cost", "VmCounts", "NodePoolPage", "NodePoolCreated"):
+        assert name in schemas, name
+    status = json.dumps(schemas["NodePoolStatus"])
+    assert "#/components/schemas/IngressView" in status and "#/components/schemas/Cost" in status
+    assert "/v1/node-pools" in doc["paths"] and "/v1/openapi.json" not in doc["paths"]
+
+
+# The policy, written out: a new route, or a rule changed, is a conscious edit here.
+EXPECTED = {
+    ("GET", "/v1/healthz"): "public",
+    ("GET", "/v1/me"): Access.READ,
+    ("GET", "/v1/openapi.json"): Access.READ,
+    ("GET", "/v1/tokens"): Access.ADMIN,
+    ("POST", "/v1/tokens"): Access.ADMIN,
+    ("DELETE", "/v1/tokens/{name}"): Access.ADMIN,
+    ("GET", "/v1/clusters"): Access.READ,
+    ("GET", "/v1/clusters/{ref}"): Access.READ,
+    ("GET", "/v1/credentials"): Access.READ,
+    ("GET", "/v1/node-pools"): Access.READ,
+    ("POST", "/v1/node-pools"): Access.WRITE,
+    ("GET", "/v1/node-pools/{ref}"): Access.READ,
+    ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
+}
+
+
+def test_the_route_table_is_the_policy(api: FastAPI) -> None:
+    assert api.state.route_access == EXPECTED

@@ -1,0 +1,135 @@
+"""The node-pool story over the API: the same service calls and JSON as the CLI, pages,
+problem+json refusals, and a 500 that tells nothing but an error id."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from automation.app import App
+from tests.automation.conftest import credential, ready_cluster, snapshot
+
+POOL = {"name": "gpu", "credentials": "team-aws", "region": "us-east-1",
+        "vmType": "m7i.large", "minVms": 1, "maxVms": 1}
+
+
+@pytest.fixture
+def world(app: App, kubeconfig: Path) -> App:
+    ready_cluster(app, kubeconfig)
+    credential(app)
+    return app
+
+
+def test_create_list_status_delete(world: App, http: TestClient,
+                                   callers: dict[str, dict[str, str]]) -> None:
+    member = callers["member"]
+    made = http.post("/v1/node-pools", json=POOL, headers=member)
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert (body["name"], body["state"], body["zoneChosen"]) == ("gpu", "pending", True)
+    assert body["zone"] == "us-east-1a" and body["cost"]["vms"] == 1 and "warnings" in body
+    listed = http.get("/v1/node-pools", headers=callers["viewer"]).json()
+    assert [p["id"] for p in listed["items"]] == [body["id"]]
+    assert listed["nextPageToken"] is None
+    status = http.get(f"/v1/node-pools/{body['id']}", headers=callers["viewer"]).json()
+    assert status["name"] == "gpu" and status["ingress"] == {"entryIp": None, "release": None}
+    gone = http.delete("/v1/node-pools/gpu", headers=member)
+    assert gone.status_code == 200 and gone.json()["state"] == "deleting"
+
+
+def test_the_api_answers_what_the_cli_prints(world: App, http: TestClient, run: Any,
+                                             callers: dict[str, dict[str, str]]) -> None:
+    """One contract: the CLI's --json and the API's body, for the same request."""
+    via_api = http.post("/v1/node-pools", json=POOL, headers=callers["member"]).json()
+    via_cli = json.loads(run("node-pool", "create", "cpu", "--credentials", "team-aws",
+                             "--region", "us-east-1", "--vm-type", "m7i.large",
+                             "--min-vms", "1", "--max-vms", "1", "--json").stdout)
+    differ = {"id", "name", "createdAt", "updatedAt"}
+    assert list(via_api) == list(via_cli)
+    assert {k: v for k, v in via_api.items() if k not in differ} == \
+        {k: v for k, v in via_cli.items() if k not in differ}
+    listed = json.loads(run("node-pool", "list", "--json").stdout)
+    page = http.get("/v1/node-pools", headers=callers["viewer"]).json()["items"]
+    assert page == listed
+
+
+def test_lists_page_with_opaque_tokens(world: App, http: TestClient,
+                                       callers: dict[str, dict[str, str]]) -> None:
+    for n in range(5):
+        assert http.post("/v1/node-pools", json=POOL | {"name": f"p{n}"},
+                         headers=callers["member"]).status_code == 201
+    seen, token, pages = [], None, 0
+    while True:
+        params: dict[str, Any] = {"pageSize": 2} | ({"pageToken": token} if token else {})
+        got = http.get("/v1/node-pools", params=params, headers=callers["viewer"]).json()
+        seen += [p["name"] for p in got["items"]]
+        pages += 1
+        token = got["nextPageToken"]
+        if token is None:
+            break
+    assert seen == [f"p{n}" for n in range(5)] and pages == 3
+    first = http.get("/v1/node-pools", params={"pageSize": 2},
+                     headers=callers["viewer"]).json()["nextPageToken"]
+    other = http.get("/v1/node-pools", params={"pageSize": 2, "pageToken": first,
+                                                "cluster": "prod"},
+                     headers=callers["viewer"])
+    assert other.status_code == 400 and other.json()["field"] == "pageToken"
+    for bad in ("%%%", "eyJrIjoxfQ"):
+        resp = http.get("/v1/node-pools", params={"pageToken": bad},
+                        headers=callers["viewer"])
+        assert resp.status_code == 400 and "nextPageToken" in resp.json()["rule"]
+    for size in (0, 1001):
+        resp = http.get("/v1/node-pools", params={"pageSize": size},
+                        headers=callers["viewer"])
+        assert resp.status_code == 400 and resp.json()["field"] == "pageSize"
+
+
+@pytest.mark.parametrize(("body", "status", "code", "field"), [
+    (POOL | {"minVms": 2}, 400, "INVALID_ARGUMENT", "--max-vms"),
+    (POOL | {"name": "Bad_Name"}, 400, "INVALID_ARGUMENT", "name"),
+    (POOL | {"credentials": "nobody"}, 404, "NOT_FOUND", "--credentials"),
+    (POOL | {"vmType": 7}, 422, "INVALID_ARGUMENT", "vmType"),
+    ({"name": "x"}, 422, "INVALID_ARGUMENT", "credentials"),
+    (POOL | {"surprise": 1}, 422, "INVALID_ARGUMENT", "surprise"),
+])
+def test_bad_input_is_a_4xx_problem_and_writes_nothing(world: App, http: TestClient,
+                                                       callers: dict[str, dict[str, str]],
+                                                       body: dict[str, Any], status: int,
+                                                       code: str, field: str) -> None:
+    before = snapshot(world)
+    resp = http.post("/v1/node-pools", json=body, headers=callers["member"])
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"] == "application/problem+json"
+    problem = resp.json()
+    assert (problem["status"], problem["code"], problem["field"]) == (status, code, field)
+    assert problem["type"] == "https://anycloud.sh/problems/invalid-argument" or status == 404
+    assert problem["title"] and problem["detail"] and problem["rule"]
+    assert snapshot(world) == before
+
+
+def test_a_name_taken_is_409(world: App, http: TestClient,
+                             callers: dict[str, dict[str, str]]) -> None:
+    assert http.post("/v1/node-pools", json=POOL, headers=callers["member"]).status_code == 201
+    again = http.post("/v1/node-pools", json=POOL, headers=callers["member"])
+    assert again.status_code == 409 and again.json()["field"] == "name"
+
+
+def test_an_unexpected_error_is_a_500_with_only_an_error_id(
+        world: App, http: TestClient, callers: dict[str, dict[str, str]],
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from automation.api.routes import node_pools
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("secret detail: s3cr3t")
+
+    monkeypatch.setattr(node_pools, "list_node_pools", broken)
+    resp = http.get("/v1/node-pools", headers=callers["viewer"])
+    assert resp.status_code == 500
+    problem = resp.json()
+    assert problem["code"] == "INTERNAL" and len(problem["errorId"]) == 12
+    assert "s3cr3t" not in resp.text
+    assert problem["errorId"] in caplog.text and "s3cr3t" in caplog.text  # logged, with why

@@ -1,0 +1,130 @@
+"""``anycloud serve --simulate --api-listen`` over HTTPS on loopback: the node-pool story told
+to a real server (bootstrap an admin token, the admin makes a member's, the member creates a
+pool, watches the control loop bring it to ready and deletes it), as a team would run it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from automation.app import App
+from automation.clock import SystemClock
+from automation.ledger import open_ledger
+from automation.services import credentials
+from automation.simulators.world import register_simulated_cluster
+
+ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp / "tls.crt", tmp / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.mark.slow
+def test_the_node_pool_story_over_https(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "ANYCLOUD_HOME": str(home)}
+    env.pop("ANYCLOUD_DATABASE_URL", None)
+    ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
+    app = App(ledger=ledger, clock=SystemClock(), home=home)
+    register_simulated_cluster(app, home)
+    credentials.new_credential(app, credentials.NewCredential("team-aws", "aws",
+                                                              {"profile": "team"}))
+    ledger.dispose()
+    cert, key = self_signed(tmp_path)
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--simulate", "--interval", "0.2", "--speed",
+                             "300", "--api-listen", "127.0.0.1:0", "--tls-cert", str(cert),
+                             "--tls-key", str(key)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        url = None
+        for _ in range(30):
+            line = proc.stderr.readline()
+            if "API listening on " in line:
+                url = line.split("listening on ")[1].split()[0]
+                break
+        assert url and url.startswith("https://127.0.0.1:") and "(TLS)" in line, line
+        trust = ssl.create_default_context(cafile=str(cert))
+        root = subprocess.run([ANYCLOUD, "token", "create", "root", "--role", "admin",
+                               "--bootstrap"], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert root.returncode == 0, root.stderr
+        admin = httpx2.Client(base_url=url, verify=trust, headers={
+            "Authorization": f"Bearer {root.stdout.strip()}"})
+        assert httpx2.get(f"{url}/me", verify=trust).status_code == 401
+        assert admin.get("/me").json()["role"] == "admin"
+        made = admin.post("/tokens", json={"name": "alice", "role": "member"})
+        assert made.status_code == 201, made.text
+        member = httpx2.Client(base_url=url, verify=trust, headers={
+            "Authorization": f"Bearer {made.json()['token']}"})
+        assert member.post("/tokens", json={"name": "x", "role": "admin"}).status_code == 403
+        pool = member.post("/node-pools", json={
+            "name": "cpu", "credentials": "team-aws", "region": "us-east-1",
+            "vmType": "m7i.large", "minVms": 2, "maxVms": 2})
+        assert pool.status_code == 201, pool.text
+        deadline = time.monotonic() + 120
+        state = None
+        while time.monotonic() < deadline and state != "ready":
+            time.sleep(0.5)
+            state = member.get("/node-pools/cpu").json()["state"]
+        assert state == "ready"
+        status = member.get("/node-pools/cpu").json()
+        assert status["counts"]["ready"] == 2 and status["engine"] == "mock"
+        assert member.delete("/node-pools/cpu").json()["state"] == "deleting"
+        while time.monotonic() < deadline and state != "deleted":
+            time.sleep(0.5)
+            state = member.get(f"/node-pools/{pool.json()['id']}").json()["state"]
+        assert state == "deleted"
+        admin.close()
+        member.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
+def test_tls_needs_both_files_and_the_api(tmp_path: Path) -> None:
+    cert, _ = self_signed(tmp_path)
+    env = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "home")}
+    env.pop("ANYCLOUD_DATABASE_URL", None)
+    for args, says in ((["--api-listen", "127.0.0.1:0", "--tls-cert", str(cert)],
+                        "--tls-key (none): give both --tls-cert and --tls-key"),
+                       (["--tls-cert", str(cert), "--tls-key", str(cert)],
+                        "is for --api-listen"),
+                       (["--api-listen", "nowhere"], "--api-listen 'nowhere': must be "
+                        "HOST:PORT")):
+        done = subprocess.run([ANYCLOUD, "serve", "--simulate", *args], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
