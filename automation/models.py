@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, field_serializer
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 
@@ -51,10 +51,12 @@ class WorkloadState(StrEnum):
 # their snake_case field names (constructors, ``model_validate(row)`` from ledger rows,
 # attribute access); ``model_dump`` / ``model_dump(mode="json")`` give ``entryIp``, not
 # ``entry_ip``. Every model the CLI prints derives from ``CamelModel`` or uses this config.
+# They also read their own camelCase JSON back (remote mode reads the API's answers).
 CAMEL_JSON = ConfigDict(
-    alias_generator=AliasGenerator(serialization_alias=to_camel),
+    alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
     serialize_by_alias=True,
     validate_by_name=True,
+    validate_by_alias=True,
     defer_build=True,
 )
 
@@ -303,3 +305,25 @@ class IssuedToken(ApiToken):
     """``token create``'s answer: the only time the token is shown."""
 
     token: str
+
+
+class NewNodePool(CamelRequest):
+    """``POST /v1/node-pools`` (``node-pool create``'s options)."""
+
+    name: str
+    cluster: str | None = None  # id or name; default: the only registered cluster
+    credentials: str
+    region: str
+    zone: str | None = None
+    vm_type: str
+    min_vms: int
+    max_vms: int
+
+
+class NewToken(CamelRequest):
+    """``POST /v1/tokens`` (``token create``'s options; never --bootstrap)."""
+
+    name: str
+    role: str
+    pool: str | None = None  # for role agent: NAMESPACE/NAME
+    expires_in_seconds: int | None = Field(default=None, gt=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def time_command(args: Sequence[str], runs: int, env: dict[str, str] | None = None,
@@ -39,3 +39,14 @@ def ms(seconds: float) -> str:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
+
+
+def latency(call: Callable[[], object], n: int) -> tuple[float, float]:
+    """Median and p99 seconds of ``n`` calls, one after another."""
+    took = []
+    for _ in range(n):
+        began = time.perf_counter()
+        call()
+        took.append(time.perf_counter() - began)
+    took.sort()
+    return statistics.median(took), took[min(n - 1, int(n * 0.99))]

@@ -19,33 +19,20 @@ Ledger: a SQLite file in a temporary directory, or ``BENCH_DATABASE_URL``.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli
-from benchmarks._table import median, print_table
+from benchmarks._table import latency, median, print_table
 
 MARKS = ()
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "300"))
 POOL = "default/cpu"
-
-
-def _timed(call: Callable[[], object], n: int) -> tuple[float, float]:
-    """Median and p99 seconds of ``n`` calls."""
-    took = []
-    for _ in range(n):
-        began = time.perf_counter()
-        call()
-        took.append(time.perf_counter() - began)
-    took.sort()
-    return statistics.median(took), took[min(n - 1, int(n * 0.99))]
 
 
 def main() -> None:
@@ -92,7 +79,7 @@ def main() -> None:
         try:
             for _ in range(RUNS):
                 for name, call in cases:
-                    kinds.setdefault(name, []).append(_timed(call, REQUESTS))
+                    kinds.setdefault(name, []).append(latency(call, REQUESTS))
         finally:
             authed.close()
             anonymous.close()

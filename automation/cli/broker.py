@@ -40,7 +40,7 @@ def broker(ctx: click.Context, listen: str, heartbeat_timeout: str, give_up_afte
         from automation.errors import InvalidInput
 
         raise InvalidInput("--heartbeat-timeout", heartbeat_timeout, "must be above 0s")
-    app = create_app(Registry(ledger_from(ctx)), heartbeat_timeout=timeout,
+    app = create_app(Registry(ledger_from(ctx, local=True)), heartbeat_timeout=timeout,
                      give_up_after=give_up,
                      expire_every=max(0.5, min(5.0, timeout.total_seconds() / 3)))
 

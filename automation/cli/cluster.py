@@ -72,7 +72,9 @@ def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str 
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List registered clusters."""
-    items = _svc().list_clusters(app_from(ctx))
+    from automation.cli.backend import backend_from
+
+    items = backend_from(ctx).list_clusters()
     if as_json:
         print_json(items)
         return
@@ -87,7 +89,9 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Show one cluster record."""
-    _show(_svc().get_cluster(app_from(ctx), ref), as_json)
+    from automation.cli.backend import backend_from
+
+    _show(backend_from(ctx).get_cluster(ref), as_json)
 
 
 @cluster.command()

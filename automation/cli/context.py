@@ -9,12 +9,37 @@ import click
 
 if TYPE_CHECKING:
     from automation.app import App
+    from automation.client.config import Endpoint
     from automation.ledger.db import Ledger
     from automation.provisioners.provisioner_set import ProvisionerSet
 
 
-def ledger_from(ctx: click.Context) -> Ledger:
+def endpoint_from(ctx: click.Context) -> Endpoint:
+    """Embedded or remote mode, and the remote settings (automation.client.config)."""
     root = ctx.find_root()
+    if "endpoint" not in root.obj:
+        from automation.client.config import resolve
+
+        root.obj["endpoint"] = resolve(root.obj.get("api"))
+    found: Endpoint = root.obj["endpoint"]
+    return found
+
+
+def ledger_from(ctx: click.Context, *, local: bool = False) -> Ledger:
+    """The local ledger. In remote mode a command that has no API route yet is refused
+    (nothing is written to a ledger the user did not mean); ``local``: a command that runs
+    on the control plane's own host (serve, broker, operator, token create --bootstrap)."""
+    root = ctx.find_root()
+    if not local and endpoint_from(ctx).url is not None:
+        from automation.errors import AnycloudError
+
+        command = ctx.command_path.removeprefix(root.info_name or "").strip()
+        raise AnycloudError(
+            f"`{command}` is not served by the API yet: in remote mode "
+            f"({endpoint_from(ctx).url}) it would act on this machine's own ledger. Run it "
+            "where the control plane runs, or switch back: anycloud api use local",
+            code="UNIMPLEMENTED", field="mode", value="remote",
+            rule="in remote mode a command goes through the API")
     if "ledger" not in root.obj:
         from automation.ledger import open_ledger
         from automation.settings import Settings
@@ -24,14 +49,14 @@ def ledger_from(ctx: click.Context) -> Ledger:
     return ledger
 
 
-def app_from(ctx: click.Context) -> App:
+def app_from(ctx: click.Context, *, local: bool = False) -> App:
     root = ctx.find_root()
     if "app" not in root.obj:
         from automation.app import App
         from automation.settings import Settings
 
         home = Settings.from_env(root.obj.get("home")).home
-        root.obj["app"] = App(ledger=ledger_from(ctx), home=home)
+        root.obj["app"] = App(ledger=ledger_from(ctx, local=local), home=home)
     app: App = root.obj["app"]
     return app
 

@@ -59,7 +59,9 @@ def new(ctx: click.Context, name: str, provider: str, as_json: bool, **options: 
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List credentials."""
-    items = _svc().list_credentials(app_from(ctx))
+    from automation.cli.backend import backend_from
+
+    items = backend_from(ctx).list_credentials()
     if as_json:
         print_json(items)
     else:

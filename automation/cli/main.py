@@ -35,6 +35,8 @@ _COMMANDS = {
     "project": "automation.cli.org:project",
     "sudo": "automation.cli.sudo:sudo",
     "token": "automation.cli.token:token",
+    "api": "automation.cli.remote:api",
+    "login": "automation.cli.remote:login",
 }
 
 class _Boundary(LazyGroup):
@@ -86,8 +88,13 @@ def _usage_error_as_json(exc: click.exceptions.UsageError) -> NoReturn:
     "--home", envvar="ANYCLOUD_HOME", type=InputPath(file_okay=False),
     help="State directory (default ~/.anycloud; env ANYCLOUD_HOME).",
 )
+@click.option(
+    "--api", metavar="URL|local",
+    help="This command only: the control plane's API (remote mode), or local (embedded); "
+         "default: ANYCLOUD_API_URL, else what `anycloud api use` chose, else local.",
+)
 @click.pass_context
-def cli(ctx: click.Context, home: str | None) -> None:
+def cli(ctx: click.Context, home: str | None, api: str | None) -> None:
     """Pools of compute on any cloud, joined to one K3s cluster."""
-    ctx.obj = {"home": home}
+    ctx.obj = {"home": home, "api": api}
 

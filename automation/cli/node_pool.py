@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from automation.cli.context import app_from, ledger_from
 from automation.cli.lazy import LazyGroup
 from automation.cli.output import (
     handle_errors,
@@ -46,23 +45,25 @@ def node_pool() -> None:
 def create(ctx: click.Context, name: str, cluster: str | None, credentials: str, region: str,
            zone: str | None, vm_type: str, min_vms: int, max_vms: int, as_json: bool) -> None:
     """Store the intent for a new node pool; the reconciler provisions it."""
-    from automation.services import cost, node_pools, pool_status
+    from automation.cli.backend import backend_from
+    from automation.models import NewNodePool
+    from automation.services.cost import describe
 
-    made = node_pools.create_node_pool_reported(app_from(ctx), node_pools.CreateNodePool(
+    work = backend_from(ctx)
+    made = work.create_node_pool(NewNodePool(
         name=name, cluster=cluster, credentials=credentials, region=region, zone=zone,
-        vm_type=vm_type, min_vms=min_vms, max_vms=max_vms,
-    ))
+        vm_type=vm_type, min_vms=min_vms, max_vms=max_vms))
     for warning in made.warnings:
         info(f"warning: {warning}")
     if made.zone_chosen:
         info(f"zone {made.zone} chosen: the first zone of {made.region} that offers "
              f"{made.vm_type} (pass --zone to pick another)")
-    info(f"estimated cost: {cost.describe(made.cost)}")
+    info(f"estimated cost: {describe(made.cost)}")
     if as_json:
         print_json(made)
     else:
         info(f"node pool {made.name} ({made.id}) created; the reconciler provisions it")
-        _show(pool_status.node_pool_status(ledger_from(ctx), made.id))
+        _show(work.node_pool_status(made.id, ingress=False))
 
 
 @node_pool.command("list")
@@ -72,9 +73,9 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
 @click.pass_context
 def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
     """List node pools."""
-    from automation.services import pool_status
+    from automation.cli.backend import backend_from
 
-    items = pool_status.list_node_pools(ledger_from(ctx), cluster)
+    items = backend_from(ctx).list_node_pools(cluster)
     if as_json:
         print_json(items)
         return
@@ -148,9 +149,9 @@ def _ingress_lines(p: NodePoolStatus) -> list[tuple[str, str]]:
 @click.pass_context
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Lifecycle state, last error, VM counts and (Service pools) the ingress release."""
-    from automation.services.ingress_status import pool_status_with_ingress
+    from automation.cli.backend import backend_from
 
-    p = pool_status_with_ingress(ledger_from(ctx), ref)
+    p = backend_from(ctx).node_pool_status(ref)
     if as_json:
         print_json(p)
     else:
@@ -164,9 +165,9 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Delete a node pool (refused while work targets it). Aliases: terminate, rm."""
-    from automation.services import node_pools
+    from automation.cli.backend import backend_from
 
-    pool = node_pools.delete_node_pool(app_from(ctx), ref)
+    pool = backend_from(ctx).delete_node_pool(ref)
     if as_json:
         print_json(pool)
     else:

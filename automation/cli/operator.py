@@ -50,7 +50,7 @@ def operator(ctx: click.Context, config_path: Path | None, kubeconfig: Path | No
         else:
             info(line)
 
-    op = assemble(config, ledger_from(ctx), kubeconfig=kubeconfig, context=context,
+    op = assemble(config, ledger_from(ctx, local=True), kubeconfig=kubeconfig, context=context,
                   interval=interval, log=log)
     where = context or config.context() or "the current context"
     if as_json:

@@ -64,7 +64,7 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
             label = " [mock engine]" if data.get("engine") == "mock" else ""
             info(f"[{kind}]{label} {message}")
 
-    app = app_from(ctx)
+    app = app_from(ctx, local=True)
     world = None
     if simulate:
         from automation.simulators.ports import simulated_ports
@@ -188,25 +188,46 @@ def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | N
 @_simulate
 @_concurrency
 @_per_credential
+@click.option("--no-control-loop", "no_loop", is_flag=True,
+              help="Serve only what --api-listen, --broker-listen and --operator-config ask "
+                   "for: the control loop runs in another process over the same ledger.")
 @json_option
 @handle_errors
 @click.pass_context
 def serve(ctx: click.Context, interval: float, speed: float, operator_config: Path | None,
           broker_listen: str | None, api_listen: str | None, tls_cert: Path | None,
           tls_key: Path | None, engine: str | None, simulate: bool,
-          concurrency: int | None, per_credential: int | None, as_json: bool) -> None:
+          concurrency: int | None, per_credential: int | None, no_loop: bool,
+          as_json: bool) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds (and,
-    when asked, the AgentPool operator and the agent broker beside it)."""
+    when asked, the API, the AgentPool operator and the agent broker beside it)."""
     gc_mode.long_running()
     configured_provisioner_set()  # a bad set fails now (exit 2), not at its first use
-    reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
-    beside = _api(reconciler.app, api_listen, tls_cert, tls_key)
-    beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     stop = {"now": False}
 
     def _stop(*_: object) -> None:
         stop["now"] = True
 
+    if no_loop:
+        if not (api_listen or broker_listen or operator_config):
+            from automation.errors import InvalidInput
+
+            raise InvalidInput("--no-control-loop", True, "needs something to serve: "
+                               "--api-listen, --broker-listen or --operator-config")
+        app = app_from(ctx, local=True)
+        beside = _api(app, api_listen, tls_cert, tls_key)
+        beside += _agent_pools(ctx, operator_config, broker_listen, app.ledger)
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        info("no control loop in this process (--no-control-loop); SIGTERM to stop")
+        while not stop["now"]:
+            time.sleep(0.2)
+        for part in reversed(beside):
+            part.stop()
+        return
+    reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
+    beside = _api(reconciler.app, api_listen, tls_cert, tls_key)
+    beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}) with the "

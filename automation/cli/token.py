@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automation.cli.context import app_from
 from automation.cli.output import handle_errors, info, json_option, print_json, print_table
-
-
-def _local_user() -> str:
-    from automation.provisioners.superusers import current_user
-
-    return f"local:{current_user()[0]}"
 
 
 @click.group()
@@ -38,11 +31,12 @@ def token_create(ctx: click.Context, name: str, role: str, pool: str | None,
     from datetime import timedelta
 
     from automation.agentpools.config import parse_duration
-    from automation.services.tokens import create_token
+    from automation.cli.backend import Embedded, backend_from
 
     expires_in = timedelta(seconds=parse_duration(expires, "--expires")) if expires else None
-    made = create_token(app_from(ctx), name, role, by=_local_user(), expires_in=expires_in,
-                        pool=pool, bootstrap=bootstrap)
+    # --bootstrap is the server host's own step: always its local ledger.
+    work = Embedded(ctx, local=True) if bootstrap else backend_from(ctx)
+    made = work.create_token(name, role, pool, expires_in, bootstrap)
     if as_json:
         print_json(made)
         return
@@ -59,9 +53,9 @@ def token_create(ctx: click.Context, name: str, role: str, pool: str | None,
 @click.pass_context
 def token_list(ctx: click.Context, include_revoked: bool, as_json: bool) -> None:
     """Tokens (never the tokens themselves: their first characters, role and state)."""
-    from automation.services.tokens import list_tokens
+    from automation.cli.backend import backend_from
 
-    found = list_tokens(app_from(ctx), include_revoked=include_revoked)
+    found = backend_from(ctx).list_tokens(include_revoked)
     if as_json:
         print_json(found)
         return
@@ -78,7 +72,7 @@ def token_list(ctx: click.Context, include_revoked: bool, as_json: bool) -> None
 @click.pass_context
 def token_revoke(ctx: click.Context, name: str, as_json: bool) -> None:
     """Revoke a token (by name or id): every request with it is refused from now on."""
-    from automation.services.tokens import revoke_token
+    from automation.cli.backend import backend_from
 
-    done = revoke_token(app_from(ctx), name, by=_local_user())
+    done = backend_from(ctx).revoke_token(name)
     print_json(done) if as_json else click.echo(f"token {done.name} revoked")

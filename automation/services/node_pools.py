@@ -21,6 +21,7 @@ from automation.ledger.records import find_live, record_event
 from automation.models import (
     LIVE_POOL_STATES,
     ClusterState,
+    NewNodePool,
     NodePool,
     NodePoolCreated,
     PoolState,
@@ -129,12 +130,14 @@ def create_warnings(app: App, pool: NodePool) -> list[str]:
     return pool_warnings(app, pool.id)
 
 
-def create_node_pool_reported(app: App, req: CreateNodePool) -> NodePoolCreated:
+def create_node_pool_reported(app: App, req: NewNodePool) -> NodePoolCreated:
     """Create, then what the CLI and the API answer: the pool, whether its zone was chosen
     for the user, the warnings, and the cost estimate at ``max_vms``."""
     from automation.services.cost import pool_rate
 
-    pool = create_node_pool(app, req)
+    pool = create_node_pool(app, CreateNodePool(
+        name=req.name, cluster=req.cluster, credentials=req.credentials, region=req.region,
+        zone=req.zone, vm_type=req.vm_type, min_vms=req.min_vms, max_vms=req.max_vms))
     estimate = pool_rate(pool.provider, pool.vm_type, pool.region, pool.max_vms,
                          ledger=app.ledger)
     chosen = req.zone is None and pool.zone is not None

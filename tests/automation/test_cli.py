@@ -17,6 +17,7 @@ import pytest
 
 from automation.devcluster.control_plane import ControlPlane, kubeconfig_document
 from tests.automation.conftest import DEMO_CA, ok_json
+from tests.imports import modules_loaded_by
 
 ANYCLOUD = Path(sys.executable).with_name("anycloud")
 
@@ -134,20 +135,10 @@ def test_installed_command_in_a_subprocess(tmp_path: Path) -> None:
 GUARDED = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_kubernetes", "kubernetes",
            "pulumi")
 
-_PROBE = """
-import json, sys
-from automation.cli import cli
-try:
-    cli(sys.argv[1:], standalone_mode=False)
-except SystemExit:
-    pass
-print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)
-"""
-
-
 @pytest.mark.parametrize("args", [["node-pool", "list", "--json"], ["--help"],
                                   ["node-pool", "status", "x", "--json"]])
 def test_start_up_paths_import_no_provider_sdk(tmp_path: Path, args: list[str]) -> None:
-    result = _subprocess([sys.executable, "-c", _PROBE, *args], tmp_path / "home")
-    loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
+    # ANYCLOUD_DATABASE_URL empty: the default ledger under the home.
+    loaded, _ = modules_loaded_by(args, {"ANYCLOUD_HOME": str(tmp_path / "home"),
+                                         "ANYCLOUD_DATABASE_URL": ""})
     assert not loaded & set(GUARDED), loaded & set(GUARDED)

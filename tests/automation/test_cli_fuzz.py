@@ -62,6 +62,7 @@ RUNTIME_FAILURES = {
     "cluster refresh": "reads the cluster: the seeded one is unreachable (connection refused)",
     "cluster register": "without --offline it reads the cluster, unreachable here",
     "cluster preview": "the add-on preview reads the cluster: unreachable (CLUSTER_UNAVAILABLE)",
+    "api use": "checks that the URL answers: no fuzzed URL does (UNAVAILABLE)",
 }
 
 HOSTILE = [
@@ -114,7 +115,9 @@ def _env(root: Path) -> dict[str, str | None]:
             "ANYCLOUD_DATABASE_URL": f"sqlite:///{root / 'ledger.db'}",
             "ANYCLOUD_ENGINE": "mock", "ANYCLOUD_CONFIG": None,
             "ANYCLOUD_PROVISIONERS": None, "ANYCLOUD_DEFAULT_PROVISIONER": None,
-            "ANYCLOUD_CONCURRENCY": None, "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL": None}
+            "ANYCLOUD_CONCURRENCY": None, "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL": None,
+            "ANYCLOUD_CLI_CONFIG": str(root / "home" / "cli.json"), "ANYCLOUD_API_URL": None,
+            "ANYCLOUD_TOKEN": None}
 
 
 def rows(root: Path) -> dict[str, list[Any]]:

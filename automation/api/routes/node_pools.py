@@ -8,23 +8,12 @@ from fastapi import APIRouter, Query, Request
 
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
 from automation.api.security import PREFIX, Member, Reader
-from automation.models import CamelRequest, NodePool, NodePoolCreated, NodePoolStatus
+from automation.models import NewNodePool, NodePool, NodePoolCreated, NodePoolStatus
 from automation.services import node_pools
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_status import list_node_pools
 
 router = APIRouter(prefix=PREFIX, tags=["node pools"])
-
-
-class NewNodePool(CamelRequest):
-    name: str
-    cluster: str | None = None  # id or name; default: the only registered cluster
-    credentials: str
-    region: str
-    zone: str | None = None
-    vm_type: str
-    min_vms: int
-    max_vms: int
 
 
 class NodePoolPage(Page[NodePoolStatus]):
@@ -34,10 +23,7 @@ class NodePoolPage(Page[NodePoolStatus]):
 @router.post("/node-pools", status_code=201)
 def create_node_pool(request: Request, body: NewNodePool, _: Member) -> NodePoolCreated:
     """Store the intent; the control loop provisions the pool."""
-    return node_pools.create_node_pool_reported(request.app.state.ctx, node_pools.CreateNodePool(
-        name=body.name, cluster=body.cluster, credentials=body.credentials,
-        region=body.region, zone=body.zone, vm_type=body.vm_type, min_vms=body.min_vms,
-        max_vms=body.max_vms))
+    return node_pools.create_node_pool_reported(request.app.state.ctx, body)
 
 
 @router.get("/node-pools")

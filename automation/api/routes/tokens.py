@@ -7,20 +7,12 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import Field
 
 from automation.api.security import PREFIX, Admin
-from automation.models import ApiToken, CamelRequest, IssuedToken
+from automation.models import ApiToken, IssuedToken, NewToken
 from automation.services import tokens
 
 router = APIRouter(prefix=PREFIX, tags=["tokens"])
-
-
-class NewToken(CamelRequest):
-    name: str
-    role: str
-    pool: str | None = None  # for role agent: NAMESPACE/NAME
-    expires_in_seconds: int | None = Field(default=None, gt=0)
 
 
 @router.get("/tokens")

@@ -23,6 +23,7 @@ from automation.cli import cli
 from automation.errors import InvalidInput
 from automation.ledger import open_ledger
 from tests.automation.agentpools.tokens import agent_token, member_token
+from tests.imports import modules_loaded_by
 
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 POOL = "default/cpu"
@@ -314,21 +315,8 @@ def test_pool_names_take_the_pods_namespace(monkeypatch: pytest.MonkeyPatch) -> 
     assert qualified_pool("ops/cpu", "ml") == "ops/cpu"
 
 
-_PROBE = """
-import json, sys
-from automation.cli import cli
-try:
-    cli(sys.argv[1:], standalone_mode=False)
-except SystemExit:
-    pass
-print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)
-"""
-
-
 @pytest.mark.parametrize("args", [["--help"], ["broker", "--help"], ["agent", "--help"],
                                   ["session", "run", "--help"]])
 def test_start_up_imports_no_web_stack(tmp_path: Path, args: list[str]) -> None:
-    res = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True,
-                         text=True, timeout=60, env=dict(os.environ, ANYCLOUD_HOME=str(tmp_path)))
-    loaded = set(json.loads(res.stderr.strip().splitlines()[-1]))
+    loaded, _ = modules_loaded_by(args, {"ANYCLOUD_HOME": str(tmp_path)})
     assert not loaded & {"fastapi", "uvicorn", "starlette", "httpx2", "sqlalchemy"}

@@ -52,7 +52,8 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_the_node_pool_story_over_https(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", ["one process", "api and control loop apart"])
+def test_the_node_pool_story_over_https(tmp_path: Path, processes: str) -> None:
     home = tmp_path / "home"
     env = {**os.environ, "ANYCLOUD_HOME": str(home)}
     env.pop("ANYCLOUD_DATABASE_URL", None)
@@ -63,10 +64,15 @@ def test_the_node_pool_story_over_https(tmp_path: Path) -> None:
                                                               {"profile": "team"}))
     ledger.dispose()
     cert, key = self_signed(tmp_path)
-    proc = subprocess.Popen([ANYCLOUD, "serve", "--simulate", "--interval", "0.2", "--speed",
-                             "300", "--api-listen", "127.0.0.1:0", "--tls-cert", str(cert),
-                             "--tls-key", str(key)], env=env, stdout=subprocess.DEVNULL,
+    loop = ["--simulate", "--interval", "0.2", "--speed", "300"]
+    serving = ["--api-listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)]
+    apart = processes != "one process"
+    # Apart: the API in a process of its own, the control loop in another, one ledger.
+    proc = subprocess.Popen([ANYCLOUD, "serve", *(["--no-control-loop"] if apart else loop),
+                             *serving], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
+    loop_proc = subprocess.Popen([ANYCLOUD, "serve", *loop], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL) if apart else None
     try:
         assert proc.stderr is not None
         url = None
@@ -112,6 +118,9 @@ def test_the_node_pool_story_over_https(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
+        if loop_proc is not None:
+            loop_proc.send_signal(signal.SIGTERM)
+            assert loop_proc.wait(timeout=60) == 0
     assert proc.returncode == 0, err[-2000:]
 
 
@@ -124,7 +133,8 @@ def test_tls_needs_both_files_and_the_api(tmp_path: Path) -> None:
                        (["--tls-cert", str(cert), "--tls-key", str(cert)],
                         "is for --api-listen"),
                        (["--api-listen", "nowhere"], "--api-listen 'nowhere': must be "
-                        "HOST:PORT")):
+                        "HOST:PORT"),
+                       (["--no-control-loop"], "needs something to serve")):
         done = subprocess.run([ANYCLOUD, "serve", "--simulate", *args], env=env,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and says in done.stderr, done.stderr

@@ -1,0 +1,218 @@
+"""Where a command's work is done: the services over the local ledger (embedded mode, the
+default) or a control plane's API (remote mode: ``anycloud api use URL``). Both answer with
+the same models and raise the same errors, so a command prints the same ``--json`` and exits
+with the same code in both modes. Remote mode imports neither the services nor SQLAlchemy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from automation.client.http import ApiClient
+    from automation.models import (
+        ApiToken,
+        Cluster,
+        Credential,
+        IssuedToken,
+        NewNodePool,
+        NodePool,
+        NodePoolCreated,
+        NodePoolStatus,
+    )
+
+PAGE = 1000  # the largest page the API gives: fewest round trips for a full list
+
+
+class Embedded:
+    """``local``: the control plane's own ledger even in remote mode (``--bootstrap``)."""
+
+    def __init__(self, ctx: click.Context, *, local: bool = False) -> None:
+        self.ctx = ctx
+        self.local = local
+
+    def _app(self) -> Any:
+        from automation.cli.context import app_from
+
+        return app_from(self.ctx, local=self.local)
+
+    def _ledger(self) -> Any:
+        from automation.cli.context import ledger_from
+
+        return ledger_from(self.ctx, local=self.local)
+
+    def create_node_pool(self, body: NewNodePool) -> NodePoolCreated:
+        from automation.services.node_pools import create_node_pool_reported
+
+        return create_node_pool_reported(self._app(), body)
+
+    def list_node_pools(self, cluster: str | None) -> list[NodePoolStatus]:
+        from automation.services.pool_status import list_node_pools
+
+        return list_node_pools(self._ledger(), cluster)
+
+    def node_pool_status(self, ref: str, *, ingress: bool = True) -> NodePoolStatus:
+        from automation.services import ingress_status, pool_status
+
+        if ingress:
+            return ingress_status.pool_status_with_ingress(self._ledger(), ref)
+        return pool_status.node_pool_status(self._ledger(), ref)
+
+    def delete_node_pool(self, ref: str) -> NodePool:
+        from automation.services.node_pools import delete_node_pool
+
+        return delete_node_pool(self._app(), ref)
+
+    def create_token(self, name: str, role: str, pool: str | None,
+                     expires_in: timedelta | None, bootstrap: bool) -> IssuedToken:
+        from automation.services.tokens import create_token
+
+        return create_token(self._app(), name, role, by=_local_user(), expires_in=expires_in,
+                            pool=pool, bootstrap=bootstrap)
+
+    def list_tokens(self, include_revoked: bool) -> list[ApiToken]:
+        from automation.services.tokens import list_tokens
+
+        return list_tokens(self._app(), include_revoked=include_revoked)
+
+    def revoke_token(self, name: str) -> ApiToken:
+        from automation.services.tokens import revoke_token
+
+        return revoke_token(self._app(), name, by=_local_user())
+
+    def list_clusters(self) -> list[Cluster]:
+        from automation.services.clusters import list_clusters
+
+        return list_clusters(self._app())
+
+    def get_cluster(self, ref: str) -> Cluster:
+        from automation.services.clusters import get_cluster
+
+        return get_cluster(self._app(), ref)
+
+    def list_credentials(self) -> list[Credential]:
+        from automation.services.credentials import list_credentials
+
+        return list_credentials(self._app())
+
+
+class Remote:
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+
+    def create_node_pool(self, body: NewNodePool) -> NodePoolCreated:
+        from automation.client.http import dump
+        from automation.models import NodePoolCreated
+
+        return self.client.call("POST", "/node-pools", NodePoolCreated, json=dump(body))
+
+    def list_node_pools(self, cluster: str | None) -> list[NodePoolStatus]:
+        from automation.models import NodePoolStatus
+
+        items: list[NodePoolStatus] = []
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"pageSize": PAGE}
+            if cluster is not None:
+                params["cluster"] = cluster
+            if token:
+                params["pageToken"] = token
+            page: dict[str, Any] = self.client.call("GET", "/node-pools", dict, params=params)
+            items += [NodePoolStatus.model_validate(i) for i in page["items"]]
+            token = page.get("nextPageToken")
+            if not token:
+                return items
+
+    def node_pool_status(self, ref: str, *, ingress: bool = True) -> NodePoolStatus:
+        from automation.models import NodePoolStatus
+
+        return self.client.call("GET", f"/node-pools/{_segment(ref)}", NodePoolStatus)
+
+    def delete_node_pool(self, ref: str) -> NodePool:
+        from automation.models import NodePool
+
+        return self.client.call("DELETE", f"/node-pools/{_segment(ref)}", NodePool)
+
+    def create_token(self, name: str, role: str, pool: str | None,
+                     expires_in: timedelta | None, bootstrap: bool) -> IssuedToken:
+        from automation.client.http import dump
+        from automation.models import IssuedToken, NewToken
+
+        if bootstrap:
+            from automation.errors import InvalidInput
+
+            raise InvalidInput("--bootstrap", True, "writes the control plane's own ledger: "
+                               "run it on the server's host in embedded mode "
+                               "(anycloud --api local token create ... --bootstrap)")
+        seconds = int(expires_in.total_seconds()) if expires_in else None
+        body = NewToken(name=name, role=role, pool=pool, expires_in_seconds=seconds)
+        return self.client.call("POST", "/tokens", IssuedToken, json=dump(body))
+
+    def list_tokens(self, include_revoked: bool) -> list[ApiToken]:
+        from automation.models import ApiToken
+
+        return self.client.call("GET", "/tokens", list[ApiToken],
+                                params={"all": "true"} if include_revoked else None)
+
+    def revoke_token(self, name: str) -> ApiToken:
+        from automation.models import ApiToken
+
+        return self.client.call("DELETE", f"/tokens/{_segment(name)}", ApiToken)
+
+    def list_clusters(self) -> list[Cluster]:
+        from automation.models import Cluster
+
+        return self.client.call("GET", "/clusters", list[Cluster])
+
+    def get_cluster(self, ref: str) -> Cluster:
+        from automation.models import Cluster
+
+        return self.client.call("GET", f"/clusters/{_segment(ref)}", Cluster)
+
+    def list_credentials(self) -> list[Credential]:
+        from automation.models import Credential
+
+        return self.client.call("GET", "/credentials", list[Credential])
+
+
+Backend = Embedded | Remote
+
+
+def backend_from(ctx: click.Context) -> Backend:
+    root = ctx.find_root()
+    if "backend" not in root.obj:
+        from automation.cli.context import endpoint_from
+
+        endpoint = endpoint_from(ctx)
+        if endpoint.url is None:
+            root.obj["backend"] = Embedded(ctx)
+        else:
+            root.obj["backend"] = Remote(api_client(endpoint))
+    found: Backend = root.obj["backend"]
+    return found
+
+
+def api_client(endpoint: Any) -> ApiClient:
+    from automation.client.config import TOKEN_ENV
+    from automation.client.http import ApiClient
+    from automation.errors import Unauthenticated
+
+    if not endpoint.token:
+        raise Unauthenticated(f"no token for {endpoint.url}: run anycloud login (or set "
+                              f"{TOKEN_ENV})", field="token",
+                              rule="remote mode sends an API token (anycloud token create)")
+    return ApiClient(endpoint.url, endpoint.token, ca_file=endpoint.ca_file)
+
+
+def _segment(ref: str) -> str:
+    from urllib.parse import quote
+
+    return quote(ref, safe="")
+
+
+def _local_user() -> str:
+    from automation.provisioners.superusers import current_user
+
+    return f"local:{current_user()[0]}"

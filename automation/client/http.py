@@ -1,0 +1,103 @@
+"""The API as Python calls: the same models the services return, and the same errors (code,
+field, value, rule and exit code) the CLI would have raised in embedded mode, rebuilt from
+the server's problem+json."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeVar
+
+import httpx2
+from pydantic import BaseModel, TypeAdapter
+
+from automation import __version__
+from automation.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AnycloudError, InvalidInput
+
+T = TypeVar("T")
+CLIENT_VERSION_HEADER = "Anycloud-Client-Version"
+SERVER_VERSION_HEADER = "Anycloud-Version"
+RETRIES = 3  # for GETs only (safe): a refused connection or a 502/503/504
+
+
+class RemoteError(AnycloudError):
+    """A refusal or failure the server answered, as the CLI reports it."""
+
+    def __init__(self, message: str, *, status: int, code: str, field: str | None = None,
+                 value: Any = None, rule: str | None = None) -> None:
+        super().__init__(message, code=code, field=field, value=value, rule=rule)
+        self.status = status
+        self.exit_code = EXIT_BAD_INPUT if 400 <= status < 500 else EXIT_FAILURE
+
+
+class ApiClient:
+    def __init__(self, base_url: str, token: str | None, *, ca_file: str | None = None,
+                 timeout: float = 30.0) -> None:
+        import ssl
+
+        self.base_url = base_url.rstrip("/")
+        headers = {CLIENT_VERSION_HEADER: __version__}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        verify: Any = True
+        if ca_file:
+            try:
+                verify = ssl.create_default_context(cafile=ca_file)
+            except (ssl.SSLError, OSError, ValueError) as exc:
+                raise InvalidInput("caFile", ca_file, f"must be a readable PEM CA certificate "
+                                   f"({exc})") from None
+        self._http = httpx2.Client(base_url=self.base_url + "/v1", headers=headers,
+                                   timeout=timeout, verify=verify)
+        self.server_version: str | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def call(self, method: str, path: str, answer: type[T] | Any, *,
+             json: Any = None, params: dict[str, Any] | None = None) -> T:
+        """``answer``: the model (or type, e.g. ``list[Cluster]``) the body is read as."""
+        resp = self._send(method, path, json=json, params=params)
+        adapter: TypeAdapter[T] = TypeAdapter(answer)
+        return adapter.validate_python(resp.json())
+
+    def _send(self, method: str, path: str, **kw: Any) -> httpx2.Response:
+        tries = RETRIES if method == "GET" else 1
+        for attempt in range(1, tries + 1):
+            try:
+                resp = self._http.request(method, path, **kw)
+            except httpx2.TransportError as exc:
+                if attempt < tries:
+                    time.sleep(0.2 * 2 ** attempt)
+                    continue
+                raise AnycloudError(f"cannot reach the API at {self.base_url}: "
+                                    f"{type(exc).__name__}: {exc}", code="UNAVAILABLE") from exc
+            self.server_version = resp.headers.get(SERVER_VERSION_HEADER, self.server_version)
+            if resp.status_code in (502, 503, 504) and attempt < tries:
+                time.sleep(float(resp.headers.get("Retry-After", "0.5")))
+                continue
+            if resp.status_code >= 400:
+                raise self._error(method, path, resp)
+            return resp
+        raise AssertionError("unreachable")
+
+    def _error(self, method: str, path: str, resp: httpx2.Response) -> AnycloudError:
+        try:
+            problem = resp.json()
+        except ValueError:
+            problem = None
+        if not isinstance(problem, dict) or "code" not in problem:
+            if resp.status_code in (404, 405):  # a route this server does not have
+                return RemoteError(
+                    f"the server at {self.base_url} (version {self.server_version or '?'}) "
+                    f"has no {method} /v1{path}; this client is version {__version__}",
+                    status=resp.status_code, code="UNIMPLEMENTED")
+            return RemoteError(f"the API at {self.base_url} answered HTTP {resp.status_code}",
+                               status=resp.status_code, code="UNAVAILABLE")
+        return RemoteError(str(problem.get("detail") or problem.get("title")),
+                           status=resp.status_code, code=str(problem["code"]),
+                           field=problem.get("field"), value=problem.get("value"),
+                           rule=problem.get("rule"))
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """A request body: camelCase, as the API reads it."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)

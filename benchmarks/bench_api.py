@@ -1,0 +1,145 @@
+"""The hosted API with 1,000 pools (issue 20, "Measure"), on loopback:
+
+1. ``GET /v1/node-pools?pageSize=1000`` and one pool's ``GET /v1/node-pools/{id}``: p50/p99
+   latency, beside the same service call in-process in the same run (the baseline; goal:
+   status p50 within 2x of in-process, the list of 1,000 under 100 ms p50);
+2. requests per second for that status with 1 and 4 concurrent clients;
+3. ``node-pool list --json`` as a cold process, embedded and remote, beside ``python -c pass``.
+
+The server: ``anycloud serve --no-control-loop --api-listen 127.0.0.1:0`` (one uvicorn worker
+process) over a SQLite ledger seeded with BENCH_POOLS pools of two VMs (default 1000).
+
+    .venv/bin/python benchmarks/bench_api.py [--smoke]   (BENCH_RUNS=5, BENCH_REQUESTS=200)
+
+--smoke: 3 pools, 5 requests, one cold run of each command.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _cli, bench_cli_list
+from benchmarks._table import latency, median, ms, print_table, time_command
+
+MARKS = ("slow",)
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
+ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+
+
+def _throughput(make: Callable[[], Callable[[], object]], clients: int, n: int) -> float:
+    """Requests per second with ``clients`` threads making ``n`` requests in all."""
+    each = max(1, n // clients)
+    calls = [make() for _ in range(clients)]
+    threads = [threading.Thread(target=lambda c=c: [c() for _ in range(each)]) for c in calls]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return each * clients / (time.perf_counter() - began)
+
+
+def main() -> None:
+    global RUNS, REQUESTS
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, REQUESTS = 1, 5
+        bench_cli_list.POOLS = 3
+    import httpx2
+
+    from automation.ledger import open_ledger
+    from automation.services.ingress_status import pool_status_with_ingress
+    from automation.services.pool_status import list_node_pools
+
+    pools = bench_cli_list.POOLS
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        pool = bench_cli_list.seed(home)
+        env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_CLI_CONFIG":
+               str(home / "cli.json")}
+        for name in ("ANYCLOUD_DATABASE_URL", "ANYCLOUD_API_URL", "ANYCLOUD_TOKEN"):
+            env.pop(name, None)
+        token = subprocess.run([ANYCLOUD, "token", "create", "bench", "--role", "admin",
+                                "--bootstrap"], env=env, check=True, capture_output=True,
+                               text=True).stdout.strip()
+        server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
+                                   "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.stderr is not None
+            line = server.stderr.readline()
+            url = line.split("listening on ")[1].split()[0].removesuffix("/v1")
+            headers = {"Authorization": f"Bearer {token}"}
+            client = httpx2.Client(base_url=url, headers=headers)
+            ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
+
+            def api_get(path: str, params: dict[str, object] | None = None
+                        ) -> Callable[[], object]:
+                def call() -> object:
+                    resp = client.get(path, params=params)
+                    resp.raise_for_status()
+                    return resp
+                return call
+
+            def status_client() -> Callable[[], object]:
+                own = httpx2.Client(base_url=url, headers=headers)
+                return lambda: own.get(f"/v1/node-pools/{pool}").raise_for_status()
+
+            rows = []
+            cases = [
+                (f"list {pools} in-process (baseline)", lambda: list_node_pools(ledger)),
+                (f"GET /v1/node-pools pageSize={min(pools, 1000)}",
+                 api_get("/v1/node-pools", {"pageSize": 1000})),
+                ("status in-process (baseline)",
+                 lambda: pool_status_with_ingress(ledger, pool)),
+                ("GET /v1/node-pools/{id}", api_get(f"/v1/node-pools/{pool}")),
+            ]
+            figures = {}
+            for name, call in cases:
+                call()  # warm: imports, first connection, SQLite page cache
+                figures[name] = latency(call, max(5, REQUESTS // (4 if "list" in name
+                                                                   else 1)))
+            for i in (0, 2):
+                base = figures[cases[i][0]][0]
+                for name, _ in cases[i:i + 2]:
+                    p50, p99 = figures[name]
+                    rows.append((name, f"{p50 * 1000:.1f}", f"{p99 * 1000:.1f}",
+                                 f"{p50 / base:.1f}x"))
+            print_table(f"API latency, {pools} pools, loopback, one server process (ms)",
+                        ("call", "p50", "p99", "vs in-process"), rows)
+            rates = [(f"{n} client(s)", f"{_throughput(status_client, n, REQUESTS):.0f}")
+                     for n in (1, 4)]
+            print_table("GET /v1/node-pools/{id}, requests per second", ("clients", "req/s"),
+                        rates)
+            client.close()
+            ledger.dispose()
+            remote = {**env, "ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token}
+            cold = [
+                ("python -c pass (baseline)", [sys.executable, "-c", "pass"], env),
+                ("node-pool list --json, embedded", [ANYCLOUD, "node-pool", "list", "--json"],
+                 env),
+                ("node-pool list --json, remote", [ANYCLOUD, "node-pool", "list", "--json"],
+                 remote),
+            ]
+            times = [(name, time_command(args, RUNS, e, RUNS > 1)) for name, args, e in cold]
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+    base = median(times[0][1])
+    print_table(f"cold CLI, {pools} pools, median of {RUNS} (ms)",
+                ("command", "median", "vs python -c pass"),
+                [(name, ms(median(t)), f"{median(t) / base:.1f}x") for name, t in times])
+
+
+if __name__ == "__main__":
+    main()

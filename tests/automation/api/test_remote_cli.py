@@ -1,0 +1,211 @@
+"""The CLI in both modes: the same commands, the same ``--json`` and exit codes, embedded
+(the local ledger) and remote (a real API server on loopback over that ledger); and the
+commands that choose the mode (``api use``, ``login``, ``api status``)."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from automation.api.app import create_api
+from automation.app import App
+from automation.cli import cli
+from automation.services.tokens import create_token
+from automation.serving import ServerThread
+from tests.automation.conftest import credential, ready_cluster, snapshot
+from tests.imports import modules_loaded_by
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def server(app: App) -> Iterator[tuple[str, App]]:
+    """A real server on loopback over the test's ledger (``app``: its clock and probe)."""
+    thread = ServerThread(create_api(app), "127.0.0.1:0")
+    yield thread.url, app
+    thread.stop()
+
+
+@pytest.fixture
+def env(tmp_path: Path, ledger_url: str) -> dict[str, str]:
+    return {"ANYCLOUD_HOME": str(tmp_path / "home"), "ANYCLOUD_DATABASE_URL": ledger_url,
+            "ANYCLOUD_CLI_CONFIG": str(tmp_path / "cli" / "config.json"),
+            "ANYCLOUD_API_URL": "", "ANYCLOUD_TOKEN": ""}
+
+
+def invoke(env: dict[str, str], *args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), env=env, input=stdin, catch_exceptions=False)
+
+
+def _in_mode(name: str, env: dict[str, str], server: tuple[str, App]) -> tuple[str, Run, App]:
+    url, app = server
+    kube = Path(env["ANYCLOUD_HOME"]).parent / "kubeconfig.yaml"
+    kube.write_text("apiVersion: v1\nkind: Config\n")
+    ready_cluster(app, kube)
+    credential(app)
+    run_env = dict(env)
+    if name == "remote":
+        run_env |= {"ANYCLOUD_API_URL": url,
+                    "ANYCLOUD_TOKEN": create_token(app, "ci", "admin", by="test").token}
+    return name, lambda *a: invoke(run_env, *a), app
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def mode(request: pytest.FixtureRequest, env: dict[str, str],
+         server: tuple[str, App]) -> tuple[str, Run, App]:
+    """The CLI in one mode, and an App over the same ledger (for set-up and checks)."""
+    return _in_mode(request.param, env, server)
+
+
+@pytest.fixture
+def remote(env: dict[str, str], server: tuple[str, App]) -> tuple[str, Run, App]:
+    return _in_mode("remote", env, server)
+
+
+def ok(result: Result) -> Any:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def refused(result: Result, code: str, exit_code: int = 2) -> dict[str, Any]:
+    assert result.exit_code == exit_code, (result.exit_code, result.stdout, result.stderr)
+    error: dict[str, Any] = json.loads(result.stdout)["error"]
+    assert error["code"] == code, error
+    return error
+
+
+CREATE = ("node-pool", "create", "cpu", "--credentials", "team-aws", "--region", "us-east-1",
+          "--vm-type", "m7i.large", "--min-vms", "2", "--max-vms", "2", "--json")
+
+
+def test_the_node_pool_story_in_both_modes(mode: tuple[str, Run, App]) -> None:
+    _, run, _ = mode
+    made = ok(run(*CREATE))
+    assert (made["name"], made["state"], made["zone"], made["zoneChosen"]) == (
+        "cpu", "pending", "us-east-1a", True)
+    assert made["cost"]["vms"] == 2
+    listed = ok(run("node-pool", "list", "--json"))
+    assert [p["id"] for p in listed] == [made["id"]]
+    assert ok(run("node-pool", "list", "--cluster", "prod", "--json")) == listed
+    status = ok(run("node-pool", "status", "cpu", "--json"))
+    assert status["id"] == made["id"] and status["counts"] == {"ready": 0, "starting": 0,
+                                                               "draining": 0}
+    assert [c["name"] for c in ok(run("cluster", "list", "--json"))] == ["prod"]
+    assert [c["name"] for c in ok(run("credentials", "list", "--json"))] == ["team-aws"]
+    assert ok(run("node-pool", "delete", "cpu", "--json"))["state"] == "deleting"
+
+
+@pytest.mark.parametrize(("args", "code", "field"), [
+    ((*CREATE[:-1], "--zone", "mars-1a", "--json"), "INVALID_ARGUMENT", "--zone"),
+    (("node-pool", "create", "Bad_Name", *CREATE[3:]), "INVALID_ARGUMENT", "name"),
+    (("node-pool", "status", "nothing", "--json"), "NOT_FOUND", "node_pool"),
+    (("node-pool", "delete", "nothing", "--json"), "NOT_FOUND", "node_pool"),
+    (("node-pool", "list", "--cluster", "nowhere", "--json"), "NOT_FOUND", "--cluster"),
+    (("token", "revoke", "nobody", "--json"), "NOT_FOUND", "name"),
+    (("token", "create", "x", "--role", "root", "--json"), "INVALID_ARGUMENT", "--role"),
+])
+def test_refusals_are_the_same_error_in_both_modes(mode: tuple[str, Run, App],
+                                                   args: tuple[str, ...], code: str,
+                                                   field: str) -> None:
+    _, run, app = mode
+    before = snapshot(app)
+    error = refused(run(*args), code)
+    assert error["field"] == field and error["rule"] and error["message"]
+    assert snapshot(app) == before
+
+
+def test_tokens_in_both_modes(mode: tuple[str, Run, App]) -> None:
+    name, run, _ = mode
+    made = ok(run("token", "create", "bob", "--role", "member", "--expires", "1h", "--json"))
+    assert made["token"].startswith("acy_") and made["role"] == "member"
+    assert made["createdBy"].startswith("local:" if name == "embedded" else "ci")
+    names = [t["name"] for t in ok(run("token", "list", "--json"))]
+    assert "bob" in names and made["token"] not in json.dumps(names)
+    assert ok(run("token", "revoke", "bob", "--json"))["state"] == "revoked"
+
+
+# -- remote mode only --------------------------------------------------------------------------
+
+
+def test_api_use_login_status_and_back_to_local(server: tuple[str, App],
+                                                env: dict[str, str]) -> None:
+    url, app = server
+    token = create_token(app, "alice", "member", by="test").token
+    used = ok(invoke(env, "api", "use", url, "--json"))
+    assert used == {"mode": "remote", "apiUrl": url, "configFile": env["ANYCLOUD_CLI_CONFIG"]}
+    config = Path(env["ANYCLOUD_CLI_CONFIG"])
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    refused(invoke(env, "node-pool", "list", "--json"), "UNAUTHENTICATED")
+    refused(invoke(env, "login", "--json", stdin="acy_" + "x" * 43 + "\n"), "UNAUTHENTICATED")
+    assert "token" not in json.loads(config.read_text())
+    logged = ok(invoke(env, "login", "--json", stdin=token + "\n"))
+    assert (logged["name"], logged["role"]) == ("alice", "member")
+    assert json.loads(config.read_text())["token"] == token
+    status = ok(invoke(env, "api", "status", "--json"))
+    assert (status["mode"], status["apiUrl"], status["source"], status["identity"],
+            status["role"], status["tokenSource"]) == ("remote", url, "config file", "alice",
+                                                       "member", "config file")
+    assert status["serverVersion"] == status["clientVersion"]
+    # A member may not make tokens: the server says so, as it would say to the SDK.
+    refused(invoke(env, "token", "create", "x", "--role", "viewer", "--json"),
+            "PERMISSION_DENIED")
+    # --api local for one command; env beats the file; api use local for good.
+    assert ok(invoke(env, "--api", "local", "api", "status", "--json"))["mode"] == "embedded"
+    assert ok(invoke(env | {"ANYCLOUD_API_URL": "local"}, "api", "status", "--json"))[
+        "source"] == "env"
+    assert ok(invoke(env, "api", "use", "local", "--json"))["mode"] == "embedded"
+    assert json.loads(config.read_text()) == {}
+
+
+def test_api_use_refuses_what_it_cannot_reach_and_keeps_the_old_choice(
+        server: tuple[str, App], env: dict[str, str]) -> None:
+    url, _ = server
+    ok(invoke(env, "api", "use", url, "--json"))
+    before = Path(env["ANYCLOUD_CLI_CONFIG"]).read_text()
+    refused(invoke(env, "api", "use", "http://127.0.0.1:9", "--json"), "UNAVAILABLE", 1)
+    refused(invoke(env, "api", "use", "ftp://x", "--json"), "INVALID_ARGUMENT")
+    refused(invoke(env, "api", "use", f"{url}/v1", "--json"), "INVALID_ARGUMENT")
+    not_pem = Path(env["ANYCLOUD_HOME"]).parent / "not-a-ca.txt"
+    not_pem.write_text("hello")
+    error = refused(invoke(env, "api", "use", "https://127.0.0.1:9", "--ca-file", str(not_pem),
+                           "--json"), "INVALID_ARGUMENT")
+    assert error["field"] == "caFile"
+    assert Path(env["ANYCLOUD_CLI_CONFIG"]).read_text() == before
+
+
+def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
+        remote: tuple[str, Run, App]) -> None:
+    _, run, app = remote
+    before = snapshot(app)
+    error = refused(run("org", "create", "acme", "--json"), "UNIMPLEMENTED", 1)
+    assert "`org create` is not served by the API yet" in error["message"]
+    assert snapshot(app) == before
+
+
+def test_bootstrap_in_remote_mode_writes_the_servers_own_ledger(
+        server: tuple[str, App], env: dict[str, str]) -> None:
+    url, _ = server
+    ok(invoke(env, "api", "use", url, "--json"))
+    made = ok(invoke(env, "token", "create", "root", "--role", "admin", "--bootstrap", "--json"))
+    assert made["role"] == "admin" and made["createdBy"].startswith("local:")
+
+
+def test_remote_mode_imports_none_of_the_server_stack(remote: tuple[str, Run, App],
+                                                      server: tuple[str, App],
+                                                      env: dict[str, str]) -> None:
+    _, _, app = remote
+    url, _ = server
+    token = create_token(app, "probe", "viewer", by="test").token
+    loaded, res = modules_loaded_by(["node-pool", "list", "--json"],
+                                    env | {"ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token})
+    assert res.stdout.startswith("["), res.stderr
+    assert not loaded & {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic",
+                         "pulumi", "pulumi_aws", "kubernetes"}, loaded
+
+
