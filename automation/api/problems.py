@@ -33,6 +33,9 @@ log = logging.getLogger("anycloud.api")
 
 
 def status_of(err: AnycloudError) -> int:
+    chosen: int | None = getattr(err, "http_status", None)  # an error that names its own
+    if chosen is not None:
+        return chosen
     for cls, status in ((Unauthenticated, 401), (PermissionDenied, 403), (NotFound, 404),
                         (Conflict, 409), (InvalidInput, 400)):
         if isinstance(err, cls):

@@ -16,7 +16,8 @@ from automation.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AnycloudError, Inval
 T = TypeVar("T")
 CLIENT_VERSION_HEADER = "Anycloud-Client-Version"
 SERVER_VERSION_HEADER = "Anycloud-Version"
-RETRIES = 3  # for GETs only (safe): a refused connection or a 502/503/504
+RETRIES = 3  # GETs and keyed POSTs: a refused connection, a lost answer, a 502/503/504
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class RemoteError(AnycloudError):
@@ -60,7 +61,14 @@ class ApiClient:
         return adapter.validate_python(resp.json())
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx2.Response:
-        tries = RETRIES if method == "GET" else 1
+        # GETs are safe to repeat; a POST is repeated under one Idempotency-Key, which the
+        # server answers once (a retry after a lost answer gets the first answer, not a
+        # second pool). DELETE is not retried: its second answer would be a 404.
+        tries = RETRIES if method in ("GET", "POST") else 1
+        if method == "POST":
+            import secrets
+
+            kw["headers"] = {IDEMPOTENCY_HEADER: secrets.token_hex(16)}
         for attempt in range(1, tries + 1):
             try:
                 resp = self._http.request(method, path, **kw)

@@ -437,3 +437,18 @@ sa.Index(
     postgresql_where=api_tokens.c.revoked_at.is_(None),
 )
 sa.Index("ix_api_tokens_scope", api_tokens.c.scope)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    # Per caller (token) and route: another token's key never collides with this one's.
+    sa.Column("token_id", sa.String(32), primary_key=True),
+    sa.Column("route", sa.String(200), primary_key=True),  # "POST /v1/node-pools"
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # running | done
+    sa.Column("status_code", sa.Integer),
+    sa.Column("response", sa.JSON),  # the first answer (never a secret: see api.idempotency)
+    _ts("created_at", False),
+)
+sa.Index("ix_idempotency_keys_created", idempotency_keys.c.created_at)

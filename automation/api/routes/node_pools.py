@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
+from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
 from automation.api.security import PREFIX, Member, Reader
 from automation.models import NewNodePool, NodePool, NodePoolCreated, NodePoolStatus
@@ -20,10 +21,12 @@ class NodePoolPage(Page[NodePoolStatus]):
     pass
 
 
-@router.post("/node-pools", status_code=201)
-def create_node_pool(request: Request, body: NewNodePool, _: Member) -> NodePoolCreated:
-    """Store the intent; the control loop provisions the pool."""
-    return node_pools.create_node_pool_reported(request.app.state.ctx, body)
+@router.post("/node-pools", status_code=201, response_model=NodePoolCreated)
+def create_node_pool(request: Request, body: NewNodePool, who: Member) -> Response:
+    """Store the intent; the control loop provisions the pool. Idempotency-Key: a retry
+    with the same key and body answers the first result and creates nothing."""
+    return once(request, who, body, lambda: node_pools.create_node_pool_reported(
+        request.app.state.ctx, body), status=201)
 
 
 @router.get("/node-pools")

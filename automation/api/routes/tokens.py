@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
+from automation.api.idempotency import once
 from automation.api.security import PREFIX, Admin
 from automation.models import ApiToken, IssuedToken, NewToken
 from automation.services import tokens
@@ -22,12 +23,14 @@ def list_tokens(request: Request, _: Admin,
     return tokens.list_tokens(request.app.state.ctx, include_revoked=all)
 
 
-@router.post("/tokens", status_code=201)
-def create_token(request: Request, body: NewToken, who: Admin) -> IssuedToken:
-    """The token is in this answer only; the server keeps its hash."""
+@router.post("/tokens", status_code=201, response_model=IssuedToken)
+def create_token(request: Request, body: NewToken, who: Admin) -> Response:
+    """The token is in this answer only; the server keeps its hash (so a retry with the same
+    Idempotency-Key is a 409, not the token again)."""
     expires = timedelta(seconds=body.expires_in_seconds) if body.expires_in_seconds else None
-    return tokens.create_token(request.app.state.ctx, body.name, body.role, by=who.name,
-                               expires_in=expires, pool=body.pool)
+    return once(request, who, body, lambda: tokens.create_token(
+        request.app.state.ctx, body.name, body.role, by=who.name, expires_in=expires,
+        pool=body.pool), status=201, secret="token")
 
 
 @router.delete("/tokens/{name}")

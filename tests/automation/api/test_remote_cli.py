@@ -209,3 +209,27 @@ def test_remote_mode_imports_none_of_the_server_stack(remote: tuple[str, Run, Ap
                          "pulumi", "pulumi_aws", "kubernetes"}, loaded
 
 
+
+
+def test_the_client_retries_a_post_under_one_idempotency_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first answer is lost (the connection drops after the server acted): the retry
+    carries the same key, so the server answers it from the first run."""
+    import httpx2
+
+    from automation.client import http as client_http
+
+    monkeypatch.setattr(client_http.time, "sleep", lambda _: None)
+    seen: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers["Idempotency-Key"])
+        if len(seen) == 1:
+            raise httpx2.ReadError("connection reset", request=request)
+        return httpx2.Response(201, json={"ok": True})
+
+    api = client_http.ApiClient("http://api.invalid", "acy_" + "t" * 43)
+    api._http = httpx2.Client(base_url="http://api.invalid/v1",
+                              transport=httpx2.MockTransport(handler))
+    assert api.call("POST", "/node-pools", dict, json={"name": "x"}) == {"ok": True}
+    assert len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) == 32
