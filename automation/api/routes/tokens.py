@@ -33,6 +33,6 @@ def create_token(request: Request, body: NewToken, who: Admin) -> Response:
         pool=body.pool), status=201, secret="token")
 
 
-@router.delete("/tokens/{name}")
+@router.delete("/tokens/{name:path}")  # agent tokens are named agentpool/NS/NAME
 def revoke_token(request: Request, name: str, who: Admin) -> ApiToken:
     return tokens.revoke_token(request.app.state.ctx, name, by=who.name)

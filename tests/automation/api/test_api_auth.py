@@ -36,7 +36,7 @@ def test_auth_matrix_every_route_every_caller(api: FastAPI, http: TestClient, ap
     wrong: list[str] = []
     allowed: list[tuple[str, str, dict[str, str]]] = []
     for (method, path), access in sorted(table.items()):
-        url = path.replace("{ref}", "nothing-here").replace("{name}", "nothing-here")
+        url = path.replace("{ref}", "nothing-here").replace("{name:path}", "nothing-here")
         for caller, headers in callers.items():
             expected = _expected(caller, access)
             if expected is None:
@@ -110,7 +110,7 @@ EXPECTED = {
     ("GET", "/v1/openapi.json"): Access.READ,
     ("GET", "/v1/tokens"): Access.ADMIN,
     ("POST", "/v1/tokens"): Access.ADMIN,
-    ("DELETE", "/v1/tokens/{name}"): Access.ADMIN,
+    ("DELETE", "/v1/tokens/{name:path}"): Access.ADMIN,
     ("GET", "/v1/clusters"): Access.READ,
     ("GET", "/v1/clusters/{ref}"): Access.READ,
     ("GET", "/v1/credentials"): Access.READ,

@@ -233,3 +233,13 @@ def test_the_client_retries_a_post_under_one_idempotency_key(
                               transport=httpx2.MockTransport(handler))
     assert api.call("POST", "/node-pools", dict, json={"name": "x"}) == {"ok": True}
     assert len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) == 32
+
+
+def test_an_agent_pools_token_is_revoked_by_its_name_remotely(
+        remote: tuple[str, Run, App]) -> None:
+    from automation.auth.tokens import mint_agent_token
+
+    _, run, app = remote
+    mint_agent_token(app.ledger, "ml/gpu", by="operator", now=app.clock.now())
+    done = ok(run("token", "revoke", "agentpool/ml/gpu", "--json"))
+    assert (done["name"], done["state"]) == ("agentpool/ml/gpu", "revoked")
