@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]" -e sdk/python
 	touch $(STAMP)
 
 # The Go programs the tests run (a real control plane, the Pulumi engine), built from pinned
@@ -27,8 +27,9 @@ test: setup tools
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m tools.catalog_generator.generate --check
+	$(PY) -m tools.sdk.generate --check
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 # Only what needs neither the control plane nor the engine (a minute or two).
 test-fast: setup

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 
 from automation.errors import (
     AnycloudError,
@@ -30,6 +31,32 @@ MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "https://anycloud.sh/problems/"
 RETRY_AFTER = "5"
 log = logging.getLogger("anycloud.api")
+
+
+class Problem(BaseModel):
+    """An error answer (``application/problem+json``, RFC 9457)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    field: str | None = None
+    value: Any = None
+    rule: str | None = None
+    errorId: str | None = None  # a 500 only: the id the server logged the error under
+
+
+# Every route may answer these (declared in the OpenAPI document for the SDK).
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "description": f"{what} (application/problem+json)"}
+    for status, what in ((400, "A rule refused the request"), (401, "No valid token"),
+                         (403, "The token's role may not"), (404, "Not found"),
+                         (409, "The current state refuses it"), (422, "Malformed request"),
+                         (500, "Unexpected error (errorId)"), (503, "Unavailable; retry"))
+}
 
 
 def status_of(err: AnycloudError) -> int:

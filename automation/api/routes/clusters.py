@@ -3,13 +3,14 @@ the server-side secrets)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
-from automation.api.security import PREFIX, Reader
+from automation.api.routers import v1
+from automation.api.security import Reader
 from automation.models import Cluster, Credential
 from automation.services import clusters, credentials
 
-router = APIRouter(prefix=PREFIX, tags=["clusters"])
+router = v1("clusters")
 
 
 @router.get("/clusters")

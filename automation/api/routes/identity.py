@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter
-
 from automation import __version__
-from automation.api.security import PREFIX, Public, Reader
+from automation.api.routers import v1
+from automation.api.security import Public, Reader
 from automation.models import CamelModel
 
-router = APIRouter(prefix=PREFIX, tags=["identity"])
+router = v1("identity")
 
 
 class Health(CamelModel):

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
-from automation.api.security import PREFIX, Member, Reader
+from automation.api.routers import v1
+from automation.api.security import Member, Reader
 from automation.models import NewNodePool, NodePool, NodePoolCreated, NodePoolStatus
 from automation.services import node_pools
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_status import list_node_pools
 
-router = APIRouter(prefix=PREFIX, tags=["node pools"])
+router = v1("node pools")
 
 
 class NodePoolPage(Page[NodePoolStatus]):

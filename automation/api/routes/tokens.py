@@ -6,14 +6,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from automation.api.idempotency import once
-from automation.api.security import PREFIX, Admin
+from automation.api.routers import v1
+from automation.api.security import Admin
 from automation.models import ApiToken, IssuedToken, NewToken
 from automation.services import tokens
 
-router = APIRouter(prefix=PREFIX, tags=["tokens"])
+router = v1("tokens")
 
 
 @router.get("/tokens")

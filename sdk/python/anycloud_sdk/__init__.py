@@ -1,0 +1,15 @@
+"""The anycloud API from Python: ``Client`` and the models of ``anycloud_sdk.models``."""
+
+from anycloud_sdk.client import (
+    ApiError,
+    BadRequest,
+    Client,
+    Conflict,
+    NotFound,
+    PermissionDenied,
+    ServerError,
+    Unauthenticated,
+)
+
+__all__ = ["ApiError", "BadRequest", "Client", "Conflict", "NotFound", "PermissionDenied",
+           "ServerError", "Unauthenticated"]

@@ -1,0 +1,175 @@
+"""A small typed client over the generated models (hand-written; the models are generated).
+
+- Errors are the API's problem+json as exceptions by status (``NotFound``, ``Conflict``, …),
+  each carrying ``code``, ``field``, ``value``, ``rule`` and, for a 500, ``error_id``.
+- Safe retries: GETs, and POSTs under one ``Idempotency-Key`` reused across the retries of one
+  call (the server answers a repeated key with the first result), after a lost connection or
+  a 502/503/504 (honouring ``Retry-After``). DELETE is not retried.
+- Lists are iterators that follow ``nextPageToken``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import httpx2
+from pydantic import BaseModel
+
+from anycloud_sdk import models
+
+__version__ = "0.1.0"
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, problem: models.Problem) -> None:
+        super().__init__(f"{status} {problem.code}: {problem.detail}")
+        self.status = status
+        self.problem = problem
+        self.code = problem.code
+        self.field = problem.field
+        self.value = problem.value
+        self.rule = problem.rule
+        self.error_id = problem.error_id
+
+
+class BadRequest(ApiError):
+    """400 (a rule refused it) or 422 (malformed)."""
+
+
+class Unauthenticated(ApiError):
+    pass
+
+
+class PermissionDenied(ApiError):
+    pass
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class ServerError(ApiError):
+    pass
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {400: BadRequest, 422: BadRequest,
+                                         401: Unauthenticated, 403: PermissionDenied,
+                                         404: NotFound, 409: Conflict}
+_RETRY_STATUS = (502, 503, 504)
+
+
+class Client:
+    def __init__(self, base_url: str, token: str, *, verify: Any = True,
+                 timeout: float = 30.0, retries: int = 3) -> None:
+        self._http = httpx2.Client(
+            base_url=base_url.rstrip("/") + "/v1", timeout=timeout, verify=verify,
+            headers={"Authorization": f"Bearer {token}",
+                     "Anycloud-Client-Version": f"sdk-{__version__}"})
+        self.retries = retries
+        self.node_pools = NodePools(self)
+        self.tokens = Tokens(self)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def me(self) -> models.Me:
+        return self.request("GET", "/me", models.Me)
+
+    def request(self, method: str, path: str, answer: type[M], *, json: Any = None,
+                params: dict[str, Any] | None = None) -> M:
+        headers = {}
+        tries = self.retries if method in ("GET", "POST") else 1
+        if method == "POST":
+            headers["Idempotency-Key"] = secrets.token_hex(16)  # one key for every retry
+        for attempt in range(1, tries + 1):
+            try:
+                resp = self._http.request(method, path, json=json, params=params,
+                                          headers=headers)
+            except httpx2.TransportError:
+                if attempt == tries:
+                    raise
+                time.sleep(0.2 * 2 ** attempt)
+                continue
+            if resp.status_code in _RETRY_STATUS and attempt < tries:
+                time.sleep(float(resp.headers.get("Retry-After", "0.5")))
+                continue
+            if resp.status_code >= 400:
+                raise _error(resp)
+            return answer.model_validate(resp.json())
+        raise AssertionError("unreachable")
+
+
+class NodePools:
+    def __init__(self, client: Client) -> None:
+        self._c = client
+
+    def list(self, *, cluster: str | None = None, page_size: int = 100
+             ) -> Iterator[models.NodePoolStatus]:
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"pageSize": page_size}
+            if cluster:
+                params["cluster"] = cluster
+            if token:
+                params["pageToken"] = token
+            page = self._c.request("GET", "/node-pools", models.NodePoolPage, params=params)
+            yield from page.items
+            token = page.next_page_token
+            if not token:
+                return
+
+    def get(self, ref: str) -> models.NodePoolStatus:
+        return self._c.request("GET", f"/node-pools/{ref}", models.NodePoolStatus)
+
+    def create(self, name: str, *, credentials: str, region: str, vm_type: str, vms: int,
+               cluster: str | None = None, zone: str | None = None) -> models.NodePoolCreated:
+        body = models.NewNodePool(name=name, credentials=credentials, region=region,
+                                  vm_type=vm_type, min_vms=vms, max_vms=vms, cluster=cluster,
+                                  zone=zone)
+        return self._c.request("POST", "/node-pools", models.NodePoolCreated,
+                               json=body.model_dump(mode="json", by_alias=True,
+                                                    exclude_none=True))
+
+    def delete(self, ref: str) -> models.NodePool:
+        return self._c.request("DELETE", f"/node-pools/{ref}", models.NodePool)
+
+
+class Tokens:
+    def __init__(self, client: Client) -> None:
+        self._c = client
+
+    def create(self, name: str, role: str, *, pool: str | None = None,
+               expires_in_seconds: int | None = None) -> models.IssuedToken:
+        body = models.NewToken(name=name, role=role, pool=pool,
+                               expires_in_seconds=expires_in_seconds)
+        return self._c.request("POST", "/tokens", models.IssuedToken,
+                               json=body.model_dump(mode="json", by_alias=True,
+                                                    exclude_none=True))
+
+    def revoke(self, name: str) -> models.ApiToken:
+        return self._c.request("DELETE", f"/tokens/{name}", models.ApiToken)
+
+
+def _error(resp: httpx2.Response) -> ApiError:
+    try:
+        problem = models.Problem.model_validate(resp.json())
+    except ValueError:
+        problem = models.Problem(type="about:blank", title="HTTP error",
+                                 status=resp.status_code, detail=resp.text[:200],
+                                 code="UNKNOWN")
+    cls = _BY_STATUS.get(resp.status_code, ServerError if resp.status_code >= 500 else ApiError)
+    return cls(resp.status_code, problem)

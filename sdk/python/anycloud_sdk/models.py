@@ -1,0 +1,342 @@
+"""Generated from sdk/python/openapi.json by tools/sdk/generate.py: do not edit."""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel
+from typing import Annotated, Any, Literal
+
+
+class ApiToken(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    created_by: Annotated[str, Field(alias="createdBy", title="Createdby")]
+    expires_at: Annotated[
+        AwareDatetime | None, Field(alias="expiresAt", title="Expiresat")
+    ] = None
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
+    prefix: Annotated[str, Field(title="Prefix")]
+    revoked_at: Annotated[
+        AwareDatetime | None, Field(alias="revokedAt", title="Revokedat")
+    ] = None
+    role: Annotated[str, Field(title="Role")]
+    scope: Annotated[str | None, Field(title="Scope")] = None
+    state: Annotated[str, Field(title="State")]
+
+
+class ClusterState(RootModel[Literal["pending", "ready", "deleted"] | str]):
+    root: Annotated[
+        Literal["pending", "ready", "deleted"] | str, Field(title="ClusterState")
+    ]
+
+
+class Cost(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    as_of: Annotated[str | None, Field(alias="asOf", title="Asof")] = None
+    hint: Annotated[str | None, Field(title="Hint")] = None
+    hourly_usd: Annotated[float | None, Field(alias="hourlyUsd", title="Hourlyusd")]
+    monthly_usd: Annotated[float | None, Field(alias="monthlyUsd", title="Monthlyusd")]
+    source: Annotated[str | None, Field(title="Source")] = None
+    stale: Annotated[bool | None, Field(title="Stale")] = False
+    vms: Annotated[int, Field(title="Vms")]
+
+
+class Credential(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
+    provider: Annotated[str, Field(title="Provider")]
+    reference: Annotated[dict[str, Any], Field(title="Reference")]
+    state: Annotated[str, Field(title="State")]
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    ok: Annotated[bool, Field(title="Ok")]
+
+
+class HelmJob(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    message: Annotated[str | None, Field(title="Message")] = None
+    phase: Annotated[
+        Literal["pending", "running", "retrying", "succeeded", "failed"] | str,
+        Field(title="Phase"),
+    ]
+
+
+class IngressDaemonSet(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    desired: Annotated[int, Field(title="Desired")]
+    entry_node_ready: Annotated[
+        bool, Field(alias="entryNodeReady", title="Entrynodeready")
+    ]
+    ready: Annotated[int, Field(title="Ready")]
+
+
+class IngressRelease(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    daemon_set: Annotated[IngressDaemonSet | None, Field(alias="daemonSet")] = None
+    helm_job: Annotated[HelmJob | None, Field(alias="helmJob")] = None
+    last_event: Annotated[str | None, Field(alias="lastEvent", title="Lastevent")] = (
+        None
+    )
+    state: Annotated[
+        Literal["absent", "installing", "installed", "failed"] | str | None,
+        Field(title="State"),
+    ]
+
+
+class IngressView(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    entry_ip: Annotated[str | None, Field(alias="entryIp", title="Entryip")] = None
+    release: IngressRelease | None = None
+
+
+class IssuedToken(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    created_by: Annotated[str, Field(alias="createdBy", title="Createdby")]
+    expires_at: Annotated[
+        AwareDatetime | None, Field(alias="expiresAt", title="Expiresat")
+    ] = None
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
+    prefix: Annotated[str, Field(title="Prefix")]
+    revoked_at: Annotated[
+        AwareDatetime | None, Field(alias="revokedAt", title="Revokedat")
+    ] = None
+    role: Annotated[str, Field(title="Role")]
+    scope: Annotated[str | None, Field(title="Scope")] = None
+    state: Annotated[str, Field(title="State")]
+    token: Annotated[str, Field(title="Token")]
+
+
+class Me(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    expires_at: Annotated[
+        AwareDatetime | None, Field(alias="expiresAt", title="Expiresat")
+    ] = None
+    name: Annotated[str, Field(title="Name")]
+    role: Annotated[str, Field(title="Role")]
+    scope: Annotated[str | None, Field(title="Scope")] = None
+    server_version: Annotated[str, Field(alias="serverVersion", title="Serverversion")]
+
+
+class NewNodePool(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cluster: Annotated[str | None, Field(title="Cluster")] = None
+    credentials: Annotated[str, Field(title="Credentials")]
+    max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
+    min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
+    name: Annotated[str, Field(title="Name")]
+    region: Annotated[str, Field(title="Region")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+    zone: Annotated[str | None, Field(title="Zone")] = None
+
+
+class ExpiresInSeconds(RootModel[int]):
+    root: Annotated[int, Field(gt=0, title="Expiresinseconds")]
+
+
+class NewToken(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    expires_in_seconds: Annotated[
+        ExpiresInSeconds | None,
+        Field(alias="expiresInSeconds", title="Expiresinseconds"),
+    ] = None
+    name: Annotated[str, Field(title="Name")]
+    pool: Annotated[str | None, Field(title="Pool")] = None
+    role: Annotated[str, Field(title="Role")]
+
+
+class PoolState(
+    RootModel[
+        Literal["pending", "provisioning", "ready", "failed", "deleting", "deleted"]
+        | str
+    ]
+):
+    root: Annotated[
+        Literal["pending", "provisioning", "ready", "failed", "deleting", "deleted"]
+        | str,
+        Field(title="PoolState"),
+    ]
+
+
+class Problem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    code: Annotated[str, Field(title="Code")]
+    detail: Annotated[str, Field(title="Detail")]
+    error_id: Annotated[str | None, Field(alias="errorId", title="Errorid")] = None
+    field: Annotated[str | None, Field(title="Field")] = None
+    rule: Annotated[str | None, Field(title="Rule")] = None
+    status: Annotated[int, Field(title="Status")]
+    title: Annotated[str, Field(title="Title")]
+    type: Annotated[str, Field(title="Type")]
+    value: Annotated[Any | None, Field(title="Value")] = None
+
+
+class VmCounts(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    draining: Annotated[int | None, Field(title="Draining")] = 0
+    ready: Annotated[int | None, Field(title="Ready")] = 0
+    starting: Annotated[int | None, Field(title="Starting")] = 0
+
+
+class Cluster(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    ca_sha256: Annotated[str | None, Field(alias="caSha256", title="Casha256")]
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    facts_source: Annotated[str | None, Field(alias="factsSource", title="Factssource")]
+    id: Annotated[str, Field(title="Id")]
+    kube_context: Annotated[str | None, Field(alias="kubeContext", title="Kubecontext")]
+    kube_system_uid: Annotated[
+        str | None, Field(alias="kubeSystemUid", title="Kubesystemuid")
+    ]
+    kubeconfig_path: Annotated[
+        str | None, Field(alias="kubeconfigPath", title="Kubeconfigpath")
+    ]
+    kubernetes_version: Annotated[
+        str | None, Field(alias="kubernetesVersion", title="Kubernetesversion")
+    ]
+    last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")]
+    name: Annotated[str, Field(title="Name")]
+    server_url: Annotated[str, Field(alias="serverUrl", title="Serverurl")]
+    state: ClusterState
+    updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+
+
+class NodePool(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cluster_id: Annotated[str, Field(alias="clusterId", title="Clusterid")]
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    credential_id: Annotated[str, Field(alias="credentialId", title="Credentialid")]
+    hosts_service: Annotated[bool, Field(alias="hostsService", title="Hostsservice")]
+    id: Annotated[str, Field(title="Id")]
+    last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")]
+    max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
+    min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
+    name: Annotated[str, Field(title="Name")]
+    provider: Annotated[str, Field(title="Provider")]
+    region: Annotated[str, Field(title="Region")]
+    state: PoolState
+    updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+    zone: Annotated[str | None, Field(title="Zone")]
+
+
+class NodePoolCreated(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cluster_id: Annotated[str, Field(alias="clusterId", title="Clusterid")]
+    cost: Cost
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    credential_id: Annotated[str, Field(alias="credentialId", title="Credentialid")]
+    hosts_service: Annotated[bool, Field(alias="hostsService", title="Hostsservice")]
+    id: Annotated[str, Field(title="Id")]
+    last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")]
+    max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
+    min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
+    name: Annotated[str, Field(title="Name")]
+    provider: Annotated[str, Field(title="Provider")]
+    region: Annotated[str, Field(title="Region")]
+    state: PoolState
+    updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+    warnings: Annotated[list[str], Field(title="Warnings")]
+    zone: Annotated[str | None, Field(title="Zone")]
+    zone_chosen: Annotated[bool, Field(alias="zoneChosen", title="Zonechosen")]
+
+
+class NodePoolStatus(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cluster: Annotated[str, Field(title="Cluster")]
+    cost: Cost | None = None
+    counts: VmCounts
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    credentials: Annotated[str, Field(title="Credentials")]
+    engine: Annotated[Literal["pulumi", "mock"] | str | None, Field(title="Engine")] = (
+        None
+    )
+    hosts_service: Annotated[bool, Field(alias="hostsService", title="Hostsservice")]
+    id: Annotated[str, Field(title="Id")]
+    ingress: IngressView | None = None
+    ingress_entry_ip: Annotated[
+        str | None, Field(alias="ingressEntryIp", title="Ingressentryip")
+    ] = None
+    last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")]
+    last_error_code: Annotated[
+        str | None, Field(alias="lastErrorCode", title="Lasterrorcode")
+    ] = None
+    name: Annotated[str, Field(title="Name")]
+    provider: Annotated[str, Field(title="Provider")]
+    region: Annotated[str, Field(title="Region")]
+    state: PoolState
+    updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+    vms: Annotated[int, Field(title="Vms")]
+    zone: Annotated[str | None, Field(title="Zone")]
+
+
+class NodePoolPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[NodePoolStatus], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None

@@ -1,0 +1,108 @@
+"""The generated SDK against a real server on loopback: typed models (nested objects of the
+node pool summary), pages followed, errors as typed exceptions, retries under one key; the
+generated models keep unknown fields and take enum values a newer server adds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from anycloud_sdk import Client, Conflict, NotFound, PermissionDenied, Unauthenticated, models
+
+from automation.api.app import create_api
+from automation.app import App
+from automation.services.tokens import create_token
+from automation.serving import ServerThread
+from tests.automation.conftest import credential, ready_cluster
+
+
+@pytest.fixture
+def server(app: App, kubeconfig: Path) -> Iterator[tuple[str, App]]:
+    ready_cluster(app, kubeconfig)
+    credential(app)
+    thread = ServerThread(create_api(app), "127.0.0.1:0")
+    yield thread.url, app
+    thread.stop()
+
+
+def test_the_readme_example(server: tuple[str, App]) -> None:
+    url, app = server
+    token = create_token(app, "sdk", "member", by="test").token
+    with Client(url, token) as api:
+        made = api.node_pools.create("gpu", credentials="team-aws", region="us-east-1",
+                                     vm_type="m7i.large", vms=2)
+        summary = api.node_pools.get(made.id)
+        assert isinstance(summary, models.NodePoolStatus)
+        assert summary.ingress is not None and summary.ingress.release is None
+        assert summary.counts.ready == 0 and made.cost.vms == 2 and made.zone_chosen
+        assert [p.name for p in api.node_pools.list()] == ["gpu"]
+        assert api.me().role == "member"
+
+
+def test_lists_follow_pages(server: tuple[str, App]) -> None:
+    url, app = server
+    with Client(url, create_token(app, "sdk", "member", by="test").token) as api:
+        for n in range(3):
+            api.node_pools.create(f"p{n}", credentials="team-aws", region="us-east-1",
+                                  vm_type="m7i.large", vms=1)
+        assert [p.name for p in api.node_pools.list(page_size=1)] == ["p0", "p1", "p2"]
+
+
+def test_errors_are_typed_and_name_field_and_rule(server: tuple[str, App]) -> None:
+    url, app = server
+    member = create_token(app, "m", "member", by="test").token
+    viewer = create_token(app, "v", "viewer", by="test").token
+    with Client(url, member) as api:
+        with pytest.raises(NotFound) as missing:
+            api.node_pools.get("nothing")
+        assert (missing.value.code, missing.value.field) == ("NOT_FOUND", "node_pool")
+        api.node_pools.create("gpu", credentials="team-aws", region="us-east-1",
+                              vm_type="m7i.large", vms=1)
+        with pytest.raises(Conflict) as taken:
+            api.node_pools.create("gpu", credentials="team-aws", region="us-east-1",
+                                  vm_type="m7i.large", vms=1)
+        assert taken.value.field == "name" and taken.value.rule
+    with Client(url, viewer) as api, pytest.raises(PermissionDenied):
+        api.tokens.create("x", "member")
+    with Client(url, "acy_" + "n" * 43) as api, pytest.raises(Unauthenticated):
+        api.me()
+
+
+def test_a_create_retried_after_a_lost_answer_creates_once(server: tuple[str, App],
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The connection drops after the server created the pool: the retry carries the same
+    Idempotency-Key and gets the first answer."""
+    url, app = server
+    api = Client(url, create_token(app, "sdk", "member", by="test").token)
+    real = api._http.request
+    calls: list[str] = []
+
+    def flaky(method: str, path: str, **kw: object) -> httpx2.Response:
+        resp = real(method, path, **kw)  # type: ignore[arg-type]
+        calls.append(str(kw["headers"]))
+        if len(calls) == 1:
+            raise httpx2.ReadError("connection reset after the server answered")
+        return resp
+
+    monkeypatch.setattr(api._http, "request", flaky)
+    monkeypatch.setattr("anycloud_sdk.client.time.sleep", lambda _: None)
+    made = api.node_pools.create("gpu", credentials="team-aws", region="us-east-1",
+                                 vm_type="m7i.large", vms=1)
+    assert made.name == "gpu" and len(calls) == 2 and calls[0] == calls[1]
+    monkeypatch.undo()
+    assert [p.name for p in api.node_pools.list()] == ["gpu"]
+    api.close()
+
+
+def test_models_keep_unknown_fields_and_open_enums() -> None:
+    doc = {"id": "np-1", "name": "x", "cluster": "c", "credentials": "k", "provider": "aws",
+           "region": "r", "zone": None, "vmType": "t", "vms": 1, "state": "hibernating",
+           "lastError": None, "counts": {"ready": 0, "starting": 0, "draining": 0},
+           "hostsService": False, "createdAt": "2026-12-03T00:00:00Z",
+           "updatedAt": "2026-12-03T00:00:00Z", "fromTheFuture": {"a": 1}}
+    pool = models.NodePoolStatus.model_validate(doc)
+    assert pool.state.root == "hibernating"
+    assert pool.model_dump(by_alias=True)["fromTheFuture"] == {"a": 1}

@@ -1,0 +1,1 @@
+"""The generated Python SDK's models, from the API's OpenAPI document."""
