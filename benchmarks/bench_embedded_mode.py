@@ -1,0 +1,100 @@
+"""Embedded mode must not get slower with the API (issue 20): ``node-pool list --json`` and
+``status --json`` with 1,000 pools, cold processes, in the tree before the API work and in
+this checkout, measured in the same run (goal: this / before <= 1.1).
+
+"Before" is BENCH_BASE (default: the last commit before issue 20's first commit, found by
+its message), exported with ``git archive``; each tree seeds its own ledger with its own
+schema (``benchmarks._seed``) and runs as ``python -c`` in its own directory (first on
+sys.path). The runs alternate between the trees, so a busy machine slows both alike. Both
+trees' modules are byte-compiled first, as an install leaves them.
+
+    .venv/bin/python benchmarks/bench_embedded_mode.py [--smoke]   (BENCH_RUNS=9)
+
+--smoke: 3 pools, one run of each.
+"""
+
+from __future__ import annotations
+
+import compileall
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import _cli  # noqa: E402
+from benchmarks._seed import seed  # noqa: E402
+from benchmarks._table import median, ms, print_table  # noqa: E402
+
+MARKS = ("slow",)
+RUNS = int(os.environ.get("BENCH_RUNS", "9"))
+POOLS = 1000
+_CLI = "import sys; from automation.cli import cli; sys.exit(cli())"
+_FIRST_API_COMMIT = "API tokens and roles; the agent broker behind them"
+
+
+def base_commit() -> str:
+    if os.environ.get("BENCH_BASE"):
+        return os.environ["BENCH_BASE"]
+    found = subprocess.run(["git", "log", "--format=%H", "-F", f"--grep={_FIRST_API_COMMIT}"],
+                           cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+    return f"{found[-1]}^" if found else "HEAD"
+
+
+def export(commit: str, dest: Path) -> Path:
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def _run(tree: Path, env: dict[str, str], *args: str) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _CLI, *args], cwd=tree, env=env, check=True,
+                   capture_output=True)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    global RUNS, POOLS
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS, POOLS = 1, 3
+    with tempfile.TemporaryDirectory() as tmp:
+        commit = base_commit()
+        trees = {"before": export(commit, Path(tmp) / "before"), "this checkout": ROOT}
+        envs = {}
+        for name, tree in trees.items():
+            compileall.compile_dir(tree / "automation", quiet=1)
+            home = Path(tmp) / f"home-{name.replace(' ', '-')}"
+            seed(tree, home, [("aws", "m7i.large", "us-east-1")], POOLS, 2)
+            env = {**os.environ, "ANYCLOUD_HOME": str(home),
+                   "ANYCLOUD_CLI_CONFIG": str(home / "cli.json")}
+            for var in ("ANYCLOUD_DATABASE_URL", "PYTHONPATH", "ANYCLOUD_API_URL",
+                        "ANYCLOUD_TOKEN"):
+                env.pop(var, None)
+            envs[name] = env
+        commands = {"node-pool list --json": ("node-pool", "list", "--json"),
+                    "node-pool status --json": ("node-pool", "status", "np-000001", "--json")}
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(RUNS + (1 if RUNS > 1 else 0)):  # the first round warms the caches
+            for command, args in commands.items():
+                for name, tree in trees.items():
+                    times.setdefault((command, name), []).append(_run(tree, envs[name], *args))
+    skip = 1 if RUNS > 1 else 0
+    rows = []
+    for command in commands:
+        before = median(times[(command, "before")][skip:])
+        after = median(times[(command, "this checkout")][skip:])
+        rows.append((command, ms(before), ms(after), f"{after / before:.2f}x",
+                     "yes" if after / before <= 1.1 else "NO"))
+    print_table(f"embedded mode, {POOLS} pools, cold process, median of {RUNS} (ms); before = "
+                f"{commit}", ("command", "before", "this checkout", "ratio", "<= 1.1"), rows)
+
+
+if __name__ == "__main__":
+    main()
