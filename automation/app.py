@@ -14,6 +14,7 @@ from automation.ledger.db import Ledger
 
 if TYPE_CHECKING:
     from automation.kube.probe import ClusterProbe
+    from automation.sealing import SealingKey
 
 
 def _kubernetes_probe() -> ClusterProbe:
@@ -37,3 +38,14 @@ class App:
         from automation.catalog.overlay import LedgerOverlay
 
         return load_catalog().with_overlay(LedgerOverlay(self.ledger))
+
+    @cached_property
+    def sealing(self) -> SealingKey | None:
+        """The key secrets are sealed under (ANYCLOUD_SECRETS_KEY_FILE, ANYCLOUD_SECRETS_KEY);
+        None when the environment names none. Read on first use: commands that store or
+        open no secret never need it."""
+        import os
+
+        from automation.sealing import load_key
+
+        return load_key(os.environ)

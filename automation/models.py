@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, field_serializer
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, SecretStr, field_serializer
 from pydantic.alias_generators import to_camel
 
 
@@ -96,6 +96,18 @@ class Cluster(_Record):
     updated_at: datetime
 
 
+class SecretSummary(CamelModel):
+    """What may be shown of a stored secret: never the secret, only a keyed fingerprint (to
+    tell two apart) and its non-secret fields (an access key's id, masked; an email)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fingerprint: str
+    fields: dict[str, str] = Field(default_factory=dict)
+    stored_at: datetime
+    rotated_at: datetime | None = None
+
+
 class Credential(_Record):
     id: str
     name: str
@@ -103,6 +115,8 @@ class Credential(_Record):
     reference: dict[str, Any]
     state: str
     created_at: datetime
+    # Secret material the server holds sealed (remote mode); None: the reference alone.
+    secret: SecretSummary | None = None
 
     @field_serializer("reference")
     def _camel_reference(self, reference: dict[str, Any]) -> dict[str, Any]:
@@ -318,6 +332,49 @@ class NewNodePool(CamelRequest):
     vm_type: str
     min_vms: int
     max_vms: int
+
+
+class SecretMaterial(CamelRequest):
+    """The secret a credential carries to the server (``credentials new|rotate`` in remote
+    mode): each provider takes its own fields. Held as SecretStr so that no log, repr or
+    error shows it; the server seals it and never returns it."""
+
+    access_key_id: SecretStr | None = None  # aws, with secret_access_key
+    secret_access_key: SecretStr | None = None
+    session_token: SecretStr | None = None  # aws, temporary keys
+    service_account_json: SecretStr | None = None  # gcp: the key file's contents
+    client_secret: SecretStr | None = None  # azure
+    api_key: SecretStr | None = None  # other providers
+
+
+class NewCredentialRequest(CamelRequest):
+    """``POST /v1/credentials`` (``credentials new``'s options and, in remote mode, the
+    secret itself)."""
+
+    name: str
+    provider: str
+    role_arn: str | None = None
+    project: str | None = None
+    subscription_id: str | None = None
+    tenant_id: str | None = None
+    client_id: str | None = None
+    api_key_env: str | None = None
+    # References to this machine's own files and profiles mean nothing to a server: refused
+    # through the API with a rule that says to send the secret instead.
+    profile: str | None = None
+    key_file: str | None = None
+    secret: SecretMaterial | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The reference options, as the service takes them (by option name)."""
+        return {k: v for k, v in self.model_dump(exclude={"name", "provider", "secret"},
+                                                 by_alias=False).items() if v is not None}
+
+
+class RotateCredentialRequest(CamelRequest):
+    """``POST /v1/credentials/{ref}/rotate``: the new secret."""
+
+    secret: SecretMaterial
 
 
 class NewToken(CamelRequest):

@@ -77,9 +77,11 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
     if not specs and planned:
         specs = tuple(AttemptSpec(id=f"at-planned-{i + 1}") for i in range(pool["max_vms"]))
     reference = {k: v for k, v in dict(cred["reference"]).items() if k != "client_secret_env"}
+    env = secret_env(app, cred)
     config = NodePoolStackConfig(
         pool_id=pool["id"], pool_name=pool["name"], cluster=cluster_ref(cluster),
-        credential=CloudCredentialRef(provider=pool["provider"], **reference),
+        credential=CloudCredentialRef(provider=pool["provider"], secret_env=tuple(sorted(env)),
+                                      **reference),
         provider=pool["provider"], region=pool["region"], zone=pool["zone"],
         vm_type=pool["vm_type"], gpu_count=vm.gpus if vm else 0,
         gpu_model=vm.gpu_model if vm else None, attempts=specs,
@@ -92,7 +94,46 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
                       attempts=running)
     return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config,
                        policy_config=refreshed_type_policy(pool["id"], pool["provider"], vm),
-                       expect=expect)
+                       expect=expect, secret_env=env)
+
+
+def secret_env(app: App, cred: Any) -> dict[str, str]:
+    """The environment a stack operation's engine gets the credential's sealed secret in
+    (empty for a reference, whose secret the engine finds where it points).
+
+    Each is a variable the provider plugin reads itself, so the secret is never a stack
+    input, never in the program and never in Pulumi's state: aws AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (a role in the reference is then assumed with
+    them); gcp GOOGLE_CREDENTIALS (a key's JSON, which the provider takes there as readily as
+    a path); azure ARM_CLIENT_SECRET (azure-native's variable for ``clientSecret``); another
+    provider the variable its reference names (``api_key_env``).
+    """
+    import json
+
+    from automation.sealing import SealingKeyMissing, owner
+
+    table = schema.sealed_secrets
+    whose = owner("credential", cred["id"])
+    with app.ledger.read() as conn:
+        sealed = conn.execute(sa.select(table.c.sealed).where(table.c.owner == whose)
+                              ).scalar_one_or_none()
+    if sealed is None:
+        return {}
+    if app.sealing is None:
+        raise SealingKeyMissing(f"a stack operation with credential {cred['name']!r}")
+    plain = json.loads(app.sealing.open(sealed, whose))
+    provider = cred["provider"]
+    if provider == "aws":
+        env = {"AWS_ACCESS_KEY_ID": plain["access_key_id"],
+               "AWS_SECRET_ACCESS_KEY": plain["secret_access_key"]}
+        if plain.get("session_token"):
+            env["AWS_SESSION_TOKEN"] = plain["session_token"]
+        return env
+    if provider == "gcp":
+        return {"GOOGLE_CREDENTIALS": plain["service_account_json"]}
+    if provider == "azure":
+        return {"ARM_CLIENT_SECRET": plain["client_secret"]}
+    return {cred["reference"]["api_key_env"]: plain["api_key"]}
 
 
 def refreshed_type_policy(pool_id: str, provider: str, vm: VmType | None) -> dict[str, Any] | None:

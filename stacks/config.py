@@ -33,6 +33,10 @@ class CloudCredentialRef(_Frozen):
     subscription_id: str | None = None
     tenant_id: str | None = None
     client_id: str | None = None
+    # The variables the secret is in when the engine runs (a credential the server holds
+    # sealed): the provider plugin reads them itself, so the program passes no secret, no
+    # profile and no key file. Names only, never values.
+    secret_env: tuple[str, ...] = ()
 
 
 class ClusterRef(_Frozen):

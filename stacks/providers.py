@@ -2,7 +2,9 @@
 
 No secret ever sits in the config: the GCP key file and the Azure client secret are read
 when the stack runs (the GCP provider reads the key file itself, so only its path reaches
-the state; the Azure secret is wrapped as a Pulumi secret).
+the state; the Azure secret is wrapped as a Pulumi secret). A credential the server holds
+sealed (``credential.secret_env``) passes neither: the engine's environment carries the
+secret and the provider plugin reads it there (``automation.stack_targets.secret_env``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def cloud_provider(config: NodePoolStackConfig) -> pulumi.ProviderResource:
     if config.provider == "azure":
         import pulumi_azure_native as azure
 
-        secret = os.environ.get(AZURE_CLIENT_SECRET_ENV)
+        # A sealed credential's secret is in ARM_CLIENT_SECRET, which the provider reads.
+        secret = None if cred.secret_env else os.environ.get(AZURE_CLIENT_SECRET_ENV)
         return azure.Provider(
             "azure",
             subscription_id=cred.subscription_id,

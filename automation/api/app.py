@@ -4,6 +4,7 @@ probe), the server's version on every answer (``Anycloud-Version``)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -11,12 +12,17 @@ from fastapi.routing import APIRoute
 
 from automation import __version__
 from automation.api import problems
-from automation.api.routes import clusters, identity, node_pools, tokens
+from automation.api.routes import clusters, credentials, identity, node_pools, tokens
 from automation.api.security import PREFIX, Reader, access_of
 from automation.app import App
 from automation.auth.roles import Access
 
 VERSION_HEADER = "Anycloud-Version"
+# FastAPI wraps each request body in Annotated[Model, Body(alias=<parameter>)], and pydantic
+# >= 2.12 warns (once, on the first request) that the alias does nothing there. Nothing is
+# wrong with the schema or the validation; the warning is noise in the server's log.
+warnings.filterwarnings("ignore", message="The 'alias' attribute with value",
+                        category=UserWarning)
 
 
 def create_api(ctx: App) -> FastAPI:
@@ -26,7 +32,7 @@ def create_api(ctx: App) -> FastAPI:
     problems.install(api)
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
-    for module in (identity, tokens, clusters, node_pools):
+    for module in (identity, tokens, clusters, credentials, node_pools):
         api.router.routes.extend(module.router.routes)
 
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)

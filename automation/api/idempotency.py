@@ -22,11 +22,12 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from automation.auth.roles import Principal
 from automation.errors import AnycloudError, Conflict, InvalidInput
 from automation.ledger import schema
+from automation.sealing import SealingKeyMissing
 
 HEADER = "Idempotency-Key"
 KEEP = timedelta(hours=24)
@@ -53,8 +54,7 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
         raise InvalidInput(HEADER, key, "must be 1-255 printable ASCII characters, no spaces")
     ctx = request.app.state.ctx
     route = f"{request.method} {request.scope['route'].path}"
-    digest = hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True)
-                            .encode()).hexdigest()
+    digest = _digest(ctx, body)
     where = sa.and_(_T.c.token_id == who.token_id, _T.c.route == route, _T.c.key == key)
     now = ctx.clock.now()
     try:
@@ -79,6 +79,25 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
         conn.execute(_T.update().where(where).values(state="done", status_code=status,
                                                      response=kept))
     return JSONResponse(answer, status_code=status)
+
+
+def _digest(ctx: Any, body: BaseModel) -> str:
+    """What tells two requests apart. A body with a secret in it (SecretStr) is digested
+    under the server's key, never as a bare hash a guess could be checked against."""
+    found: list[bool] = []
+
+    def reveal(value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            found.append(True)
+            return value.get_secret_value()
+        return str(value)
+
+    data = json.dumps(body.model_dump(), sort_keys=True, default=reveal).encode()
+    if not found:
+        return hashlib.sha256(data).hexdigest()
+    if ctx.sealing is None:
+        raise SealingKeyMissing("a request that carries a secret")
+    return str(ctx.sealing.digest(data))
 
 
 def _replay(row: Any, key: str, digest: str, secret: str | None) -> JSONResponse:

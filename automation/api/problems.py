@@ -108,7 +108,8 @@ def install(app: FastAPI) -> None:
             loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path",
                                                                   "header")]
             field = ".".join(loc) or "body"
-            value = e.get("input")
+            # A secret's input is never echoed back (it would land in logs and terminals).
+            value = None if "secret" in loc else e.get("input")
             found.append({"field": field, "value": value if _plain(value) else None,
                           "rule": e["msg"]})
         first = found[0]

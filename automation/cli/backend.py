@@ -17,10 +17,12 @@ if TYPE_CHECKING:
         Cluster,
         Credential,
         IssuedToken,
+        NewCredentialRequest,
         NewNodePool,
         NodePool,
         NodePoolCreated,
         NodePoolStatus,
+        SecretMaterial,
     )
 
 PAGE = 1000  # the largest page the API gives: fewest round trips for a full list
@@ -96,6 +98,22 @@ class Embedded:
         from automation.services.credentials import list_credentials
 
         return list_credentials(self._app())
+
+    def new_credential(self, body: NewCredentialRequest) -> Credential:
+        from automation.services import credentials
+
+        return credentials.new_credential(self._app(), credentials.NewCredential(
+            body.name, body.provider, body.options(), body.secret))
+
+    def rotate_credential(self, ref: str, secret: SecretMaterial) -> Credential:
+        from automation.services.credentials import rotate_credential
+
+        return rotate_credential(self._app(), ref, secret)
+
+    def delete_credential(self, ref: str) -> Credential:
+        from automation.services.credentials import delete_credential
+
+        return delete_credential(self._app(), ref)
 
 
 class Remote:
@@ -175,6 +193,38 @@ class Remote:
         from automation.models import Credential
 
         return self.client.call("GET", "/credentials", list[Credential])
+
+    def _secrets_may_go(self) -> None:
+        """A secret goes over TLS, or to this machine; never in the clear over a network."""
+        from urllib.parse import urlsplit
+
+        url = urlsplit(self.client.base_url)
+        if url.scheme != "https" and url.hostname not in ("127.0.0.1", "::1", "localhost"):
+            from automation.errors import InvalidInput
+
+            raise InvalidInput("api", self.client.base_url, "is plain HTTP: a secret is sent "
+                               "only over HTTPS (or to this machine's loopback)")
+
+    def new_credential(self, body: NewCredentialRequest) -> Credential:
+        from automation.client.http import dump
+        from automation.models import Credential
+
+        if body.secret is not None:
+            self._secrets_may_go()
+        return self.client.call("POST", "/credentials", Credential, json=dump(body))
+
+    def rotate_credential(self, ref: str, secret: SecretMaterial) -> Credential:
+        from automation.client.http import dump
+        from automation.models import Credential, RotateCredentialRequest
+
+        self._secrets_may_go()
+        return self.client.call("POST", f"/credentials/{_segment(ref)}/rotate", Credential,
+                                json=dump(RotateCredentialRequest(secret=secret)))
+
+    def delete_credential(self, ref: str) -> Credential:
+        from automation.models import Credential
+
+        return self.client.call("DELETE", f"/credentials/{_segment(ref)}", Credential)
 
 
 Backend = Embedded | Remote

@@ -37,6 +37,7 @@ _COMMANDS = {
     "token": "automation.cli.token:token",
     "api": "automation.cli.remote:api",
     "login": "automation.cli.remote:login",
+    "secrets-key": "automation.cli.secrets_key:secrets_key",
 }
 
 class _Boundary(LazyGroup):

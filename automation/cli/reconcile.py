@@ -137,11 +137,15 @@ def _api(app: Any, api_listen: str | None, tls_cert: Path | None,
     from automation.api.app import create_api
     from automation.serving import ServerThread, Tls
 
+    key = app.sealing  # a bad key file fails the start, not the first credential
     tls = Tls(tls_cert, tls_key) if tls_cert is not None and tls_key is not None else None
     server = ServerThread(create_api(app), api_listen, tls, field="--api-listen")
     how = "TLS" if tls else ("plain HTTP: put it behind a TLS-terminating ingress, or give "
                              "--tls-cert/--tls-key")
     info(f"API listening on {server.url}/v1 ({how})")
+    info(f"credentials' secrets sealed under key {key.key_id.hex()}" if key else
+         "no secrets key (ANYCLOUD_SECRETS_KEY_FILE): credentials that carry a secret are "
+         "refused; make one with anycloud secrets-key new FILE")
     return [server]
 
 

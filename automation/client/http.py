@@ -8,7 +8,7 @@ import time
 from typing import Any, TypeVar
 
 import httpx2
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, SecretStr, TypeAdapter
 
 from automation import __version__
 from automation.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AnycloudError, InvalidInput
@@ -107,5 +107,16 @@ class ApiClient:
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
-    """A request body: camelCase, as the API reads it."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """A request body: camelCase, as the API reads it, with its secrets (SecretStr, which a
+    JSON dump would mask) in the clear: the body goes over the API's TLS and nowhere else."""
+    masked = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    plain = model.model_dump(by_alias=True, exclude_none=True)
+    return _reveal(masked, plain)  # type: ignore[no-any-return]
+
+
+def _reveal(masked: Any, plain: Any) -> Any:
+    if isinstance(plain, SecretStr):
+        return plain.get_secret_value()
+    if isinstance(plain, dict):
+        return {k: _reveal(masked[k], v) for k, v in plain.items()}
+    return masked

@@ -98,7 +98,9 @@ def workspace_options(target: StackTarget, home: Path, state: StateSettings,
     work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The policy pack runs as its own python program: give it this interpreter, which has
     # pulumi-policy and the rules installed.
-    env = {**state.env, "PULUMI_PYTHON_CMD": sys.executable}
+    # A sealed credential's secret rides in the environment of this engine process only
+    # (target.secret_env): the provider plugin reads it; it never reaches a file or state.
+    env = {**state.env, **target.secret_env, "PULUMI_PYTHON_CMD": sys.executable}
     if tmp is not None:
         env["TMPDIR"] = str(tmp)
     return auto.LocalWorkspaceOptions(

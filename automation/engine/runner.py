@@ -45,6 +45,9 @@ class StackTarget(BaseModel):
     # type only a live catalog refresh knows); None: the pack's defaults.
     policy_config: dict[str, Any] | None = None
     expect: Expected = Field(default_factory=Expected)
+    # A sealed credential's secret, opened for this operation only: the engine process's
+    # environment (the provider plugin reads it there). Never dumped, never in a repr.
+    secret_env: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
 
     @property
     def stack_name(self) -> str:

@@ -452,3 +452,17 @@ idempotency_keys = sa.Table(
     _ts("created_at", False),
 )
 sa.Index("ix_idempotency_keys_created", idempotency_keys.c.created_at)
+
+sealed_secrets = sa.Table(
+    "sealed_secrets",
+    metadata,
+    # Whose secret: "credential/<id>" (also the AEAD's associated data, so a blob copied to
+    # another owner does not open).
+    sa.Column("owner", sa.String(64), primary_key=True),
+    sa.Column("key_id", sa.String(16), nullable=False),  # which server key sealed it (hex)
+    sa.Column("sealed", sa.LargeBinary, nullable=False),  # automation.sealing's format
+    sa.Column("fingerprint", sa.String(40), nullable=False),  # keyed HMAC, never a bare hash
+    sa.Column("shown", sa.JSON, nullable=False),  # the non-secret fields (an access key's id)
+    _ts("created_at", False),
+    _ts("rotated_at"),
+)

@@ -1,7 +1,11 @@
-"""Compute credentials: stored as references to where the secret lives, never the secret."""
+"""Compute credentials: a reference to where the secret lives (embedded mode: a profile, a
+key file, a variable), or, through the API, the secret itself sealed under the server's key
+(``automation.sealing``): never returned, opened only for the stack operation that
+needs it (``automation.stack_targets.secret_env``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +18,9 @@ from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
 from automation.ledger.records import find_live, record_event
-from automation.models import LIVE_POOL_STATES, Credential
+from automation.models import LIVE_POOL_STATES, Credential, SecretMaterial, SecretSummary
+from automation.sealing import SealingKey, SealingKeyMissing, owner
+from automation.services import credential_secrets
 from automation.validation import check_name
 
 _LIVE = schema.credentials.c.state == "active"
@@ -29,6 +35,8 @@ class NewCredential:
     name: str
     provider: str
     options: dict[str, Any] = field(default_factory=dict)
+    # The secret itself (through the API): sealed under the server's key.
+    secret: SecretMaterial | None = None
 
 
 def _require(opts: dict[str, Any], key: str, provider: str) -> Any:
@@ -45,6 +53,35 @@ def _refuse_extra(opts: dict[str, Any], allowed: set[str], provider: str) -> Non
             raise InvalidInput(flag, value, f"does not apply to --provider {provider}")
 
 
+def _sealed_reference(provider: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The reference beside sealed material: the non-secret ids, no local profile or file
+    (the secret came with the request)."""
+    for key in ("profile", "key_file"):
+        if opts.get(key):
+            flag = "--" + key.replace("_", "-")
+            raise InvalidInput(flag, opts[key], "names a file on the client's machine: with "
+                               "the secret sent along, give no profile or key file")
+    if provider == "aws":  # keys alone, or keys that assume a role
+        _refuse_extra(opts, {"role_arn"}, provider)
+        return _reference(provider, opts) if opts.get("role_arn") else {}
+    if provider == "gcp":
+        _refuse_extra(opts, {"project"}, provider)
+        return {"project": _gcp_project(_require(opts, "project", provider))}
+    if provider == "azure":
+        reference = _reference(provider, opts)
+        reference.pop("client_secret_env")
+        return reference
+    return _reference(provider, opts)
+
+
+def _gcp_project(project: str) -> str:
+    if not _GCP_PROJECT.fullmatch(project):
+        raise InvalidInput(
+            "--project", project, "must be a GCP project id (6-30 chars: a-z, 0-9, -)"
+        )
+    return project
+
+
 def _reference(provider: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Validate the provider-specific options and return what gets stored."""
     if provider == "aws":
@@ -59,11 +96,7 @@ def _reference(provider: str, opts: dict[str, Any]) -> dict[str, Any]:
         return {k: opts[k] for k in ("profile", "role_arn") if opts.get(k)}
     if provider == "gcp":
         _refuse_extra(opts, {"project", "key_file"}, provider)
-        project = _require(opts, "project", provider)
-        if not _GCP_PROJECT.fullmatch(project):
-            raise InvalidInput(
-                "--project", project, "must be a GCP project id (6-30 chars: a-z, 0-9, -)"
-            )
+        project = _gcp_project(_require(opts, "project", provider))
         key_file = Path(_require(opts, "key_file", provider)).expanduser().resolve()
         if not key_file.is_file():
             raise InvalidInput(
@@ -94,7 +127,14 @@ def new_credential(app: App, req: NewCredential) -> Credential:
         raise InvalidInput(
             "--provider", req.provider, f"must be one of {', '.join(sorted(app.catalog.providers))}"
         )
-    reference = _reference(req.provider, req.options)
+    plain: dict[str, str] | None = None
+    shown: dict[str, str] = {}
+    if req.secret is None:
+        reference = _reference(req.provider, req.options)
+    else:
+        reference = _sealed_reference(req.provider, req.options)
+        plain, shown = credential_secrets.check(req.provider, req.secret)
+        key = _key(app, f"credential {req.name!r}")
     now = app.clock.now()
     cred_id = ids.new_id("cr")
     row = dict(
@@ -110,16 +150,88 @@ def new_credential(app: App, req: NewCredential) -> Credential:
                 field="name", value=req.name, rule="must be unique among credentials",
             )
         conn.execute(schema.credentials.insert().values(**row))
-        record_event(conn, now, "credential", cred_id, "created", f"credential {req.name}")
-    return Credential.model_validate(row)
+        summary = None
+        if plain is not None:
+            summary = _store(conn, key, cred_id, plain, shown, now, rotated=False)
+        record_event(conn, now, "credential", cred_id, "created", f"credential {req.name}"
+                     + (f" (secret {summary.fingerprint})" if summary else ""))
+    return Credential.model_validate({**row, "secret": summary})
+
+
+def _owner(cred_id: str) -> str:
+    return owner("credential", cred_id)
+
+
+def _key(app: App, what: str) -> SealingKey:
+    if app.sealing is None:
+        raise SealingKeyMissing(f"storing the secret of {what}")
+    return app.sealing
+
+
+def _store(conn: Any, key: SealingKey, cred_id: str, plain: dict[str, str],
+           shown: dict[str, str], now: Any, *, rotated: bool) -> SecretSummary:
+    """Seal ``plain`` for the credential (a new row, or the old one overwritten: a rotated
+    secret is gone, not kept beside the new one)."""
+    data = json.dumps(plain, sort_keys=True).encode()
+    values = dict(key_id=key.key_id.hex(), sealed=key.seal(data, _owner(cred_id)),
+                  fingerprint=key.fingerprint(data), shown=shown)
+    table = schema.sealed_secrets
+    if rotated:
+        conn.execute(table.update().where(table.c.owner == _owner(cred_id))
+                     .values(**values, rotated_at=now))
+        row = conn.execute(sa.select(table).where(table.c.owner == _owner(cred_id))
+                           ).mappings().one()
+    else:
+        row = {**values, "created_at": now, "rotated_at": None}
+        conn.execute(table.insert().values(owner=_owner(cred_id), **row))
+    return _summary(row)
+
+
+def _summary(row: Any) -> SecretSummary:
+    return SecretSummary(fingerprint=row["fingerprint"], fields=row["shown"],
+                         stored_at=row["created_at"], rotated_at=row["rotated_at"])
+
+
+def _with_secrets(conn: Any, rows: list[Any]) -> list[Credential]:
+    owners = {_owner(r["id"]): r for r in rows}
+    table = schema.sealed_secrets
+    sealed = {s["owner"]: s for s in conn.execute(
+        sa.select(table.c.owner, table.c.fingerprint, table.c.shown, table.c.created_at,
+                  table.c.rotated_at).where(table.c.owner.in_(list(owners)))).mappings()}
+    return [Credential.model_validate({**r, "secret": _summary(sealed[o]) if o in sealed
+                                       else None}) for o, r in owners.items()]
 
 
 def list_credentials(app: App) -> list[Credential]:
     with app.ledger.read() as conn:
         rows = conn.execute(
             sa.select(schema.credentials).where(_LIVE).order_by(schema.credentials.c.name)
-        ).mappings()
-        return [Credential.model_validate(r) for r in rows]
+        ).mappings().all()
+        return _with_secrets(conn, list(rows))
+
+
+def rotate_credential(app: App, ref: str, material: SecretMaterial) -> Credential:
+    """Replace the sealed secret of a credential that has one (a reference's secret lives
+    where it points, and is rotated there)."""
+    now = app.clock.now()
+    with app.ledger.write() as conn:
+        row = find_live(conn, schema.credentials, ref, live=_LIVE, kind="credential",
+                        field="credentials", lock=True)
+        plain, shown = credential_secrets.check(row["provider"], material)
+        key = _key(app, f"credential {row['name']!r}")
+        held = conn.execute(sa.select(schema.sealed_secrets.c.owner).where(
+            schema.sealed_secrets.c.owner == _owner(row["id"]))).first()
+        if held is None:
+            raise Conflict(
+                f"credential {row['name']!r} is a reference "
+                f"({', '.join(f'{k}={v}' for k, v in row['reference'].items())}): its secret "
+                "lives where that points, and is rotated there", code="NO_SEALED_SECRET",
+                field="credentials", value=ref,
+                rule="only a credential whose secret the server holds is rotated here")
+        summary = _store(conn, key, row["id"], plain, shown, now, rotated=True)
+        record_event(conn, now, "credential", row["id"], "rotated",
+                     f"credential {row['name']}: secret {summary.fingerprint}")
+    return Credential.model_validate({**row, "secret": summary})
 
 
 def delete_credential(app: App, ref: str) -> Credential:
@@ -146,5 +258,8 @@ def delete_credential(app: App, ref: str) -> Credential:
             schema.credentials.update().where(schema.credentials.c.id == row["id"])
             .values(state="deleted", deleted_at=now)
         )
+        # No pool needs the secret any more (a pool's destroy ran before it was deleted).
+        conn.execute(schema.sealed_secrets.delete().where(
+            schema.sealed_secrets.c.owner == _owner(row["id"])))
         record_event(conn, now, "credential", row["id"], "deleted", f"credential {row['name']}")
     return Credential.model_validate({**row, "state": "deleted"})

@@ -44,7 +44,8 @@ from tests.automation.kube.test_ingress import (
     pod_json,
 )
 from tests.automation.kube_api_server import write_kubeconfig
-from tests.automation.test_cli import _PROBE, ANYCLOUD, GUARDED, _subprocess
+from tests.automation.test_cli import ANYCLOUD, GUARDED, _subprocess
+from tests.imports import _PROBE
 
 STAMP = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
 

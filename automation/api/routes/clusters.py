@@ -1,5 +1,5 @@
-"""Clusters and credentials, as registered (read here; registering through the API comes with
-the server-side secrets)."""
+"""Clusters, as registered (read here; registering one through the API, with its kubeconfig
+sealed like a credential's secret, is still to come)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from fastapi import Request
 
 from automation.api.routers import v1
 from automation.api.security import Reader
-from automation.models import Cluster, Credential
-from automation.services import clusters, credentials
+from automation.models import Cluster
+from automation.services import clusters
 
 router = v1("clusters")
 
@@ -21,8 +21,3 @@ def list_clusters(request: Request, _: Reader) -> list[Cluster]:
 @router.get("/clusters/{ref}")
 def get_cluster(request: Request, ref: str, _: Reader) -> Cluster:
     return clusters.get_cluster(request.app.state.ctx, ref)
-
-
-@router.get("/credentials")
-def list_credentials(request: Request, _: Reader) -> list[Credential]:
-    return credentials.list_credentials(request.app.state.ctx)

@@ -214,6 +214,21 @@ class MockEngineRunner:
 
     # -- running ------------------------------------------------------------------------
 
+    @staticmethod
+    def _check_credentials(target: StackTarget) -> None:
+        """A provider configured to read its secret from the environment fails when the
+        variables are not there, as the real plugins do (the AWS provider's "no valid
+        credential sources found", GCP's and azure-native's missing-credentials errors):
+        the mock engine does not run a stack whose sealed secret was never handed to it."""
+        cred = getattr(target.config, "credential", None)
+        missing = [name for name in getattr(cred, "secret_env", ())
+                   if not target.secret_env.get(name)]
+        if cred is not None and missing:
+            raise EngineFailed(
+                f"mock engine: provider error on {target.stack_name}: the {cred.provider} "
+                f"provider found no credentials: {', '.join(missing)} not set for this "
+                "operation", code="PROVIDER_ERROR")
+
     def evaluate(self, target: StackTarget, *, cloud: Any = None, preview: bool = False,
                  reveal_secrets: bool = True, planner: Any = None) -> ProgramRun:
         """Run the stack program once under mocks (``plan`` and the policy check use this).
@@ -222,6 +237,7 @@ class MockEngineRunner:
         from automation.engine.mock.program import run_program
         from automation.engine.mock.providers import MockProviders
 
+        self._check_credentials(target)
         if cloud is None:
             cloud = MockProviders(images=getattr(self.cloud, "images", None))
         try:
@@ -372,6 +388,7 @@ class MockEngineRunner:
 
     def destroy(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
+        self._check_credentials(target)
         state = self._recover(target, self._expected_state(target))
         deletes = [diff.deleted(urn, r) for urn, r in sorted(state["resources"].items())]
         steps = diff.engine_steps(deletes, diff.recorded_order(state))
@@ -483,6 +500,7 @@ class MockEngineRunner:
     def refresh(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         """Drop VMs the cloud no longer has from the stack state."""
+        self._check_credentials(target)
         state = self.load_state(target)
         lookup = getattr(self.cloud, "vm_exists", None)
         gone = [urn for urn, r in state["resources"].items()

@@ -10,13 +10,14 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import httpx2
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel, SecretStr
 
 from anycloud_sdk import models
 
@@ -76,6 +77,7 @@ class Client:
         self.retries = retries
         self.node_pools = NodePools(self)
         self.tokens = Tokens(self)
+        self.credentials = Credentials(self)
 
     def __enter__(self) -> Client:
         return self
@@ -146,6 +148,52 @@ class NodePools:
 
     def delete(self, ref: str) -> models.NodePool:
         return self._c.request("DELETE", f"/node-pools/{ref}", models.NodePool)
+
+
+class Credentials:
+    """A secret given here (``models.SecretMaterial``) is sealed by the server and never
+    returned: answers carry ``secret.fingerprint`` and the non-secret fields only."""
+
+    def __init__(self, client: Client) -> None:
+        self._c = client
+
+    def list(self) -> list[models.Credential]:
+        return [models.Credential.model_validate(c)
+                for c in self._c.request("GET", "/credentials", _List).root]
+
+    def create(self, name: str, provider: str, *,
+               secret: models.SecretMaterial | None = None,
+               **ids: str) -> models.Credential:
+        """``ids``: the provider's non-secret fields (``role_arn``, ``project``,
+        ``subscription_id``, ``tenant_id``, ``client_id``, ``api_key_env``)."""
+        body = models.NewCredentialRequest(name=name, provider=provider, secret=secret, **ids)
+        return self._c.request("POST", "/credentials", models.Credential, json=_body(body))
+
+    def rotate(self, ref: str, secret: models.SecretMaterial) -> models.Credential:
+        body = models.RotateCredentialRequest(secret=secret)
+        return self._c.request("POST", f"/credentials/{ref}/rotate", models.Credential,
+                               json=_body(body))
+
+    def delete(self, ref: str) -> models.Credential:
+        return self._c.request("DELETE", f"/credentials/{ref}", models.Credential)
+
+
+class _List(RootModel[list[dict[str, Any]]]):
+    pass
+
+
+def _body(model: BaseModel) -> Any:
+    """A request body with its secrets in the clear (a JSON dump masks SecretStr): it goes
+    to the server over its TLS and nowhere else."""
+    def reveal(value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            return value.get_secret_value()
+        if isinstance(value, dict):
+            return {k: reveal(v) for k, v in value.items()}
+        return value
+
+    return json.loads(json.dumps(reveal(model.model_dump(by_alias=True, exclude_none=True)),
+                                 default=str))
 
 
 class Tokens:

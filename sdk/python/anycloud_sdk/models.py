@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, SecretStr
 from typing import Annotated, Any, Literal
 
 
@@ -45,19 +45,6 @@ class Cost(BaseModel):
     source: Annotated[str | None, Field(title="Source")] = None
     stale: Annotated[bool | None, Field(title="Stale")] = False
     vms: Annotated[int, Field(title="Vms")]
-
-
-class Credential(BaseModel):
-    model_config = ConfigDict(
-        extra="allow",
-        populate_by_name=True,
-    )
-    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
-    id: Annotated[str, Field(title="Id")]
-    name: Annotated[str, Field(title="Name")]
-    provider: Annotated[str, Field(title="Provider")]
-    reference: Annotated[dict[str, Any], Field(title="Reference")]
-    state: Annotated[str, Field(title="State")]
 
 
 class Health(BaseModel):
@@ -215,6 +202,42 @@ class Problem(BaseModel):
     value: Annotated[Any | None, Field(title="Value")] = None
 
 
+class SecretMaterial(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    access_key_id: Annotated[
+        SecretStr | None, Field(alias="accessKeyId", title="Accesskeyid")
+    ] = None
+    api_key: Annotated[SecretStr | None, Field(alias="apiKey", title="Apikey")] = None
+    client_secret: Annotated[
+        SecretStr | None, Field(alias="clientSecret", title="Clientsecret")
+    ] = None
+    secret_access_key: Annotated[
+        SecretStr | None, Field(alias="secretAccessKey", title="Secretaccesskey")
+    ] = None
+    service_account_json: Annotated[
+        SecretStr | None, Field(alias="serviceAccountJson", title="Serviceaccountjson")
+    ] = None
+    session_token: Annotated[
+        SecretStr | None, Field(alias="sessionToken", title="Sessiontoken")
+    ] = None
+
+
+class SecretSummary(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    fields: Annotated[dict[str, str] | None, Field(title="Fields")] = None
+    fingerprint: Annotated[str, Field(title="Fingerprint")]
+    rotated_at: Annotated[
+        AwareDatetime | None, Field(alias="rotatedAt", title="Rotatedat")
+    ] = None
+    stored_at: Annotated[AwareDatetime, Field(alias="storedAt", title="Storedat")]
+
+
 class VmCounts(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -249,6 +272,42 @@ class Cluster(BaseModel):
     server_url: Annotated[str, Field(alias="serverUrl", title="Serverurl")]
     state: ClusterState
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+
+
+class Credential(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
+    provider: Annotated[str, Field(title="Provider")]
+    reference: Annotated[dict[str, Any], Field(title="Reference")]
+    secret: SecretSummary | None = None
+    state: Annotated[str, Field(title="State")]
+
+
+class NewCredentialRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    api_key_env: Annotated[str | None, Field(alias="apiKeyEnv", title="Apikeyenv")] = (
+        None
+    )
+    client_id: Annotated[str | None, Field(alias="clientId", title="Clientid")] = None
+    key_file: Annotated[str | None, Field(alias="keyFile", title="Keyfile")] = None
+    name: Annotated[str, Field(title="Name")]
+    profile: Annotated[str | None, Field(title="Profile")] = None
+    project: Annotated[str | None, Field(title="Project")] = None
+    provider: Annotated[str, Field(title="Provider")]
+    role_arn: Annotated[str | None, Field(alias="roleArn", title="Rolearn")] = None
+    secret: SecretMaterial | None = None
+    subscription_id: Annotated[
+        str | None, Field(alias="subscriptionId", title="Subscriptionid")
+    ] = None
+    tenant_id: Annotated[str | None, Field(alias="tenantId", title="Tenantid")] = None
 
 
 class NodePool(BaseModel):
@@ -329,6 +388,14 @@ class NodePoolStatus(BaseModel):
     vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
     vms: Annotated[int, Field(title="Vms")]
     zone: Annotated[str | None, Field(title="Zone")]
+
+
+class RotateCredentialRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    secret: SecretMaterial
 
 
 class NodePoolPage(BaseModel):

@@ -4,7 +4,9 @@ commands that choose the mode (``api use``, ``login``, ``api status``)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from click.testing import CliRunner, Result
 from automation.api.app import create_api
 from automation.app import App
 from automation.cli import cli
+from automation.sealing import SealingKey
 from automation.services.tokens import create_token
 from automation.serving import ServerThread
 from tests.automation.conftest import credential, ready_cluster, snapshot
@@ -53,7 +56,7 @@ def _in_mode(name: str, env: dict[str, str], server: tuple[str, App]) -> tuple[s
     if name == "remote":
         run_env |= {"ANYCLOUD_API_URL": url,
                     "ANYCLOUD_TOKEN": create_token(app, "ci", "admin", by="test").token}
-    return name, lambda *a: invoke(run_env, *a), app
+    return name, lambda *a, **extra: invoke(run_env | extra, *a), app
 
 
 @pytest.fixture(params=["embedded", "remote"])
@@ -128,6 +131,70 @@ def test_tokens_in_both_modes(mode: tuple[str, Run, App]) -> None:
     names = [t["name"] for t in ok(run("token", "list", "--json"))]
     assert "bob" in names and made["token"] not in json.dumps(names)
     assert ok(run("token", "revoke", "bob", "--json"))["state"] == "revoked"
+
+
+AWS_SECRET = ("NeverOnDisk" * 4)[:40]
+
+
+def test_a_credentials_secret_in_both_modes(mode: tuple[str, Run, App]) -> None:
+    """An access key is sealed in both modes (embedded: under the CLI's own key), shown as a
+    fingerprint, rotated, and never printed."""
+    _, run, app = mode
+    key = SealingKey(os.urandom(32))
+    app.sealing = key  # the server's
+    cli_key = {"ANYCLOUD_SECRETS_KEY": base64.b64encode(key.raw).decode()}
+    secret = {"AWS_SECRET_ACCESS_KEY": AWS_SECRET}
+    made = run("credentials", "new", "sealed", "--provider", "aws", "--access-key-id",
+               "AKIAIOSFODNN7EXAMPLE", "--json", **secret, **cli_key)
+    cred = ok(made)
+    assert cred["secret"]["fields"] == {"accessKeyId": "AKIA…MPLE"} and cred["reference"] == {}
+    table = run("credentials", "list", **cli_key)
+    assert cred["secret"]["fingerprint"] in table.stdout
+    rotated = ok(run("credentials", "rotate", "sealed", "--access-key-id",
+                     "AKIAIOSFODNN7EXAMPL2", "--json",
+                     AWS_SECRET_ACCESS_KEY=AWS_SECRET[::-1], **cli_key))
+    assert rotated["secret"]["fingerprint"] != cred["secret"]["fingerprint"]
+    for result in (made, table):
+        assert "NeverOnDisk" not in result.stdout + result.stderr
+    assert "NeverOnDisk" not in str(snapshot(app))
+    # Without a key (embedded: none in the environment; remote: the server has none).
+    app.sealing = None
+    before = snapshot(app)
+    refused(run("credentials", "new", "again", "--provider", "aws", "--access-key-id",
+                "AKIAIOSFODNN7EXAMPLE", "--json", **secret), "SEALING_KEY_MISSING")
+    assert snapshot(app) == before
+    assert ok(run("credentials", "delete", "sealed", "--json"))["state"] == "deleted"
+
+
+def test_remote_mode_sends_a_key_files_contents_and_refuses_local_references(
+        remote: tuple[str, Run, App], tmp_path: Path) -> None:
+    _, run, app = remote
+    app.sealing = SealingKey(os.urandom(32))
+    key_file = tmp_path / "sa.json"
+    key_file.write_text(json.dumps({
+        "type": "service_account", "project_id": "my-project", "private_key_id": "k-9",
+        "private_key": "-----BEGIN PRIVATE KEY-----\nNeverOnDisk\n-----END PRIVATE KEY-----\n",
+        "client_email": "ci@my-project.iam.gserviceaccount.com"}))
+    made = ok(run("credentials", "new", "team-gcp", "--provider", "gcp", "--project",
+                  "my-project", "--key-file", str(key_file), "--json"))
+    assert made["reference"] == {"project": "my-project"}
+    assert made["secret"]["fields"]["clientEmail"] == "ci@my-project.iam.gserviceaccount.com"
+    before = snapshot(app)
+    error = refused(run("credentials", "new", "p", "--provider", "aws", "--profile", "team",
+                        "--json"), "INVALID_ARGUMENT")
+    assert error["field"] == "--profile" and "server cannot read" in error["rule"]
+    error = refused(run("credentials", "new", "az", "--provider", "azure",
+                        "--subscription-id", "00000000-0000-0000-0000-000000000001",
+                        "--tenant-id", "00000000-0000-0000-0000-000000000002",
+                        "--client-id", "00000000-0000-0000-0000-000000000003", "--json",
+                        AZURE_CLIENT_SECRET=""), "INVALID_ARGUMENT")
+    assert error["field"] == "AZURE_CLIENT_SECRET"
+    # Plain HTTP to another machine: the secret is not sent at all.
+    error = refused(run("credentials", "new", "x", "--provider", "aws", "--access-key-id",
+                        "AKIAIOSFODNN7EXAMPLE", "--json", AWS_SECRET_ACCESS_KEY=AWS_SECRET,
+                        ANYCLOUD_API_URL="http://api.example.invalid"), "INVALID_ARGUMENT")
+    assert error["field"] == "api" and "only over HTTPS" in error["rule"]
+    assert snapshot(app) == before
 
 
 # -- remote mode only --------------------------------------------------------------------------

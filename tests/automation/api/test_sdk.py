@@ -106,3 +106,27 @@ def test_models_keep_unknown_fields_and_open_enums() -> None:
     pool = models.NodePoolStatus.model_validate(doc)
     assert pool.state.root == "hibernating"
     assert pool.model_dump(by_alias=True)["fromTheFuture"] == {"a": 1}
+
+
+def test_credentials_with_a_sealed_secret(server: tuple[str, App]) -> None:
+    import os
+
+    from pydantic import SecretStr
+
+    from automation.sealing import SealingKey
+
+    url, app = server
+    app.sealing = SealingKey(os.urandom(32))
+    secret = models.SecretMaterial(access_key_id=SecretStr("AKIAIOSFODNN7EXAMPLE"),
+                                   secret_access_key=SecretStr("s" * 40))
+    with Client(url, create_token(app, "sdk", "admin", by="test").token) as api:
+        made = api.credentials.create("sealed", "aws", secret=secret)
+        assert made.secret is not None and made.secret.fields == {"accessKeyId": "AKIA…MPLE"}
+        again = api.credentials.rotate("sealed", models.SecretMaterial(
+            access_key_id=SecretStr("AKIAIOSFODNN7EXAMPLE"), secret_access_key=SecretStr("t" * 40)))
+        assert again.secret is not None and again.secret.fingerprint != made.secret.fingerprint
+        assert [c.name for c in api.credentials.list()] == ["sealed", "team-aws"]
+        with pytest.raises(Conflict) as in_use:
+            api.credentials.rotate("team-aws", secret)
+        assert in_use.value.code == "NO_SEALED_SECRET"
+        assert api.credentials.delete("sealed").state == "deleted"

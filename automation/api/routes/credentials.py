@@ -1,0 +1,49 @@
+"""Credentials: read by any reader, added, rotated and deleted by an admin. A secret sent here
+is sealed under the server's key and never returned: answers carry its fingerprint and the
+non-secret fields only (``automation.services.credentials``)."""
+
+from __future__ import annotations
+
+from fastapi import Request, Response
+
+from automation.api.idempotency import once
+from automation.api.routers import v1
+from automation.api.security import Admin, Reader
+from automation.errors import InvalidInput
+from automation.models import Credential, NewCredentialRequest, RotateCredentialRequest
+from automation.services import credentials
+
+router = v1("credentials")
+
+
+@router.get("/credentials")
+def list_credentials(request: Request, _: Reader) -> list[Credential]:
+    return credentials.list_credentials(request.app.state.ctx)
+
+
+@router.post("/credentials", status_code=201, response_model=Credential)
+def new_credential(request: Request, body: NewCredentialRequest, who: Admin) -> Response:
+    """Add a credential: the secret itself (``secret``), sealed by the server, or, for a
+    server that has its own identity, the ids alone (``roleArn``; Azure's ids with the
+    server's ARM_CLIENT_SECRET)."""
+    for name, value in (("profile", body.profile), ("keyFile", body.key_file)):
+        if value is not None:
+            raise InvalidInput(name, value, "names a file on the client's machine, which the "
+                               "server cannot read: send the secret itself in `secret`")
+    req = credentials.NewCredential(body.name, body.provider, body.options(), body.secret)
+    return once(request, who, body, lambda: credentials.new_credential(
+        request.app.state.ctx, req), status=201)
+
+
+@router.post("/credentials/{ref}/rotate")
+def rotate_credential(request: Request, ref: str, body: RotateCredentialRequest,
+                      who: Admin) -> Response:
+    """Replace the sealed secret; the old one is gone from the server once this answers."""
+    return once(request, who, body, lambda: credentials.rotate_credential(
+        request.app.state.ctx, ref, body.secret), status=200)
+
+
+@router.delete("/credentials/{ref}")
+def delete_credential(request: Request, ref: str, _: Admin) -> Credential:
+    """Refused while a node pool uses it; its sealed secret goes with it."""
+    return credentials.delete_credential(request.app.state.ctx, ref)
