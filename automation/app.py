@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from automation.catalog.store import Catalog, load_catalog
 from automation.clock import Clock, SystemClock
@@ -38,6 +38,45 @@ class App:
         from automation.catalog.overlay import LedgerOverlay
 
         return load_catalog().with_overlay(LedgerOverlay(self.ledger))
+
+    def kubeconfig_path(self, cluster: Any) -> str | None:
+        """Where the Kubernetes clients and the engine read the cluster's kubeconfig: the file
+        registered in embedded mode, or, for one sent to the API, its sealed copy opened into
+        a memory-only file (``automation.memfiles``). None: the cluster has neither."""
+        if cluster["kubeconfig_path"]:
+            return str(cluster["kubeconfig_path"])
+        import sqlalchemy as sa
+
+        from automation import memfiles
+        from automation.ledger import schema
+        from automation.sealing import SealingKeyMissing, owner
+
+        whose = owner("cluster", cluster["id"])
+        table = schema.sealed_secrets
+        with self.ledger.read() as conn:
+            sealed = conn.execute(sa.select(table.c.sealed, table.c.fingerprint).where(
+                table.c.owner == whose)).first()
+        if sealed is None:
+            return None
+        name = f"{cluster['id']}.kubeconfig"
+        if self._opened.get(name) != sealed.fingerprint or \
+                not (memfiles.memory_dir() / name).exists():
+            if self.sealing is None:
+                raise SealingKeyMissing(f"the kubeconfig of cluster {cluster['name']!r}")
+            memfiles.write_private(name, self.sealing.open(sealed.sealed, whose))
+            self._opened[name] = sealed.fingerprint
+        return str(memfiles.memory_dir() / name)
+
+    def with_kubeconfig(self, cluster: Any) -> dict[str, Any]:
+        """The cluster row with ``kubeconfig_path`` where it can be read (a sealed one opened
+        into memory): the form every Kubernetes client and stack target takes."""
+        if cluster["kubeconfig_path"]:
+            return dict(cluster)
+        return {**cluster, "kubeconfig_path": self.kubeconfig_path(cluster)}
+
+    @cached_property
+    def _opened(self) -> dict[str, str]:
+        return {}  # memory file -> the fingerprint of what it holds
 
     @cached_property
     def sealing(self) -> SealingKey | None:

@@ -80,6 +80,18 @@ class _Record(CamelModel):
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
 
+class SecretSummary(CamelModel):
+    """What may be shown of a stored secret: never the secret, only a keyed fingerprint (to
+    tell two apart) and its non-secret fields (an access key's id, masked; an email)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fingerprint: str
+    fields: dict[str, str] = Field(default_factory=dict)
+    stored_at: datetime
+    rotated_at: datetime | None = None
+
+
 class Cluster(_Record):
     id: str
     name: str
@@ -94,18 +106,8 @@ class Cluster(_Record):
     last_error: str | None
     created_at: datetime
     updated_at: datetime
-
-
-class SecretSummary(CamelModel):
-    """What may be shown of a stored secret: never the secret, only a keyed fingerprint (to
-    tell two apart) and its non-secret fields (an access key's id, masked; an email)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    fingerprint: str
-    fields: dict[str, str] = Field(default_factory=dict)
-    stored_at: datetime
-    rotated_at: datetime | None = None
+    # A kubeconfig sent to the API: sealed by the server, shown by fingerprint and server.
+    sealed_kubeconfig: SecretSummary | None = None
 
 
 class Credential(_Record):
@@ -332,6 +334,19 @@ class NewNodePool(CamelRequest):
     vm_type: str
     min_vms: int
     max_vms: int
+
+
+class RegisterClusterRequest(CamelRequest):
+    """``POST /v1/clusters`` (``cluster register``'s options; the kubeconfig's contents, which
+    the server seals, and the offline CA as PEM text)."""
+
+    name: str
+    kubeconfig: SecretStr
+    context: str | None = None
+    server_url: str | None = None
+    kubernetes_version: str | None = None
+    ca_pem: str | None = None
+    offline: bool = False
 
 
 class SecretMaterial(CamelRequest):

@@ -79,7 +79,8 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
     reference = {k: v for k, v in dict(cred["reference"]).items() if k != "client_secret_env"}
     env = secret_env(app, cred)
     config = NodePoolStackConfig(
-        pool_id=pool["id"], pool_name=pool["name"], cluster=cluster_ref(cluster),
+        pool_id=pool["id"], pool_name=pool["name"],
+        cluster=cluster_ref(app.with_kubeconfig(cluster)),
         credential=CloudCredentialRef(provider=pool["provider"], secret_env=tuple(sorted(env)),
                                       **reference),
         provider=pool["provider"], region=pool["region"], zone=pool["zone"],
@@ -215,7 +216,7 @@ def pool_release_target(app: App, ref: str) -> StackTarget | None:
             return None
         cluster = conn.execute(sa.select(schema.clusters).where(
             schema.clusters.c.id == pool["cluster_id"])).mappings().one()
-    return release_target(cluster, pool["id"])
+    return release_target(app.with_kubeconfig(cluster), pool["id"])
 
 
 def gpu_cluster_rows(app: App) -> list[Any]:

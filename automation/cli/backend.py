@@ -59,7 +59,8 @@ class Embedded:
         from automation.services import ingress_status, pool_status
 
         if ingress:
-            return ingress_status.pool_status_with_ingress(self._ledger(), ref)
+            return ingress_status.pool_status_with_ingress(
+                self._ledger(), ref, lambda row: self._app().kubeconfig_path(row))
         return pool_status.node_pool_status(self._ledger(), ref)
 
     def delete_node_pool(self, ref: str) -> NodePool:
@@ -98,6 +99,22 @@ class Embedded:
         from automation.services.credentials import list_credentials
 
         return list_credentials(self._app())
+
+    def register_cluster(self, options: dict[str, Any]) -> Cluster:
+        """``options``: ``cluster register``'s (the kubeconfig referenced by its path)."""
+        from automation.services.clusters import RegisterCluster, register_cluster
+
+        return register_cluster(self._app(), RegisterCluster(**options))
+
+    def refresh_cluster(self, ref: str) -> Cluster:
+        from automation.services.clusters import refresh_cluster
+
+        return refresh_cluster(self._app(), ref)
+
+    def delete_cluster(self, ref: str) -> Cluster:
+        from automation.services.clusters import delete_cluster
+
+        return delete_cluster(self._app(), ref)
 
     def new_credential(self, body: NewCredentialRequest) -> Credential:
         from automation.services import credentials
@@ -194,6 +211,35 @@ class Remote:
 
         return self.client.call("GET", "/credentials", list[Credential])
 
+    def register_cluster(self, options: dict[str, Any]) -> Cluster:
+        """``cluster register``'s options; the kubeconfig and CA files are read here and
+        sent (the server seals the kubeconfig)."""
+        from pydantic import SecretStr
+
+        from automation.client.http import dump
+        from automation.models import Cluster, RegisterClusterRequest
+
+        self._secrets_may_go()
+        ca_file = options.get("ca_file")
+        body = RegisterClusterRequest(
+            name=options["name"],
+            kubeconfig=SecretStr(_read("--kubeconfig", options["kubeconfig"])),
+            context=options.get("context"), server_url=options.get("server_url"),
+            kubernetes_version=options.get("kubernetes_version"),
+            offline=options.get("offline", False),
+            ca_pem=_read("--ca-file", ca_file) if ca_file else None)
+        return self.client.call("POST", "/clusters", Cluster, json=dump(body))
+
+    def refresh_cluster(self, ref: str) -> Cluster:
+        from automation.models import Cluster
+
+        return self.client.call("POST", f"/clusters/{_segment(ref)}/refresh", Cluster)
+
+    def delete_cluster(self, ref: str) -> Cluster:
+        from automation.models import Cluster
+
+        return self.client.call("DELETE", f"/clusters/{_segment(ref)}", Cluster)
+
     def _secrets_may_go(self) -> None:
         """A secret goes over TLS, or to this machine; never in the clear over a network."""
         from urllib.parse import urlsplit
@@ -254,6 +300,19 @@ def api_client(endpoint: Any) -> ApiClient:
                               f"{TOKEN_ENV})", field="token",
                               rule="remote mode sends an API token (anycloud token create)")
     return ApiClient(endpoint.url, endpoint.token, ca_file=endpoint.ca_file)
+
+
+def _read(field: str, path: Any) -> str:
+    """A file the server cannot read, read here to be sent."""
+    from pathlib import Path
+
+    from automation.errors import InvalidInput
+
+    try:
+        return Path(path).expanduser().read_text()
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(field, str(path), "must be a readable text file "
+                           f"({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _segment(ref: str) -> str:

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from automation.cli.context import app_from
 from automation.cli.inputs import InputPath
 from automation.cli.lazy import LazyGroup
 from automation.cli.output import handle_errors, json_option, print_fields, print_json, print_table
@@ -24,15 +23,11 @@ def _show(c: Cluster, as_json: bool) -> None:
         ("ID", c.id), ("State", c.state), ("Server", c.server_url),
         ("Kubernetes", c.kubernetes_version), ("CA SHA-256", c.ca_sha256),
         ("kube-system UID", c.kube_system_uid), ("Facts from", c.facts_source),
+        ("Kubeconfig", c.kubeconfig_path or (
+            f"sealed on the server ({c.sealed_kubeconfig.fingerprint})"
+            if c.sealed_kubeconfig else None)),
         ("Last error", c.last_error),
     ])
-
-
-def _svc():  # type: ignore[no-untyped-def]
-    """The service module, imported on use: --help must not load the ledger stack."""
-    from automation.services import clusters
-
-    return clusters
 
 
 @click.group(cls=LazyGroup, lazy_subcommands={
@@ -46,7 +41,8 @@ def cluster() -> None:
 @cluster.command()
 @click.argument("name")
 @click.option("--kubeconfig", required=True, type=InputPath(path_type=Path),
-              help="Kubeconfig of the cluster (its path is stored, not its content).")
+              help="Kubeconfig of the cluster (embedded mode: its path is stored; remote mode: "
+                   "its contents are sent and sealed).")
 @click.option("--context", "kube_context", help="Kubeconfig context to use.")
 @click.option("--server-url", help="Public https address agents join (default: kubeconfig's).")
 @click.option("--kubernetes-version", help="Offline: the cluster's version, e.g. v1.36.2+k3s1.")
@@ -58,11 +54,14 @@ def cluster() -> None:
 def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str | None,
              server_url: str | None, kubernetes_version: str | None, ca_file: Path | None,
              offline: bool, as_json: bool) -> None:
-    """Record a cluster: its address, CA hash, version and identity."""
-    c = _svc().register_cluster(app_from(ctx), _svc().RegisterCluster(
+    """Record a cluster: its address, CA hash, version and identity. Embedded mode stores
+    the kubeconfig's path; remote mode sends its contents, which the server seals (it must
+    then carry its certificates and token inline, with no exec plugin)."""
+    from automation.cli.backend import backend_from
+
+    c = backend_from(ctx).register_cluster(dict(
         name=name, kubeconfig=kubeconfig, context=kube_context, server_url=server_url,
-        kubernetes_version=kubernetes_version, ca_file=ca_file, offline=offline,
-    ))
+        kubernetes_version=kubernetes_version, ca_file=ca_file, offline=offline))
     _show(c, as_json)
 
 
@@ -101,7 +100,9 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def refresh(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Read the cluster again (a pending record becomes ready once it is read)."""
-    _show(_svc().refresh_cluster(app_from(ctx), ref), as_json)
+    from automation.cli.backend import backend_from
+
+    _show(backend_from(ctx).refresh_cluster(ref), as_json)
 
 
 @cluster.command()
@@ -111,4 +112,6 @@ def refresh(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Forget a cluster (refused while it has node pools). Add-ons stay installed."""
-    _show(_svc().delete_cluster(app_from(ctx), ref), as_json)
+    from automation.cli.backend import backend_from
+
+    _show(backend_from(ctx).delete_cluster(ref), as_json)

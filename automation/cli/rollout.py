@@ -247,7 +247,8 @@ def unlock_addons(ctx: click.Context, ref: str, engine: str | None, as_json: boo
     from automation.services.clusters import cluster_row
     from automation.stack_targets import addons_target
 
-    _unlock(ctx, lambda app, r: addons_target(cluster_row(app, r)), ref, engine, as_json)
+    _unlock(ctx, lambda app, r: addons_target(app.with_kubeconfig(cluster_row(app, r))), ref,
+            engine, as_json)
 
 
 def _print_policy(reports: list[PolicyReport]) -> None:

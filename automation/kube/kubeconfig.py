@@ -70,6 +70,32 @@ def read_context_target(path: Path, context: str | None = None) -> ContextTarget
     return ContextTarget(server_url=str(server), ca_pem=ca)
 
 
+# What makes a kubeconfig reach outside itself: files on the machine that reads it, or a
+# program it runs (exec plugins, auth providers). A kubeconfig sent to the server must carry
+# everything inline: the server reads no client's files and runs no client's programs.
+_OUTSIDE = {"cluster": ("certificate-authority",),
+            "user": ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider")}
+
+
+def check_self_contained(text: str) -> list[str]:
+    """Why a kubeconfig sent to the server cannot be used there (empty: it can): file
+    references, exec plugins and auth providers, by where they are."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return [f"not YAML ({exc.__class__.__name__})"]
+    if not isinstance(doc, dict) or not doc.get("contexts"):
+        return ["not a kubeconfig document (no contexts)"]
+    found = []
+    for kind, keys in _OUTSIDE.items():
+        for item in doc.get(kind + "s") or []:
+            body = item.get(kind) if isinstance(item, dict) else None
+            for key in keys:
+                if isinstance(body, dict) and body.get(key):
+                    found.append(f"{kind} {item.get('name')!r} uses {key}")
+    return found
+
+
 def client_configuration(kubeconfig: Path | None = None, context: str | None = None) -> Any:
     """The official client's configuration: the kubeconfig's context (KUBECONFIG or
     ~/.kube/config and its current context when not given), or the pod's service account when

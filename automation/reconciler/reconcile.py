@@ -222,6 +222,12 @@ class Reconciler:
             self._store_error(pool, mismatch, now, outcome, "ENGINE_MISMATCH")
             outcome.skipped = "bought by another engine"
             return outcome
+        try:
+            cluster = self.app.with_kubeconfig(cluster)  # type: ignore[assignment]  # sealed: opened
+        except AnycloudError as exc:
+            self._store_error(pool, f"cluster's kubeconfig: {exc}", now, outcome, exc.code)
+            outcome.skipped = "cluster's kubeconfig unreadable"
+            return outcome
         port = self.ports.cluster_for(cluster)
         try:
             referenced = self._confirm_services(pool, snap.refs.get(pool_id, []), port, now)
@@ -483,8 +489,9 @@ class Reconciler:
 
     def _cluster_row(self, pool: RowMapping) -> RowMapping:
         with self.app.ledger.read() as conn:
-            return conn.execute(sa.select(schema.clusters).where(
+            row = conn.execute(sa.select(schema.clusters).where(
                 schema.clusters.c.id == pool["cluster_id"])).mappings().one()
+        return self.app.with_kubeconfig(row)  # type: ignore[return-value]
 
     def _delete_namespace(self, pool: RowMapping, port: ClusterPort) -> str | None:
         name = pool_namespace(pool["id"])

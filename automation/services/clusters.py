@@ -7,11 +7,15 @@ cluster or given offline; until then it is *pending* and no node pool can be cre
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
+from pydantic import SecretStr
 from sqlalchemy.engine import RowMapping
 
 from automation import ids
@@ -21,6 +25,8 @@ from automation.kube.probe import ClusterUnreachable, sha256_hex
 from automation.ledger import schema
 from automation.ledger.records import find_live, record_event
 from automation.models import LIVE_POOL_STATES, Cluster, ClusterState
+from automation.sealing import owner
+from automation.services import sealed
 from automation.validation import (
     KUBERNETES_RULE,
     MAX_KUBERNETES,
@@ -36,12 +42,16 @@ _LIVE = schema.clusters.c.state != ClusterState.DELETED
 @dataclass(frozen=True)
 class RegisterCluster:
     name: str
-    kubeconfig: Path
+    kubeconfig: Path | None = None  # embedded mode: the file, referenced
     context: str | None = None
     server_url: str | None = None  # the public address agents join; defaults to kubeconfig's
     kubernetes_version: str | None = None  # offline value
     ca_file: Path | None = None  # offline value
     offline: bool = False  # do not try to read the cluster
+    # Through the API: the kubeconfig's contents, sealed under the server's key, and the
+    # offline CA as PEM text.
+    kubeconfig_text: SecretStr | None = None
+    ca_pem: str | None = None
 
 
 def _check_server_url(field: str, url: str) -> str:
@@ -67,9 +77,42 @@ def _read_ca(path: Path) -> str:
     except OSError as exc:
         raise InvalidInput("--ca-file", str(path), f"must be a readable file ({exc.strerror})") \
             from exc
+    return _ca_hash("--ca-file", str(path), data)
+
+
+def _ca_hash(field: str, shown: str, data: bytes) -> str:
     if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise InvalidInput("--ca-file", str(path), "must hold the cluster CA in PEM form")
+        raise InvalidInput(field, shown, "must hold the cluster CA in PEM form")
     return sha256_hex(data)
+
+
+@contextmanager
+def _kubeconfig_file(req: RegisterCluster) -> Iterator[Path]:
+    """The kubeconfig to read: the referenced file, or the sent one opened into a memory-only
+    file for the length of the registration (refused unless it carries everything inline:
+    the server reads no client's files and runs no client's programs)."""
+    if req.kubeconfig_text is None:
+        if req.kubeconfig is None:
+            raise InvalidInput("--kubeconfig", None, "is required")
+        kubeconfig = req.kubeconfig.expanduser().resolve()
+        if not kubeconfig.is_file():
+            raise InvalidInput("--kubeconfig", str(req.kubeconfig), "must be a readable file")
+        yield kubeconfig
+        return
+    from automation import memfiles
+    from automation.kube.kubeconfig import check_self_contained
+
+    text = req.kubeconfig_text.get_secret_value()
+    shown = f"(hidden, {len(text)} characters)"
+    problems = check_self_contained(text)
+    if problems:
+        raise InvalidInput("--kubeconfig", shown, "must carry its certificates and token "
+                           "inline, with no exec plugin: " + "; ".join(problems))
+    name = f"register-{ids.new_id('rg')}.kubeconfig"
+    try:
+        yield memfiles.write_private(name, text.encode())
+    finally:
+        memfiles.remove(name)
 
 
 def _in_window(version: str | None) -> bool:
@@ -80,31 +123,35 @@ def _in_window(version: str | None) -> bool:
 
 def register_cluster(app: App, req: RegisterCluster) -> Cluster:
     check_name("name", req.name)
-    kubeconfig = req.kubeconfig.expanduser().resolve()
-    if not kubeconfig.is_file():
-        raise InvalidInput("--kubeconfig", str(req.kubeconfig), "must be a readable file")
     if req.kubernetes_version is not None:
         check_kubernetes_version("--kubernetes-version", req.kubernetes_version)
     offline_ca = _read_ca(req.ca_file) if req.ca_file else None
-    try:
-        target = app.probe.target(kubeconfig, req.context)
-    except ValueError as exc:
-        raise InvalidInput("--kubeconfig", str(req.kubeconfig), str(exc)) from exc
-    if req.server_url is not None:
-        server_url = _check_server_url("--server-url", req.server_url)
-    else:
-        server_url = _check_server_url("--kubeconfig", target.server_url)
-
-    version, uid, source, error = req.kubernetes_version, None, None, None
-    ca = offline_ca or target.ca_sha256
-    if not req.offline:
+    if req.ca_pem is not None:
+        offline_ca = _ca_hash("caPem", f"({len(req.ca_pem)} characters)", req.ca_pem.encode())
+    key = None if req.kubeconfig_text is None else sealed.require_key(
+        app, f"cluster {req.name!r} (its kubeconfig)")
+    with _kubeconfig_file(req) as kubeconfig:
+        shown = str(req.kubeconfig) if req.kubeconfig_text is None else "(sent)"
         try:
-            facts = app.probe.read(kubeconfig, req.context)
-        except ClusterUnreachable as exc:
-            error = f"cluster not read: {exc}"
+            target = app.probe.target(kubeconfig, req.context)
+        except ValueError as exc:
+            raise InvalidInput("--kubeconfig", shown, str(exc).replace(str(kubeconfig), shown)
+                               ) from exc
+        if req.server_url is not None:
+            server_url = _check_server_url("--server-url", req.server_url)
         else:
-            check_kubernetes_version("cluster version", facts.kubernetes_version)
-            version, uid, source = facts.kubernetes_version, facts.kube_system_uid, "cluster"
+            server_url = _check_server_url("--kubeconfig", target.server_url)
+
+        version, uid, source, error = req.kubernetes_version, None, None, None
+        ca = offline_ca or target.ca_sha256
+        if not req.offline:
+            try:
+                facts = app.probe.read(kubeconfig, req.context)
+            except ClusterUnreachable as exc:
+                error = f"cluster not read: {exc}"
+            else:
+                check_kubernetes_version("cluster version", facts.kubernetes_version)
+                version, uid, source = facts.kubernetes_version, facts.kube_system_uid, "cluster"
     if source is None and version is not None and ca is not None:
         source = "offline"
     state = ClusterState.READY if source and ca else ClusterState.PENDING
@@ -115,7 +162,8 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
     cluster_id = ids.new_id("cl")
     row = dict(
         id=cluster_id, name=req.name, state=state, server_url=server_url, ca_sha256=ca,
-        kubernetes_version=version, kube_system_uid=uid, kubeconfig_path=str(kubeconfig),
+        kubernetes_version=version, kube_system_uid=uid,
+        kubeconfig_path=None if key else str(kubeconfig),
         kube_context=req.context, facts_source=source, last_error=error,
         created_at=now, updated_at=now,
     )
@@ -130,8 +178,14 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
                 rule="must be unique among registered clusters",
             )
         conn.execute(schema.clusters.insert().values(**row))
+        summary = None
+        if key is not None and req.kubeconfig_text is not None:
+            summary = sealed.store(
+                conn, key, owner("cluster", cluster_id),
+                req.kubeconfig_text.get_secret_value().encode(),
+                {"server": target.server_url, "context": req.context or "(current)"}, now)
         record_event(conn, now, "cluster", cluster_id, "registered", f"cluster {req.name} {state}")
-    return Cluster.model_validate(row)
+    return Cluster.model_validate({**row, "sealed_kubeconfig": summary})
 
 
 def refresh_cluster(app: App, ref: str) -> Cluster:
@@ -141,7 +195,7 @@ def refresh_cluster(app: App, ref: str) -> Cluster:
             find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
         )
     changes: dict[str, object]
-    kubeconfig = Path(current.kubeconfig_path or "")
+    kubeconfig = Path(app.kubeconfig_path(current.model_dump(by_alias=False)) or "")
     try:
         facts = app.probe.read(kubeconfig, current.kube_context)
         target = app.probe.target(kubeconfig, current.kube_context)
@@ -168,18 +222,23 @@ def refresh_cluster(app: App, ref: str) -> Cluster:
         )
         state = changes.get("state", current.state)
         record_event(conn, now, "cluster", current.id, "refreshed", f"cluster {state}")
-        return Cluster.model_validate(
+        return _with_kubeconfigs(conn, [
             conn.execute(sa.select(schema.clusters).where(schema.clusters.c.id == current.id))
-            .mappings().one()
-        )
+            .mappings().one()])[0]
+
+
+def _with_kubeconfigs(conn: Any, rows: list[Any]) -> list[Cluster]:
+    found = sealed.summaries(conn, [owner("cluster", r["id"]) for r in rows])
+    return [Cluster.model_validate({**r, "sealed_kubeconfig": found.get(owner("cluster", r["id"]))})
+            for r in rows]
 
 
 def list_clusters(app: App) -> list[Cluster]:
     with app.ledger.read() as conn:
         rows = conn.execute(
             sa.select(schema.clusters).where(_LIVE).order_by(schema.clusters.c.name)
-        ).mappings()
-        return [Cluster.model_validate(r) for r in rows]
+        ).mappings().all()
+        return _with_kubeconfigs(conn, list(rows))
 
 
 def cluster_row(app: App, ref: str) -> RowMapping:
@@ -189,7 +248,9 @@ def cluster_row(app: App, ref: str) -> RowMapping:
 
 
 def get_cluster(app: App, ref: str) -> Cluster:
-    return Cluster.model_validate(cluster_row(app, ref))
+    with app.ledger.read() as conn:
+        row = find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
+        return _with_kubeconfigs(conn, [row])[0]
 
 
 def delete_cluster(app: App, ref: str) -> Cluster:
@@ -226,4 +287,9 @@ def delete_cluster(app: App, ref: str) -> Cluster:
             .values(state=ClusterState.DELETED, deleted_at=now, updated_at=now)
         )
         record_event(conn, now, "cluster", row["id"], "deleted", f"cluster {row['name']} deleted")
+        if sealed.held(conn, owner("cluster", row["id"])):
+            from automation import memfiles
+
+            sealed.drop(conn, owner("cluster", row["id"]))
+            memfiles.remove(f"{row['id']}.kubeconfig")
     return Cluster.model_validate({**row, "state": ClusterState.DELETED, "updated_at": now})

@@ -18,9 +18,9 @@ from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
 from automation.ledger.records import find_live, record_event
-from automation.models import LIVE_POOL_STATES, Credential, SecretMaterial, SecretSummary
-from automation.sealing import SealingKey, SealingKeyMissing, owner
-from automation.services import credential_secrets
+from automation.models import LIVE_POOL_STATES, Credential, SecretMaterial
+from automation.sealing import owner
+from automation.services import credential_secrets, sealed
 from automation.validation import check_name
 
 _LIVE = schema.credentials.c.state == "active"
@@ -134,7 +134,7 @@ def new_credential(app: App, req: NewCredential) -> Credential:
     else:
         reference = _sealed_reference(req.provider, req.options)
         plain, shown = credential_secrets.check(req.provider, req.secret)
-        key = _key(app, f"credential {req.name!r}")
+        key = sealed.require_key(app, f"credential {req.name!r}")
     now = app.clock.now()
     cred_id = ids.new_id("cr")
     row = dict(
@@ -152,7 +152,7 @@ def new_credential(app: App, req: NewCredential) -> Credential:
         conn.execute(schema.credentials.insert().values(**row))
         summary = None
         if plain is not None:
-            summary = _store(conn, key, cred_id, plain, shown, now, rotated=False)
+            summary = sealed.store(conn, key, _owner(cred_id), _sealable(plain), shown, now)
         record_event(conn, now, "credential", cred_id, "created", f"credential {req.name}"
                      + (f" (secret {summary.fingerprint})" if summary else ""))
     return Credential.model_validate({**row, "secret": summary})
@@ -162,44 +162,14 @@ def _owner(cred_id: str) -> str:
     return owner("credential", cred_id)
 
 
-def _key(app: App, what: str) -> SealingKey:
-    if app.sealing is None:
-        raise SealingKeyMissing(f"storing the secret of {what}")
-    return app.sealing
-
-
-def _store(conn: Any, key: SealingKey, cred_id: str, plain: dict[str, str],
-           shown: dict[str, str], now: Any, *, rotated: bool) -> SecretSummary:
-    """Seal ``plain`` for the credential (a new row, or the old one overwritten: a rotated
-    secret is gone, not kept beside the new one)."""
-    data = json.dumps(plain, sort_keys=True).encode()
-    values = dict(key_id=key.key_id.hex(), sealed=key.seal(data, _owner(cred_id)),
-                  fingerprint=key.fingerprint(data), shown=shown)
-    table = schema.sealed_secrets
-    if rotated:
-        conn.execute(table.update().where(table.c.owner == _owner(cred_id))
-                     .values(**values, rotated_at=now))
-        row = conn.execute(sa.select(table).where(table.c.owner == _owner(cred_id))
-                           ).mappings().one()
-    else:
-        row = {**values, "created_at": now, "rotated_at": None}
-        conn.execute(table.insert().values(owner=_owner(cred_id), **row))
-    return _summary(row)
-
-
-def _summary(row: Any) -> SecretSummary:
-    return SecretSummary(fingerprint=row["fingerprint"], fields=row["shown"],
-                         stored_at=row["created_at"], rotated_at=row["rotated_at"])
+def _sealable(plain: dict[str, str]) -> bytes:
+    return json.dumps(plain, sort_keys=True).encode()
 
 
 def _with_secrets(conn: Any, rows: list[Any]) -> list[Credential]:
-    owners = {_owner(r["id"]): r for r in rows}
-    table = schema.sealed_secrets
-    sealed = {s["owner"]: s for s in conn.execute(
-        sa.select(table.c.owner, table.c.fingerprint, table.c.shown, table.c.created_at,
-                  table.c.rotated_at).where(table.c.owner.in_(list(owners)))).mappings()}
-    return [Credential.model_validate({**r, "secret": _summary(sealed[o]) if o in sealed
-                                       else None}) for o, r in owners.items()]
+    found = sealed.summaries(conn, [_owner(r["id"]) for r in rows])
+    return [Credential.model_validate({**r, "secret": found.get(_owner(r["id"]))})
+            for r in rows]
 
 
 def list_credentials(app: App) -> list[Credential]:
@@ -218,17 +188,16 @@ def rotate_credential(app: App, ref: str, material: SecretMaterial) -> Credentia
         row = find_live(conn, schema.credentials, ref, live=_LIVE, kind="credential",
                         field="credentials", lock=True)
         plain, shown = credential_secrets.check(row["provider"], material)
-        key = _key(app, f"credential {row['name']!r}")
-        held = conn.execute(sa.select(schema.sealed_secrets.c.owner).where(
-            schema.sealed_secrets.c.owner == _owner(row["id"]))).first()
-        if held is None:
+        key = sealed.require_key(app, f"credential {row['name']!r}")
+        if not sealed.held(conn, _owner(row["id"])):
             raise Conflict(
                 f"credential {row['name']!r} is a reference "
                 f"({', '.join(f'{k}={v}' for k, v in row['reference'].items())}): its secret "
                 "lives where that points, and is rotated there", code="NO_SEALED_SECRET",
                 field="credentials", value=ref,
                 rule="only a credential whose secret the server holds is rotated here")
-        summary = _store(conn, key, row["id"], plain, shown, now, rotated=True)
+        summary = sealed.store(conn, key, _owner(row["id"]), _sealable(plain), shown, now,
+                               replace=True)
         record_event(conn, now, "credential", row["id"], "rotated",
                      f"credential {row['name']}: secret {summary.fingerprint}")
     return Credential.model_validate({**row, "secret": summary})
@@ -259,7 +228,6 @@ def delete_credential(app: App, ref: str) -> Credential:
             .values(state="deleted", deleted_at=now)
         )
         # No pool needs the secret any more (a pool's destroy ran before it was deleted).
-        conn.execute(schema.sealed_secrets.delete().where(
-            schema.sealed_secrets.c.owner == _owner(row["id"])))
+        sealed.drop(conn, _owner(row["id"]))
         record_event(conn, now, "credential", row["id"], "deleted", f"credential {row['name']}")
     return Credential.model_validate({**row, "state": "deleted"})

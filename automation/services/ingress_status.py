@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from automation.ledger.db import Ledger
 from automation.models import IngressView, NodePoolStatus
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 # A person waits for this command: give up on a silent API server sooner than the reconciler.
 STATUS_TIMEOUT_SECONDS = 5.0
 
+OpenSealed = Callable[[Any], "str | None"]
+
 _CLUSTER_SQL = """
-SELECT c.kubeconfig_path, c.kube_context
+SELECT c.id, c.name, c.kubeconfig_path, c.kube_context
 FROM node_pools p JOIN clusters c ON c.id = p.cluster_id
 WHERE p.id = :id
 """
@@ -62,15 +64,23 @@ def with_ingress(status: NodePoolStatus,
     return status.model_copy(update={"ingress": view})
 
 
-def kubernetes_port_factory(ledger: Ledger) -> ClusterPortFactory:
-    """The pool's cluster through its registered kubeconfig and context (the ledger's record)."""
+def kubernetes_port_factory(ledger: Ledger, open_sealed: OpenSealed | None = None
+                            ) -> ClusterPortFactory:
+    """The pool's cluster through its registered kubeconfig and context (the ledger's record);
+    ``open_sealed``: where a kubeconfig sent to the API is opened (``App.kubeconfig_path``)."""
 
     def build(status: NodePoolStatus) -> IngressReader:
+        from automation.errors import AnycloudError
         from automation.kube.adapter import KubernetesCluster
         from automation.kube.port import ClusterUnavailable
 
         rows = ledger.query(_CLUSTER_SQL, {"id": status.id})
         path = rows[0]["kubeconfig_path"] if rows else None
+        if rows and not path and open_sealed is not None:
+            try:
+                path = open_sealed(rows[0])
+            except AnycloudError as exc:
+                raise ClusterUnavailable(f"cluster {status.cluster}: {exc}") from exc
         if not path:
             raise ClusterUnavailable(
                 f"cluster {status.cluster} has no registered kubeconfig")
@@ -80,8 +90,10 @@ def kubernetes_port_factory(ledger: Ledger) -> ClusterPortFactory:
     return build
 
 
-def pool_status_with_ingress(ledger: Ledger, ref: str) -> NodePoolStatus:
+def pool_status_with_ingress(ledger: Ledger, ref: str,
+                             open_sealed: OpenSealed | None = None) -> NodePoolStatus:
     """``node-pool status``: the pool's status with its ingress view read from its cluster."""
     from automation.services.pool_status import node_pool_status
 
-    return with_ingress(node_pool_status(ledger, ref), kubernetes_port_factory(ledger))
+    return with_ingress(node_pool_status(ledger, ref),
+                        kubernetes_port_factory(ledger, open_sealed))

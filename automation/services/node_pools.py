@@ -198,10 +198,11 @@ def find_pool_placement(app: App, ref: str, cluster: str | None, field: str) -> 
         row = find_live(conn, pools, ref, live=_LIVE, kind="node pool", field=field, scope=scope)
         owner = conn.execute(sa.select(clusters).where(
             clusters.c.id == row["cluster_id"])).mappings().one()
-    if not owner["kubeconfig_path"]:
+    path = app.kubeconfig_path(owner)
+    if not path:
         raise InvalidInput(field, ref, f"its cluster {owner['name']!r} has no kubeconfig: "
                            "register it with `anycloud cluster register --kubeconfig`")
-    return PoolPlacement(row["id"], owner["kubeconfig_path"], owner["kube_context"])
+    return PoolPlacement(row["id"], path, owner["kube_context"])
 
 
 def admit_deployment(app: App, pool_id: str, provision_id: str) -> None:

@@ -98,7 +98,8 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
     from automation.services.clusters import cluster_row
 
     row = cluster_row(app, ref)
-    port = KubernetesCluster(Path(row["kubeconfig_path"]), row["kube_context"])
+    row = app.with_kubeconfig(row)  # type: ignore[assignment]
+    port = KubernetesCluster(Path(row["kubeconfig_path"] or ""), row["kube_context"])
     try:
         target = AddonEnsurer(app, runner).preview_target(row, port)
     except ClusterUnavailable as exc:  # a runtime failure (exit 1), named, not an escape
@@ -122,7 +123,7 @@ def check_pool_policy(app: App, ref: str) -> PolicyReport:
 
 def check_addons_policy(app: App, cluster_row: Any) -> PolicyReport:
     """The same over a cluster's NVIDIA add-on stack."""
-    target = addons_target(cluster_row)
+    target = addons_target(app.with_kubeconfig(cluster_row))
     return PolicyReport(cluster=target.key, stack=target.stack_name,
                         findings=_check(app, target))
 

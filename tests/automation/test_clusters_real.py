@@ -226,3 +226,41 @@ def test_installed_command_registers_and_refreshes_the_real_cluster(
     assert_read_from(control_plane, refreshed)
     assert refreshed["id"] == registered["id"]
     assert refreshed["updatedAt"] > registered["updatedAt"]
+
+
+def test_a_kubeconfig_sent_to_the_api_reads_the_real_cluster(
+        control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remote mode against a real server on loopback, with the real probe: the kubeconfig
+    travels as contents, is sealed, and is opened into a memory-only file to read the real
+    API server at registration and afterwards (the reconciler's cluster port)."""
+    from automation.api.app import create_api
+    from automation.app import App
+    from automation.kube.adapter import KubernetesCluster
+    from automation.ledger import open_ledger
+    from automation.sealing import SealingKey
+    from automation.services.clusters import cluster_row
+    from automation.services.tokens import create_token
+    from automation.serving import ServerThread
+
+    monkeypatch.setenv("ANYCLOUD_RUNTIME_DIR", str(Path("/dev/shm") / tmp_path.name))
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'server.db'}")
+    app = App(ledger=ledger, home=tmp_path / "server-home")
+    app.sealing = SealingKey(os.urandom(32))
+    server = ServerThread(create_api(app), "127.0.0.1:0")
+    try:
+        env = {"ANYCLOUD_API_URL": server.url, "ANYCLOUD_CLI_CONFIG": str(tmp_path / "c.json"),
+               "ANYCLOUD_TOKEN": create_token(app, "ci", "admin", by="test").token}
+        result = CliRunner().invoke(cli, ["cluster", "register", "prod", "--kubeconfig",
+                                          str(control_plane.kubeconfig), "--server-url",
+                                          PUBLIC, "--json"], env=env, catch_exceptions=False)
+        cluster = ok(result)
+        assert_read_from(control_plane, cluster)
+        assert cluster["kubeconfigPath"] is None and cluster["sealedKubeconfig"]
+        path = app.kubeconfig_path(cluster_row(app, "prod"))
+        assert path is not None and path.startswith("/dev/shm/")
+        port = KubernetesCluster(Path(path), None)
+        version, uid = port.identity()
+        assert (version, uid) == (K8S_VERSION, kube_system_uid(control_plane))
+    finally:
+        server.stop()
+        ledger.dispose()

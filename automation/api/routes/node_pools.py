@@ -43,7 +43,8 @@ def list_pools(request: Request, _: Reader, cluster: str | None = None,
 
 @router.get("/node-pools/{ref}")
 def pool_status(request: Request, ref: str, _: Reader) -> NodePoolStatus:
-    return pool_status_with_ingress(request.app.state.ctx.ledger, ref)
+    ctx = request.app.state.ctx
+    return pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
 
 
 @router.delete("/node-pools/{ref}")

@@ -202,6 +202,24 @@ class Problem(BaseModel):
     value: Annotated[Any | None, Field(title="Value")] = None
 
 
+class RegisterClusterRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    ca_pem: Annotated[str | None, Field(alias="caPem", title="Capem")] = None
+    context: Annotated[str | None, Field(title="Context")] = None
+    kubeconfig: Annotated[SecretStr, Field(title="Kubeconfig")]
+    kubernetes_version: Annotated[
+        str | None, Field(alias="kubernetesVersion", title="Kubernetesversion")
+    ] = None
+    name: Annotated[str, Field(title="Name")]
+    offline: Annotated[bool | None, Field(title="Offline")] = False
+    server_url: Annotated[str | None, Field(alias="serverUrl", title="Serverurl")] = (
+        None
+    )
+
+
 class SecretMaterial(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -269,6 +287,9 @@ class Cluster(BaseModel):
     ]
     last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")]
     name: Annotated[str, Field(title="Name")]
+    sealed_kubeconfig: Annotated[
+        SecretSummary | None, Field(alias="sealedKubeconfig")
+    ] = None
     server_url: Annotated[str, Field(alias="serverUrl", title="Serverurl")]
     state: ClusterState
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]

@@ -197,6 +197,34 @@ def test_remote_mode_sends_a_key_files_contents_and_refuses_local_references(
     assert snapshot(app) == before
 
 
+def test_cluster_register_refresh_delete_in_both_modes(mode: tuple[str, Run, App],
+                                                       tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedded mode references the kubeconfig; remote mode sends it (self-contained), and
+    the server seals it. The same command, the same JSON shape, the same refusals."""
+    from tests.automation.api.test_api_clusters import kubeconfig
+    from tests.automation.conftest import DEMO_CA
+
+    name, run, app = mode
+    monkeypatch.setenv("ANYCLOUD_RUNTIME_DIR", str(Path("/dev/shm") / tmp_path.name))
+    app.sealing = SealingKey(os.urandom(32))
+    kube = tmp_path / "edge.yaml"
+    kube.write_text(kubeconfig())
+    made = ok(run("cluster", "register", "edge", "--kubeconfig", str(kube), "--offline",
+                  "--kubernetes-version", "v1.36.2+k3s1", "--ca-file", str(DEMO_CA), "--json"))
+    assert made["state"] == "ready"
+    if name == "remote":
+        assert made["kubeconfigPath"] is None and made["sealedKubeconfig"]["fingerprint"]
+    else:
+        assert made["kubeconfigPath"] == str(kube) and made["sealedKubeconfig"] is None
+    assert "NeverOnDisk" not in str(snapshot(app)) or name == "embedded"
+    refused(run("cluster", "register", "edge", "--kubeconfig", str(kube), "--offline",
+                "--kubernetes-version", "v1.36.2+k3s1", "--json"), "ALREADY_EXISTS")
+    assert ok(run("cluster", "refresh", "edge", "--json"))["lastError"].startswith(
+        "cluster not read")
+    assert ok(run("cluster", "delete", "edge", "--json"))["state"] == "deleted"
+
+
 # -- remote mode only --------------------------------------------------------------------------
 
 

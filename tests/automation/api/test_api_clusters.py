@@ -1,0 +1,125 @@
+"""Clusters through the API: the kubeconfig sent is sealed, never answered, opened only into
+a memory-only file for the clients that read a path, and refused when it reaches outside
+itself (files on the client, exec plugins)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from automation import memfiles
+from automation.app import App
+from automation.sealing import SealingKey
+from automation.services.clusters import cluster_row
+from tests.automation.conftest import DEMO_CA, snapshot
+
+TOKEN = "NeverOnDiskClusterToken"
+CA_DATA = base64.b64encode(DEMO_CA.read_bytes()).decode()
+
+
+def kubeconfig(user: str = f"    token: {TOKEN}\n") -> str:
+    return (
+        "apiVersion: v1\nkind: Config\ncurrent-context: prod\n"
+        "clusters:\n- name: prod\n  cluster:\n    server: https://203.0.113.10:6443\n"
+        f"    certificate-authority-data: {CA_DATA}\n"
+        "contexts:\n- name: prod\n  context:\n    cluster: prod\n    user: admin\n"
+        f"users:\n- name: admin\n  user:\n{user}")
+
+
+@pytest.fixture(autouse=True)
+def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = Path("/dev/shm") / f"anycloud-test-{os.getpid()}-{os.urandom(3).hex()}"
+    monkeypatch.setenv(memfiles.RUNTIME_DIR_ENV, str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def keyed(app: App) -> App:
+    app.sealing = SealingKey(os.urandom(32))
+    return app
+
+
+def register(http: TestClient, headers: dict[str, str], **extra: Any) -> Any:
+    body = {"name": "prod", "kubeconfig": kubeconfig(), "kubernetesVersion": "v1.36.2+k3s1",
+            "offline": True} | extra
+    return http.post("/v1/clusters", json=body, headers=headers)
+
+
+def test_a_sent_kubeconfig_is_sealed_and_opened_into_memory_only(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]],
+        runtime_dir: Path) -> None:
+    made = register(http, callers["admin"])
+    assert made.status_code == 201, made.text
+    cluster = made.json()
+    assert cluster["state"] == "ready" and cluster["kubeconfigPath"] is None
+    assert cluster["sealedKubeconfig"]["fields"] == {"server": "https://203.0.113.10:6443",
+                                                     "context": "(current)"}
+    listed = http.get("/v1/clusters", headers=callers["viewer"]).text
+    assert TOKEN not in made.text + listed + str(snapshot(keyed))
+    assert list(runtime_dir.iterdir()) == []  # the registration's own copy is gone
+    # A client that reads a path gets a memory-only file, readable by this user only.
+    opened = Path(keyed.kubeconfig_path(cluster_row(keyed, "prod")) or "")
+    assert opened.parent == runtime_dir and opened.read_text() == kubeconfig()
+    assert stat.S_IMODE(opened.stat().st_mode) == 0o600
+    assert stat.S_IMODE(runtime_dir.stat().st_mode) == 0o700
+    assert http.delete("/v1/clusters/prod", headers=callers["admin"]).status_code == 200
+    assert not opened.exists() and snapshot(keyed)["sealed_secrets"] == []
+
+
+@pytest.mark.parametrize(("user", "found"), [
+    ("    client-certificate: /home/me/.kube/admin.crt\n    client-key: /home/me/admin.key\n",
+     "uses client-certificate"),
+    ("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n",
+     "uses exec"),
+    ("    tokenFile: /var/run/token\n", "uses tokenFile"),
+])
+def test_a_kubeconfig_that_reaches_outside_itself_is_refused(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]], user: str,
+        found: str) -> None:
+    before = snapshot(keyed)
+    resp = http.post("/v1/clusters", json={"name": "prod", "kubeconfig": kubeconfig(user)},
+                     headers=callers["admin"])
+    assert resp.status_code == 400, resp.text
+    problem = resp.json()
+    assert problem["field"] == "--kubeconfig" and found in problem["rule"]
+    assert "inline" in problem["rule"] and snapshot(keyed) == before
+
+
+def test_without_a_key_nothing_is_registered(app: App, http: TestClient,
+                                             callers: dict[str, dict[str, str]]) -> None:
+    app.sealing = None
+    before = snapshot(app)
+    resp = register(http, callers["admin"])
+    assert resp.status_code == 409 and resp.json()["code"] == "SEALING_KEY_MISSING"
+    assert TOKEN not in resp.text and snapshot(app) == before
+
+
+def test_a_process_without_the_key_cannot_open_it(keyed: App, http: TestClient,
+                                                  callers: dict[str, dict[str, str]]) -> None:
+    from automation.sealing import SealingKeyMissing
+
+    assert register(http, callers["admin"]).status_code == 201
+    row = cluster_row(keyed, "prod")
+    keyed.sealing = None
+    with pytest.raises(SealingKeyMissing, match="kubeconfig of cluster 'prod'"):
+        keyed.kubeconfig_path(row)
+
+
+def test_roles_and_a_bad_ca(keyed: App, http: TestClient,
+                            callers: dict[str, dict[str, str]]) -> None:
+    assert register(http, callers["member"]).status_code == 403
+    bad = register(http, callers["admin"], caPem="not a certificate")
+    assert bad.status_code == 400 and bad.json()["field"] == "caPem"
+    assert register(http, callers["admin"]).status_code == 201
+    refreshed = http.post("/v1/clusters/prod/refresh", headers=callers["member"])
+    assert refreshed.status_code == 200, refreshed.text
+    assert refreshed.json()["lastError"].startswith("cluster not read")  # the probe says so
