@@ -336,6 +336,19 @@ class NewNodePool(CamelRequest):
     max_vms: int
 
 
+class NewOrg(CamelRequest):
+    """``POST /v1/orgs``."""
+
+    name: str
+
+
+class NewProject(CamelRequest):
+    """``POST /v1/projects``."""
+
+    name: str
+    org: str  # name or id
+
+
 class RegisterClusterRequest(CamelRequest):
     """``POST /v1/clusters`` (``cluster register``'s options; the kubeconfig's contents, which
     the server seals, and the offline CA as PEM text)."""

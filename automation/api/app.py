@@ -12,7 +12,14 @@ from fastapi.routing import APIRoute
 
 from automation import __version__
 from automation.api import problems
-from automation.api.routes import clusters, credentials, identity, node_pools, tokens
+from automation.api.routes import (
+    clusters,
+    credentials,
+    identity,
+    node_pools,
+    projects,
+    tokens,
+)
 from automation.api.security import PREFIX, Reader, access_of
 from automation.app import App
 from automation.auth.roles import Access
@@ -32,7 +39,7 @@ def create_api(ctx: App) -> FastAPI:
     problems.install(api)
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
-    for module in (identity, tokens, clusters, credentials, node_pools):
+    for module in (identity, tokens, clusters, credentials, node_pools, projects):
         api.router.routes.extend(module.router.routes)
 
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
         NodePool,
         NodePoolCreated,
         NodePoolStatus,
+        Org,
+        Project,
         SecretMaterial,
     )
 
@@ -99,6 +101,26 @@ class Embedded:
         from automation.services.credentials import list_credentials
 
         return list_credentials(self._app())
+
+    def create_org(self, name: str) -> Org:
+        from automation.services.projects import create_org
+
+        return create_org(self._app(), name)
+
+    def list_orgs(self) -> list[Org]:
+        from automation.services.projects import list_orgs
+
+        return list_orgs(self._app())
+
+    def create_project(self, name: str, org: str) -> Project:
+        from automation.services.projects import create_project
+
+        return create_project(self._app(), name, org)
+
+    def list_projects(self, org: str | None) -> list[Project]:
+        from automation.services.projects import list_projects
+
+        return list_projects(self._app(), org)
 
     def register_cluster(self, options: dict[str, Any]) -> Cluster:
         """``options``: ``cluster register``'s (the kubeconfig referenced by its path)."""
@@ -210,6 +232,30 @@ class Remote:
         from automation.models import Credential
 
         return self.client.call("GET", "/credentials", list[Credential])
+
+    def create_org(self, name: str) -> Org:
+        from automation.client.http import dump
+        from automation.models import NewOrg, Org
+
+        return self.client.call("POST", "/orgs", Org, json=dump(NewOrg(name=name)))
+
+    def list_orgs(self) -> list[Org]:
+        from automation.models import Org
+
+        return self.client.call("GET", "/orgs", list[Org])
+
+    def create_project(self, name: str, org: str) -> Project:
+        from automation.client.http import dump
+        from automation.models import NewProject, Project
+
+        return self.client.call("POST", "/projects", Project,
+                                json=dump(NewProject(name=name, org=org)))
+
+    def list_projects(self, org: str | None) -> list[Project]:
+        from automation.models import Project
+
+        return self.client.call("GET", "/projects", list[Project],
+                                params={"org": org} if org else None)
 
     def register_cluster(self, options: dict[str, Any]) -> Cluster:
         """``cluster register``'s options; the kubeconfig and CA files are read here and

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automation.cli.context import app_from
+from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, json_option, print_json, print_table
 
 
@@ -20,9 +20,7 @@ def org() -> None:
 @click.pass_context
 def org_create(ctx: click.Context, name: str, as_json: bool) -> None:
     """Create an org."""
-    from automation.services.projects import create_org
-
-    made = create_org(app_from(ctx), name)
+    made = backend_from(ctx).create_org(name)
     print_json(made) if as_json else click.echo(f"org {made.name} ({made.id}) created")
 
 
@@ -32,9 +30,7 @@ def org_create(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def org_list(ctx: click.Context, as_json: bool) -> None:
     """Orgs and their default provisioner (- : the global default)."""
-    from automation.services.projects import list_orgs
-
-    found = list_orgs(app_from(ctx))
+    found = backend_from(ctx).list_orgs()
     if as_json:
         print_json(found)
     else:
@@ -55,9 +51,7 @@ def project() -> None:
 @click.pass_context
 def project_create(ctx: click.Context, name: str, org_ref: str, as_json: bool) -> None:
     """Create a project in an org."""
-    from automation.services.projects import create_project
-
-    made = create_project(app_from(ctx), name, org_ref)
+    made = backend_from(ctx).create_project(name, org_ref)
     print_json(made) if as_json else click.echo(f"project {made.name} ({made.id}) created")
 
 
@@ -68,9 +62,7 @@ def project_create(ctx: click.Context, name: str, org_ref: str, as_json: bool) -
 @click.pass_context
 def project_list(ctx: click.Context, org_ref: str | None, as_json: bool) -> None:
     """Projects and their provisioner (- : the org's default, else the global one)."""
-    from automation.services.projects import list_projects
-
-    found = list_projects(app_from(ctx), org_ref)
+    found = backend_from(ctx).list_projects(org_ref)
     if as_json:
         print_json(found)
     else:

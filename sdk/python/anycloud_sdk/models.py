@@ -155,6 +155,23 @@ class NewNodePool(BaseModel):
     zone: Annotated[str | None, Field(title="Zone")] = None
 
 
+class NewOrg(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(title="Name")]
+
+
+class NewProject(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(title="Name")]
+    org: Annotated[str, Field(title="Org")]
+
+
 class ExpiresInSeconds(RootModel[int]):
     root: Annotated[int, Field(gt=0, title="Expiresinseconds")]
 
@@ -171,6 +188,19 @@ class NewToken(BaseModel):
     name: Annotated[str, Field(title="Name")]
     pool: Annotated[str | None, Field(title="Pool")] = None
     role: Annotated[str, Field(title="Role")]
+
+
+class Org(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    default_provisioner: Annotated[
+        str | None, Field(alias="defaultProvisioner", title="Defaultprovisioner")
+    ] = None
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
 
 
 class PoolState(
@@ -200,6 +230,18 @@ class Problem(BaseModel):
     title: Annotated[str, Field(title="Title")]
     type: Annotated[str, Field(title="Type")]
     value: Annotated[Any | None, Field(title="Value")] = None
+
+
+class Project(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
+    provisioner: Annotated[str | None, Field(title="Provisioner")] = None
 
 
 class RegisterClusterRequest(BaseModel):

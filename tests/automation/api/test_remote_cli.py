@@ -225,6 +225,23 @@ def test_cluster_register_refresh_delete_in_both_modes(mode: tuple[str, Run, App
     assert ok(run("cluster", "delete", "edge", "--json"))["state"] == "deleted"
 
 
+def test_orgs_and_projects_in_both_modes(mode: tuple[str, Run, App]) -> None:
+    _, run, app = mode
+    org = ok(run("org", "create", "acme", "--json"))
+    assert org["name"] == "acme" and org["defaultProvisioner"] is None
+    made = ok(run("project", "create", "web", "--org", "acme", "--json"))
+    assert made["orgId"] == org["id"]
+    assert [o["name"] for o in ok(run("org", "list", "--json"))] == ["acme"]
+    assert ok(run("project", "list", "--org", org["id"], "--json")) == [made]
+    before = snapshot(app)
+    refused(run("org", "create", "acme", "--json"), "ALREADY_EXISTS")
+    assert refused(run("project", "create", "x", "--org", "nobody", "--json"),
+                   "NOT_FOUND")["field"] == "--org"
+    assert refused(run("project", "list", "--org", "nobody", "--json"),
+                   "NOT_FOUND")["field"] == "--org"
+    assert snapshot(app) == before
+
+
 # -- remote mode only --------------------------------------------------------------------------
 
 
@@ -278,8 +295,8 @@ def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
         remote: tuple[str, Run, App]) -> None:
     _, run, app = remote
     before = snapshot(app)
-    error = refused(run("org", "create", "acme", "--json"), "UNIMPLEMENTED", 1)
-    assert "`org create` is not served by the API yet" in error["message"]
+    error = refused(run("deployment", "list", "--json"), "UNIMPLEMENTED", 1)
+    assert "`deployment list` is not served by the API yet" in error["message"]
     assert snapshot(app) == before
 
 
