@@ -302,6 +302,24 @@ class ProjectDeployment(_Record):
     updated_at: datetime
 
 
+class NextStart(CamelModel):
+    provisioner: str
+    level: str  # project | org | global | current
+
+
+class RuntimeHealth(CamelModel):
+    ok: bool
+    detail: str
+
+
+class DeploymentStatus(ProjectDeployment):
+    """``deployment status``: the deployment, what its next start would use, and what its
+    provisioner finds of the runtime now (None: nothing provisioned)."""
+
+    next_start: NextStart
+    health: RuntimeHealth | None = None
+
+
 class ApiToken(_Record):
     """An API token as ``token list`` shows it: never the token itself (issue 20)."""
 
@@ -334,6 +352,20 @@ class NewNodePool(CamelRequest):
     vm_type: str
     min_vms: int
     max_vms: int
+
+
+class NewDeployment(CamelRequest):
+    """``POST /v1/deployments`` (``deployment create``'s options)."""
+
+    name: str
+    project: str | None = None  # a project deployment (a runtime from the provisioner set)
+    node_pool: str | None = None  # or work placed on a node pool
+    service: bool = False  # with node_pool: a Service
+    start: bool = False  # with project: start it at once
+    slots: int | None = None
+    cpu: str | None = None
+    memory: str | None = None
+    storage: str | None = None
 
 
 class NewOrg(CamelRequest):

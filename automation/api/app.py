@@ -15,6 +15,7 @@ from automation.api import problems
 from automation.api.routes import (
     clusters,
     credentials,
+    deployments,
     identity,
     node_pools,
     projects,
@@ -39,7 +40,8 @@ def create_api(ctx: App) -> FastAPI:
     problems.install(api)
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
-    for module in (identity, tokens, clusters, credentials, node_pools, projects):
+    for module in (identity, tokens, clusters, credentials, node_pools, projects,
+                   deployments):
         api.router.routes.extend(module.router.routes)
 
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)

@@ -16,15 +16,19 @@ if TYPE_CHECKING:
         ApiToken,
         Cluster,
         Credential,
+        DeploymentStatus,
         IssuedToken,
         NewCredentialRequest,
+        NewDeployment,
         NewNodePool,
         NodePool,
         NodePoolCreated,
         NodePoolStatus,
         Org,
         Project,
+        ProjectDeployment,
         SecretMaterial,
+        Workload,
     )
 
 PAGE = 1000  # the largest page the API gives: fewest round trips for a full list
@@ -101,6 +105,46 @@ class Embedded:
         from automation.services.credentials import list_credentials
 
         return list_credentials(self._app())
+
+    def _provisioning(self) -> Any:
+        from automation.cli.context import provisioner_set_from
+        from automation.services.deployment_ops import Provisioning
+
+        return Provisioning(self._app(), lambda: provisioner_set_from(self.ctx))
+
+    def create_deployment(self, body: NewDeployment) -> ProjectDeployment | Workload:
+        from automation.services import deployment_ops
+
+        with self._provisioning() as provisioning:
+            return deployment_ops.create(self._app(), body, provisioning)
+
+    def start_deployment(self, ref: str, *, restart: bool = False) -> ProjectDeployment:
+        from automation.services import deployment_ops
+
+        with self._provisioning() as provisioning:
+            return deployment_ops.start(self._app(), ref, provisioning, restart=restart)
+
+    def stop_deployment(self, ref: str) -> ProjectDeployment:
+        from automation.services import deployment_ops
+
+        return deployment_ops.stop(self._app(), ref)
+
+    def deployment_status(self, ref: str) -> DeploymentStatus | Workload:
+        from automation.services import deployment_ops
+
+        with self._provisioning() as provisioning:
+            return deployment_ops.status(self._app(), ref, provisioning)
+
+    def list_deployments(self, project: str | None) -> list[ProjectDeployment | Workload]:
+        from automation.services import deployment_ops
+
+        return deployment_ops.list_all(self._app(), project)
+
+    def delete_deployment(self, ref: str) -> ProjectDeployment | Workload:
+        from automation.services import deployment_ops
+
+        with self._provisioning() as provisioning:
+            return deployment_ops.delete(self._app(), ref, provisioning)
 
     def create_org(self, name: str) -> Org:
         from automation.services.projects import create_org
@@ -233,6 +277,37 @@ class Remote:
 
         return self.client.call("GET", "/credentials", list[Credential])
 
+    def create_deployment(self, body: NewDeployment) -> ProjectDeployment | Workload:
+        from automation.client.http import dump
+
+        return _deployment(self.client.call("POST", "/deployments", dict, json=dump(body)))
+
+    def start_deployment(self, ref: str, *, restart: bool = False) -> ProjectDeployment:
+        from automation.models import ProjectDeployment
+
+        verb = "restart" if restart else "start"
+        return self.client.call("POST", f"/deployments/{_segment(ref)}/{verb}",
+                                ProjectDeployment)
+
+    def stop_deployment(self, ref: str) -> ProjectDeployment:
+        from automation.models import ProjectDeployment
+
+        return self.client.call("POST", f"/deployments/{_segment(ref)}/stop", ProjectDeployment)
+
+    def deployment_status(self, ref: str) -> DeploymentStatus | Workload:
+        from automation.models import DeploymentStatus, Workload
+
+        doc: dict[str, Any] = self.client.call("GET", f"/deployments/{_segment(ref)}", dict)
+        return (DeploymentStatus if "projectId" in doc else Workload).model_validate(doc)
+
+    def list_deployments(self, project: str | None) -> list[ProjectDeployment | Workload]:
+        found: list[dict[str, Any]] = self.client.call("GET", "/deployments", list,
+                                 params={"project": project} if project else None)
+        return [_deployment(d) for d in found]
+
+    def delete_deployment(self, ref: str) -> ProjectDeployment | Workload:
+        return _deployment(self.client.call("DELETE", f"/deployments/{_segment(ref)}", dict))
+
     def create_org(self, name: str) -> Org:
         from automation.client.http import dump
         from automation.models import NewOrg, Org
@@ -346,6 +421,13 @@ def api_client(endpoint: Any) -> ApiClient:
                               f"{TOKEN_ENV})", field="token",
                               rule="remote mode sends an API token (anycloud token create)")
     return ApiClient(endpoint.url, endpoint.token, ca_file=endpoint.ca_file)
+
+
+def _deployment(doc: dict[str, Any]) -> ProjectDeployment | Workload:
+    """A project deployment or a placement on a node pool, told apart by their fields."""
+    from automation.models import ProjectDeployment, Workload
+
+    return (ProjectDeployment if "projectId" in doc else Workload).model_validate(doc)
 
 
 def _read(field: str, path: Any) -> str:

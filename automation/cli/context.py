@@ -85,15 +85,9 @@ def configured_provisioner_set() -> ProvisionerSet | None:
 def provisioner_set_from(ctx: click.Context) -> ProvisionerSet:
     """The provisioner set, required (a deployment is about to be provisioned); loaded once
     per command (its templates are read and checked when it loads)."""
-    from automation.errors import InvalidInput
-    from automation.provisioners.provisioner_set import DEFAULT_ENV, SET_ENV
+    from automation.provisioners.provisioner_set import required
 
     root = ctx.find_root()
     if root.obj.get("provisioner_set") is None:
         root.obj["provisioner_set"] = configured_provisioner_set()
-    found: ProvisionerSet | None = root.obj["provisioner_set"]
-    if found is None:
-        raise InvalidInput(SET_ENV, None, f"is required to start deployments: a JSON object of "
-                           f"named provisioners, with {DEFAULT_ENV} naming the default "
-                           "(README, \"Deployments and the provisioner set\")")
-    return found
+    return required(root.obj["provisioner_set"])

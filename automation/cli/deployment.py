@@ -3,64 +3,15 @@ placements on a node pool (``--node-pool``: work that blocks the pool's deletion
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from automation.cli.context import app_from, provisioner_set_from
+from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, info, json_option, print_json, print_table
 
 if TYPE_CHECKING:
-    from automation.models import ProjectDeployment, Workload
-    from automation.provisioners.base import RuntimeProvisioner
-    from automation.services.provisioner_factory import Built
-
-
-class _Provisioners:
-    """The set's provisioners, loaded on first use: deleting or stopping a deployment that
-    holds nothing needs no provisioner set configured."""
-
-    def __init__(self, ctx: click.Context) -> None:
-        self.ctx = ctx
-        self.built: Built | None = None
-
-    def __call__(self, name: str) -> RuntimeProvisioner:
-        if self.built is None:
-            from automation.services.provisioner_factory import provisioners
-
-            self.built = provisioners(app_from(self.ctx), provisioner_set_from(self.ctx))
-        return self.built(name)
-
-    def __enter__(self) -> _Provisioners:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.built is not None:
-            self.built.close()
-
-
-def _find(ctx: click.Context, ref: str) -> ProjectDeployment | Workload:
-    """A project deployment, else a node-pool placement, by id or name."""
-    from automation.errors import NotFound
-    from automation.services import deployments, workloads
-
-    app = app_from(ctx)
-    try:
-        return deployments.get_deployment(app, ref)
-    except NotFound:
-        return workloads.get_workload(app, ref)
-
-
-def _project_deployment(ctx: click.Context, ref: str, verb: str) -> ProjectDeployment:
-    from automation.errors import InvalidInput
     from automation.models import ProjectDeployment
-
-    found = _find(ctx, ref)
-    if not isinstance(found, ProjectDeployment):
-        raise InvalidInput("deployment", ref, f"is a placement on node pool {found.pool_id} "
-                           f"(deployment create --node-pool): it has no runtime to {verb}; "
-                           "a project deployment runs on a nodepool provisioner instead")
-    return found
 
 
 def _say(d: ProjectDeployment) -> None:
@@ -93,47 +44,21 @@ def create(ctx: click.Context, name: str, project: str | None, node_pool: str | 
            memory: str | None, storage: str | None, as_json: bool) -> None:
     """Create a deployment in a project (stopped: nothing is provisioned until `deployment
     start`), or place one on a node pool (`--node-pool`)."""
-    from automation.errors import InvalidInput
+    from automation.models import NewDeployment, ProjectDeployment
 
-    if (project is None) == (node_pool is None):
-        raise InvalidInput("--project", project,
-                           "give exactly one of --project PROJECT and --node-pool POOL")
-    asked: dict[str, Any] = {k: v for k, v in dict(
-        slots=slots, cpu=cpu, memory=memory, storage=storage).items() if v is not None}
-    if project is not None:
-        if service:
-            raise InvalidInput("--service", True, "goes with --node-pool only")
-        from automation.provisioners.base import ProvisionRequest
-        from automation.services.deployments import create_deployment, start_deployment
-
-        app = app_from(ctx)
-        made = create_deployment(app, name, project, ProvisionRequest(**asked))
-        if start_now:
-            with _Provisioners(ctx) as built:
-                made = start_deployment(app, made.id, provisioner_set_from(ctx), built)
-        print_json(made) if as_json else _say(made)
-        return
-    for option, value in [("start", start_now or None), *asked.items()]:
-        if value is not None:
-            raise InvalidInput(f"--{option}", value, "goes with --project only")
-    from automation.models import WorkloadKind
-    from automation.services.workloads import create_workload
-
-    kind = WorkloadKind.SERVICE if service else WorkloadKind.DEPLOYMENT
-    w = create_workload(app_from(ctx), name, str(node_pool), kind)
+    made = backend_from(ctx).create_deployment(NewDeployment(
+        name=name, project=project, node_pool=node_pool, service=service, start=start_now,
+        slots=slots, cpu=cpu, memory=memory, storage=storage))
     if as_json:
-        print_json(w)
+        print_json(made)
+    elif isinstance(made, ProjectDeployment):
+        _say(made)
     else:
-        click.echo(f"{w.kind} {w.name} ({w.id}) placed on node pool {w.pool_id}")
+        click.echo(f"{made.kind} {made.name} ({made.id}) placed on node pool {made.pool_id}")
 
 
 def _start(ctx: click.Context, ref: str, as_json: bool, *, restart: bool) -> None:
-    from automation.services.deployments import restart_deployment, start_deployment
-
-    dep = _project_deployment(ctx, ref, "restart" if restart else "start")
-    with _Provisioners(ctx) as built:
-        done = (restart_deployment if restart else start_deployment)(
-            app_from(ctx), dep.id, provisioner_set_from(ctx), built)
+    done = backend_from(ctx).start_deployment(ref, restart=restart)
     print_json(done) if as_json else _say(done)
 
 
@@ -155,9 +80,7 @@ def start(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def stop(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Stop: its runtime stays provisioned (a later start may move it)."""
-    from automation.services.deployments import stop_deployment
-
-    done = stop_deployment(app_from(ctx), _project_deployment(ctx, ref, "stop").id)
+    done = backend_from(ctx).stop_deployment(ref)
     print_json(done) if as_json else _say(done)
 
 
@@ -179,32 +102,21 @@ def restart(ctx: click.Context, ref: str, as_json: bool) -> None:
 def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Its provisioner, provision id, runtime host, what the next start would use, and what
     the provisioner finds of the runtime now (drift, missing objects, capacity)."""
-    from automation.models import ProjectDeployment
-    from automation.services.deployments import choice_for, deployment_health
+    from automation.models import DeploymentStatus
 
-    found = _find(ctx, ref)
-    if not isinstance(found, ProjectDeployment):
-        if as_json:
-            print_json(found)
-        else:
-            click.echo(f"{found.kind} {found.name} ({found.id}) {found.state} on node pool "
-                       f"{found.pool_id}")
-        return
-    pset = provisioner_set_from(ctx)
-    nxt = choice_for(app_from(ctx), found, pset)
-    with _Provisioners(ctx) as built:
-        health = deployment_health(found, built)
-    doc: dict[str, Any] = found.model_dump(mode="json", by_alias=True) | {
-        "nextStart": {"provisioner": nxt.name, "level": nxt.level},
-        "health": None if health is None else {"ok": health.ok, "detail": health.detail},
-    }
+    found = backend_from(ctx).deployment_status(ref)
     if as_json:
-        print_json(doc)
+        print_json(found)
         return
+    if not isinstance(found, DeploymentStatus):
+        click.echo(f"{found.kind} {found.name} ({found.id}) {found.state} on node pool "
+                   f"{found.pool_id}")
+        return
+    nxt, health = found.next_start, found.health
     rows = [("state", found.state), ("project", found.project_id),
             ("provisioner", found.provisioner or "(none)"), ("provision id", found.provision_id),
             ("runtime host", found.runtime_host or "-"), ("data dir", found.data_dir or "-"),
-            ("next start", f"{nxt.name} ({nxt.level})")]
+            ("next start", f"{nxt.provisioner} ({nxt.level})")]
     if found.move:
         rows.append(("move", f"{found.move.get('from')} -> {found.move.get('to')} "
                              f"at {found.move.get('step')}: `deployment start` finishes it"))
@@ -222,15 +134,14 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.pass_context
 def list_(ctx: click.Context, project: str | None, as_json: bool) -> None:
     """Project deployments, then the deployments and services placed on a node pool."""
-    from automation.services.deployments import list_deployments
-    from automation.services.workloads import list_workloads
+    from automation.models import ProjectDeployment, Workload
 
-    app = app_from(ctx)
-    mine = list_deployments(app, project)
-    placed = [] if project else list_workloads(app)
+    found = backend_from(ctx).list_deployments(project)
     if as_json:
-        print_json([*mine, *placed])
+        print_json(found)
         return
+    mine = [d for d in found if isinstance(d, ProjectDeployment)]
+    placed = [w for w in found if isinstance(w, Workload)]
     print_table("Deployments", ["ID", "NAME", "PROJECT / NODE POOL", "PROVISIONER", "STATE",
                                 "HOST"],
                 [(d.id, d.name, d.project_id, d.provisioner or "-", d.state,
@@ -248,21 +159,12 @@ def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Delete a deployment, releasing what its runtime holds (a service placed on a pool
     keeps counting until its objects are removed)."""
     from automation.models import ProjectDeployment
-    from automation.services.deployments import delete_deployment
-    from automation.services.workloads import delete_workload
 
-    found = _find(ctx, ref)
-    if isinstance(found, ProjectDeployment):
-        with _Provisioners(ctx) as built:
-            gone = delete_deployment(app_from(ctx), found.id, built)
-        if as_json:
-            print_json(gone)
-        else:
-            click.echo(f"deployment {gone.name} deleted")
-            info("its data in object storage is kept")
-        return
-    w = delete_workload(app_from(ctx), found.id)
+    gone = backend_from(ctx).delete_deployment(ref)
     if as_json:
-        print_json(w)
+        print_json(gone)
+    elif isinstance(gone, ProjectDeployment):
+        click.echo(f"deployment {gone.name} deleted")
+        info("its data in object storage is kept")
     else:
-        click.echo(f"{w.kind} {w.name} {w.state}")
+        click.echo(f"{gone.kind} {gone.name} {gone.state}")

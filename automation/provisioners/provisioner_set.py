@@ -176,6 +176,15 @@ def load_from_env(environ: Mapping[str, str], base_dir: Path) -> ProvisionerSet 
     return load(parse_json(text), environ.get(DEFAULT_ENV), base_dir)
 
 
+def required(found: ProvisionerSet | None) -> ProvisionerSet:
+    """The set, where starting a deployment needs one (refused by name when none is set)."""
+    if found is None:
+        raise InvalidInput(SET_ENV, None, f"is required to start deployments: a JSON object of "
+                           f"named provisioners, with {DEFAULT_ENV} naming the default "
+                           "(README, \"Deployments and the provisioner set\")")
+    return found
+
+
 def _provisioner(name: str, entry: Any, field: str) -> Any:
     kind = entry.get("type") if isinstance(entry, Mapping) else None
     if kind not in TYPES:

@@ -204,7 +204,7 @@ def test_every_json_output_has_camel_case_keys(
     print camelCase keys only: nested objects, JSON lines and errors included."""
     # Service pools' status reads the ingress release from this cluster, not from the network.
     sim = SimulatedCluster(ManualClock())
-    monkeypatch.setattr(ingress_status, "kubernetes_port_factory", lambda ledger: lambda s: sim)
+    monkeypatch.setattr(ingress_status, "kubernetes_port_factory", lambda *_: lambda s: sim)
     documents: dict[str, Any] = {}
 
     def doc(*args: str, code: int = 0) -> Any:

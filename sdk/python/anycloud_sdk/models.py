@@ -140,6 +140,22 @@ class Me(BaseModel):
     server_version: Annotated[str, Field(alias="serverVersion", title="Serverversion")]
 
 
+class NewDeployment(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cpu: Annotated[str | None, Field(title="Cpu")] = None
+    memory: Annotated[str | None, Field(title="Memory")] = None
+    name: Annotated[str, Field(title="Name")]
+    node_pool: Annotated[str | None, Field(alias="nodePool", title="Nodepool")] = None
+    project: Annotated[str | None, Field(title="Project")] = None
+    service: Annotated[bool | None, Field(title="Service")] = False
+    slots: Annotated[int | None, Field(title="Slots")] = None
+    start: Annotated[bool | None, Field(title="Start")] = False
+    storage: Annotated[str | None, Field(title="Storage")] = None
+
+
 class NewNodePool(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -188,6 +204,15 @@ class NewToken(BaseModel):
     name: Annotated[str, Field(title="Name")]
     pool: Annotated[str | None, Field(title="Pool")] = None
     role: Annotated[str, Field(title="Role")]
+
+
+class NextStart(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    level: Annotated[str, Field(title="Level")]
+    provisioner: Annotated[str, Field(title="Provisioner")]
 
 
 class Org(BaseModel):
@@ -244,6 +269,33 @@ class Project(BaseModel):
     provisioner: Annotated[str | None, Field(title="Provisioner")] = None
 
 
+class ProjectDeployment(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    data_dir: Annotated[str | None, Field(alias="dataDir", title="Datadir")] = None
+    id: Annotated[str, Field(title="Id")]
+    last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")] = (
+        None
+    )
+    move: Annotated[dict[str, Any] | None, Field(title="Move")] = None
+    name: Annotated[str, Field(title="Name")]
+    node_pool_id: Annotated[
+        str | None, Field(alias="nodePoolId", title="Nodepoolid")
+    ] = None
+    project_id: Annotated[str, Field(alias="projectId", title="Projectid")]
+    provision_id: Annotated[str, Field(alias="provisionId", title="Provisionid")]
+    provisioner: Annotated[str | None, Field(title="Provisioner")] = None
+    resources: Annotated[dict[str, Any] | None, Field(title="Resources")] = None
+    runtime_host: Annotated[
+        str | None, Field(alias="runtimeHost", title="Runtimehost")
+    ] = None
+    state: Annotated[str, Field(title="State")]
+    updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+
+
 class RegisterClusterRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -260,6 +312,15 @@ class RegisterClusterRequest(BaseModel):
     server_url: Annotated[str | None, Field(alias="serverUrl", title="Serverurl")] = (
         None
     )
+
+
+class RuntimeHealth(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    detail: Annotated[str, Field(title="Detail")]
+    ok: Annotated[bool, Field(title="Ok")]
 
 
 class SecretMaterial(BaseModel):
@@ -308,6 +369,16 @@ class VmCounts(BaseModel):
     starting: Annotated[int | None, Field(title="Starting")] = 0
 
 
+class WorkloadKind(RootModel[Literal["deployment", "service"] | str]):
+    root: Annotated[Literal["deployment", "service"] | str, Field(title="WorkloadKind")]
+
+
+class WorkloadState(RootModel[Literal["active", "terminated", "removed"] | str]):
+    root: Annotated[
+        Literal["active", "terminated", "removed"] | str, Field(title="WorkloadState")
+    ]
+
+
 class Cluster(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -349,6 +420,35 @@ class Credential(BaseModel):
     reference: Annotated[dict[str, Any], Field(title="Reference")]
     secret: SecretSummary | None = None
     state: Annotated[str, Field(title="State")]
+
+
+class DeploymentStatus(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    data_dir: Annotated[str | None, Field(alias="dataDir", title="Datadir")] = None
+    health: RuntimeHealth | None = None
+    id: Annotated[str, Field(title="Id")]
+    last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")] = (
+        None
+    )
+    move: Annotated[dict[str, Any] | None, Field(title="Move")] = None
+    name: Annotated[str, Field(title="Name")]
+    next_start: Annotated[NextStart, Field(alias="nextStart")]
+    node_pool_id: Annotated[
+        str | None, Field(alias="nodePoolId", title="Nodepoolid")
+    ] = None
+    project_id: Annotated[str, Field(alias="projectId", title="Projectid")]
+    provision_id: Annotated[str, Field(alias="provisionId", title="Provisionid")]
+    provisioner: Annotated[str | None, Field(title="Provisioner")] = None
+    resources: Annotated[dict[str, Any] | None, Field(title="Resources")] = None
+    runtime_host: Annotated[
+        str | None, Field(alias="runtimeHost", title="Runtimehost")
+    ] = None
+    state: Annotated[str, Field(title="State")]
+    updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
 
 
 class NewCredentialRequest(BaseModel):
@@ -459,6 +559,19 @@ class RotateCredentialRequest(BaseModel):
         populate_by_name=True,
     )
     secret: SecretMaterial
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    id: Annotated[str, Field(title="Id")]
+    kind: WorkloadKind
+    name: Annotated[str, Field(title="Name")]
+    pool_id: Annotated[str, Field(alias="poolId", title="Poolid")]
+    state: WorkloadState
 
 
 class NodePoolPage(BaseModel):

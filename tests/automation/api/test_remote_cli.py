@@ -242,6 +242,41 @@ def test_orgs_and_projects_in_both_modes(mode: tuple[str, Run, App]) -> None:
     assert snapshot(app) == before
 
 
+def test_deployments_in_both_modes(mode: tuple[str, Run, App],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server provisions with its own provisioner set (its environment), as the CLI does
+    in embedded mode; a project deployment and a placement on a pool, one listing."""
+    static = {"a": {"type": "static", "spec": {"runtimes": [
+        {"host": "a1.example", "slots": 2, "data_dir": "/data/a",
+         "audience_url": "https://a1.example"}]}}}
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps(static))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    _, run, app = mode
+    ok(run("org", "create", "acme", "--json"))
+    ok(run("project", "create", "web", "--org", "acme", "--json"))
+    made = ok(run("deployment", "create", "api", "--project", "web", "--start", "--json"))
+    assert (made["state"], made["provisioner"], made["runtimeHost"]) == (
+        "running", "a", "a1.example")
+    status = ok(run("deployment", "status", "api", "--json"))
+    assert status["nextStart"] == {"provisioner": "a", "level": "current"}
+    assert status["health"]["ok"] is True and status["provisionId"] == made["provisionId"]
+    assert ok(run("deployment", "stop", "api", "--json"))["state"] == "stopped"
+    assert ok(run("deployment", "restart", "api", "--json"))["state"] == "running"
+    ok(run(*CREATE))
+    placed = ok(run("deployment", "create", "edge", "--node-pool", "cpu", "--service",
+                    "--json"))
+    assert placed["kind"] == "service"
+    assert [d["name"] for d in ok(run("deployment", "list", "--json"))] == ["api", "edge"]
+    assert ok(run("deployment", "status", "edge", "--json")) == placed
+    before = snapshot(app)
+    assert refused(run("deployment", "start", "edge", "--json"),
+                   "INVALID_ARGUMENT")["field"] == "deployment"
+    assert refused(run("deployment", "create", "x", "--json"),
+                   "INVALID_ARGUMENT")["field"] == "--project"
+    assert snapshot(app) == before
+    assert ok(run("deployment", "delete", "api", "--json"))["state"] == "deleted"
+
+
 # -- remote mode only --------------------------------------------------------------------------
 
 
@@ -295,8 +330,8 @@ def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
         remote: tuple[str, Run, App]) -> None:
     _, run, app = remote
     before = snapshot(app)
-    error = refused(run("deployment", "list", "--json"), "UNIMPLEMENTED", 1)
-    assert "`deployment list` is not served by the API yet" in error["message"]
+    error = refused(run("cost", "--json"), "UNIMPLEMENTED", 1)
+    assert "`cost` is not served by the API yet" in error["message"]
     assert snapshot(app) == before
 
 
