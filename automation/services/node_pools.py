@@ -7,6 +7,7 @@ which is also what admitting a workload takes: one of the two always sees the ot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,15 +147,28 @@ def create_node_pool_reported(app: App, req: NewNodePool) -> NodePoolCreated:
         "warnings": create_warnings(app, pool), "cost": estimate})
 
 
+def get_node_pool(app: App, pool_id: str) -> NodePool:
+    """The pool's record by id, in any state."""
+    with app.ledger.read() as conn:
+        row = conn.execute(sa.select(pools).where(pools.c.id == pool_id)).mappings().first()
+    if row is None:
+        raise NotFound("node pool", pool_id, field="node_pool")
+    return NodePool.model_validate(row)
+
+
 def lock_live_pool(conn: Connection, ref: str, field: str = "node_pool") -> RowMapping:
     """The pool row under an update lock: the serialisation point of delete and admission."""
     return find_live(conn, pools, ref, live=_LIVE, kind="node pool", field=field, lock=True)
 
 
-def delete_node_pool(app: App, ref: str) -> NodePool:
+def delete_node_pool(app: App, ref: str,
+                     expect: Callable[[Any], None] | None = None) -> NodePool:
+    """``expect``: a check of the locked row before anything changes (the API's If-Match)."""
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = lock_live_pool(conn, ref)
+        if expect is not None:
+            expect(row)
         if row["state"] == PoolState.DELETING:
             return NodePool.model_validate(row)
         placed = sa.select(schema.workloads.c.name, schema.workloads.c.state).where(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query, Request, Response
+from fastapi import Header, Query, Request, Response
 
+from automation.api import etags
 from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
+from automation.api.problems import Problem
 from automation.api.routers import v1
 from automation.api.security import Member, Reader
 from automation.models import NewNodePool, NodePool, NodePoolCreated, NodePoolStatus
@@ -42,12 +44,22 @@ def list_pools(request: Request, _: Reader, cluster: str | None = None,
 
 
 @router.get("/node-pools/{ref}")
-def pool_status(request: Request, ref: str, _: Reader) -> NodePoolStatus:
+def pool_status(request: Request, response: Response, ref: str, _: Reader) -> NodePoolStatus:
+    """With the pool's ETag (for If-Match on DELETE)."""
     ctx = request.app.state.ctx
-    return pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
+    status = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
+    etags.tag(response, node_pools.get_node_pool(ctx, status.id))
+    return status
 
 
-@router.delete("/node-pools/{ref}")
-def delete_pool(request: Request, ref: str, _: Member) -> NodePool:
+@router.delete("/node-pools/{ref}", responses={412: {"model": Problem, "description":
+                                                      "If-Match names an older version"}})
+def delete_pool(request: Request, response: Response, ref: str, _: Member,
+                if_match: Annotated[str | None, Header(
+                    description="Delete only if the pool is still at this ETag.")] = None,
+                ) -> NodePool:
     """Refused (409) while work targets the pool; the control loop releases its VMs."""
-    return node_pools.delete_node_pool(request.app.state.ctx, ref)
+    gone = node_pools.delete_node_pool(request.app.state.ctx, ref,
+                                       etags.expectation(if_match, NodePool.model_validate))
+    etags.tag(response, gone)
+    return gone

@@ -133,3 +133,35 @@ def test_an_unexpected_error_is_a_500_with_only_an_error_id(
     assert problem["code"] == "INTERNAL" and len(problem["errorId"]) == 12
     assert "s3cr3t" not in resp.text
     assert problem["errorId"] in caplog.text and "s3cr3t" in caplog.text  # logged, with why
+
+
+def test_if_match_deletes_only_the_version_that_was_read(world: App, http: TestClient,
+                                                        callers: dict[str, dict[str, str]]
+                                                        ) -> None:
+    from datetime import timedelta
+
+    member = callers["member"]
+    made = http.post("/v1/node-pools", json=POOL, headers=member).json()
+    read = http.get(f"/v1/node-pools/{made['id']}", headers=callers["viewer"])
+    etag = read.headers["etag"]
+    assert etag.startswith('"') and http.get(f"/v1/node-pools/{made['id']}",
+                                             headers=member).headers["etag"] == etag
+    # Someone else changes the pool (the control loop records an error, say).
+    world.clock.advance(timedelta(seconds=5))  # type: ignore[attr-defined]
+    from automation.ledger import schema
+
+    with world.ledger.write() as conn:
+        conn.execute(schema.node_pools.update().where(schema.node_pools.c.id == made["id"])
+                     .values(last_error="quota", updated_at=world.clock.now()))
+    before = snapshot(world)
+    stale = http.delete("/v1/node-pools/gpu", headers=member | {"If-Match": etag})
+    assert stale.status_code == 412, stale.text
+    problem = stale.json()
+    assert (problem["code"], problem["field"], problem["value"]) == (
+        "PRECONDITION_FAILED", "If-Match", etag)
+    assert snapshot(world) == before
+    fresh = http.get("/v1/node-pools/gpu", headers=member).headers["etag"]
+    assert fresh != etag
+    gone = http.delete("/v1/node-pools/gpu", headers=member | {"If-Match": fresh})
+    assert gone.status_code == 200 and gone.json()["state"] == "deleting"
+    assert gone.headers["etag"] not in (etag, fresh)
