@@ -4,14 +4,17 @@ probe), the server's version on every answer (``Anycloud-Version``)."""
 
 from __future__ import annotations
 
+import math
+import os
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 
 from automation import __version__
-from automation.api import problems
+from automation.api import limits, problems
+from automation.api.limits import Limiter
 from automation.api.routes import (
     clusters,
     credentials,
@@ -33,10 +36,13 @@ warnings.filterwarnings("ignore", message="The 'alias' attribute with value",
                         category=UserWarning)
 
 
-def create_api(ctx: App) -> FastAPI:
+def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env") -> FastAPI:
+    """``limiter``: requests per caller (``automation.api.limits``; by default from
+    ANYCLOUD_API_RATE; None: unlimited)."""
     api = FastAPI(title="anycloud", version=__version__, openapi_url=None, docs_url=None,
                   redoc_url=None)
     api.state.ctx = ctx
+    bucket = limits.from_env(os.environ) if limiter == "env" else limiter
     problems.install(api)
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
@@ -50,7 +56,17 @@ def create_api(ctx: App) -> FastAPI:
 
     @api.middleware("http")
     async def _version(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
+        response: Response
+        wait = 0.0 if bucket is None else bucket.take(
+            limits.caller_of(request.headers, request.client.host if request.client else None))
+        if bucket is not None and wait:
+            response = problems.problem(
+                429, "RESOURCE_EXHAUSTED", f"too many requests: retry in {wait:.1f}s",
+                field="rate", value=f"{bucket.rate:g}/s, burst {bucket.burst:g}",
+                rule=f"at most {bucket.rate:g} requests a second per token ({limits.ENV})",
+                retry_after=math.ceil(wait))
+        else:
+            response = await call_next(request)
         response.headers[VERSION_HEADER] = __version__
         return response
 

@@ -75,7 +75,7 @@ def status_of(err: AnycloudError) -> int:
 
 
 def problem(status: int, code: str, detail: str, *, field: str | None = None,
-            value: Any = None, rule: str | None = None,
+            value: Any = None, rule: str | None = None, retry_after: int | None = None,
             **extra: Any) -> JSONResponse:
     body: dict[str, Any] = {
         "type": TYPE_BASE + code.lower().replace("_", "-"),
@@ -91,7 +91,7 @@ def problem(status: int, code: str, detail: str, *, field: str | None = None,
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="anycloud"'
     if status in (429, 503):
-        headers["Retry-After"] = RETRY_AFTER
+        headers["Retry-After"] = str(retry_after) if retry_after else RETRY_AFTER
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 

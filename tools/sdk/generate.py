@@ -33,7 +33,7 @@ def openapi_document() -> str:
     from automation.ledger.db import Ledger
 
     # The document needs no ledger: a Ledger object that is never opened.
-    api = create_api(App(ledger=Ledger("sqlite://"), home=Path("/nonexistent")))
+    api = create_api(App(ledger=Ledger("sqlite://"), home=Path("/nonexistent")), limiter=None)
     return json.dumps(api.openapi(), indent=2, sort_keys=True) + "\n"
 
 

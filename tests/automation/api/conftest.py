@@ -17,7 +17,7 @@ from automation.services.tokens import create_token, revoke_token
 
 @pytest.fixture
 def api(app: App) -> FastAPI:
-    return create_api(app)
+    return create_api(app, limiter=None)  # the limits have their own tests
 
 
 @pytest.fixture

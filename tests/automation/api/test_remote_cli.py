@@ -30,7 +30,7 @@ Run = Callable[..., Result]
 @pytest.fixture
 def server(app: App) -> Iterator[tuple[str, App]]:
     """A real server on loopback over the test's ledger (``app``: its clock and probe)."""
-    thread = ServerThread(create_api(app), "127.0.0.1:0")
+    thread = ServerThread(create_api(app, limiter=None), "127.0.0.1:0")
     yield thread.url, app
     thread.stop()
 

@@ -22,7 +22,7 @@ from tests.automation.conftest import credential, ready_cluster
 def server(app: App, kubeconfig: Path) -> Iterator[tuple[str, App]]:
     ready_cluster(app, kubeconfig)
     credential(app)
-    thread = ServerThread(create_api(app), "127.0.0.1:0")
+    thread = ServerThread(create_api(app, limiter=None), "127.0.0.1:0")
     yield thread.url, app
     thread.stop()
 
