@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import _cli  # noqa: E402
 from benchmarks._table import median, ms, print_table, time_command  # noqa: E402
+from benchmarks._trees import export  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 WARMUP = True
@@ -75,12 +76,7 @@ def old_tree(dest: Path) -> Path:
                               capture_output=True).returncode == 0
     removed = subprocess.run(["git", "rev-list", "-1", "HEAD", "--", "data/catalog.toml"],
                              cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
-    commit = "HEAD" if head_has else f"{removed}^"
-    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True,
-                             capture_output=True).stdout
-    dest.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
+    return export("HEAD" if head_has else f"{removed}^", dest)
 
 
 def timed_inside(tree: Path, code: str, env: dict[str, str]) -> list[float]:

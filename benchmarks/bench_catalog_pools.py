@@ -17,10 +17,8 @@ and written to the ledger.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,12 +27,12 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import _cli  # noqa: E402
 from benchmarks._seed import seed  # noqa: E402
 from benchmarks._table import median, ms, print_table  # noqa: E402
+from benchmarks._trees import run_cli  # noqa: E402
 from benchmarks.bench_catalog import old_tree  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 POOLS = 1000
 WARMUP = 1  # runs first, not counted
-_CLI = "import sys; from automation.cli import cli; sys.exit(cli())"
 
 def _env(home: Path) -> dict[str, str]:
     env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_ENGINE": "mock"}
@@ -43,19 +41,12 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _run(tree: Path, env: dict[str, str], *args: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _CLI, *args], cwd=tree, env=env, check=True,
-                   capture_output=True)
-    return time.perf_counter() - start
-
-
 def measure(tree: Path, home: Path) -> dict[str, list[float]]:
     seed(tree, home, [("aws", "m7i.large", "us-east-1")], POOLS, 2)
     env = _env(home)
-    listed = [_run(tree, env, "node-pool", "list", "--json")
+    listed = [run_cli(tree, env, "node-pool", "list", "--json")
               for _ in range(RUNS + WARMUP)][WARMUP:]
-    created = [_run(tree, env, "node-pool", "create", f"new-{i}", "--cluster", "bench",
+    created = [run_cli(tree, env, "node-pool", "create", f"new-{i}", "--cluster", "bench",
                     "--credentials", "aws", "--region", "us-east-1", "--vm-type", "m7i.large",
                     "--min-vms", "1", "--max-vms", "1", "--json")
                for i in range(RUNS + WARMUP)][WARMUP:]

@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import _cli  # noqa: E402
 from benchmarks._seed import seed  # noqa: E402
 from benchmarks._table import median, ms, print_table  # noqa: E402
+from benchmarks._trees import export, run_cli  # noqa: E402
 
 MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "9"))
 POOLS = 1000
-_CLI = "import sys; from automation.cli import cli; sys.exit(cli())"
 _FIRST_API_COMMIT = "API tokens and roles; the agent broker behind them"
 
 
@@ -43,21 +42,6 @@ def base_commit() -> str:
     found = subprocess.run(["git", "log", "--format=%H", "-F", f"--grep={_FIRST_API_COMMIT}"],
                            cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
     return f"{found[-1]}^" if found else "HEAD"
-
-
-def export(commit: str, dest: Path) -> Path:
-    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True,
-                             capture_output=True).stdout
-    dest.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
-
-
-def _run(tree: Path, env: dict[str, str], *args: str) -> float:
-    began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _CLI, *args], cwd=tree, env=env, check=True,
-                   capture_output=True)
-    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -84,7 +68,7 @@ def main() -> None:
         for _ in range(RUNS + (1 if RUNS > 1 else 0)):  # the first round warms the caches
             for command, args in commands.items():
                 for name, tree in trees.items():
-                    times.setdefault((command, name), []).append(_run(tree, envs[name], *args))
+                    times.setdefault((command, name), []).append(run_cli(tree, envs[name], *args))
     skip = 1 if RUNS > 1 else 0
     rows = []
     for command in commands:
