@@ -7,9 +7,11 @@ from anycloud_sdk.client import (
     Conflict,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     ServerError,
+    TooManyRequests,
     Unauthenticated,
 )
 
 __all__ = ["ApiError", "BadRequest", "Client", "Conflict", "NotFound", "PermissionDenied",
-           "ServerError", "Unauthenticated"]
+           "PreconditionFailed", "ServerError", "TooManyRequests", "Unauthenticated"]

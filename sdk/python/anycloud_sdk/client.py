@@ -4,7 +4,8 @@
   each carrying ``code``, ``field``, ``value``, ``rule`` and, for a 500, ``error_id``.
 - Safe retries: GETs, and POSTs under one ``Idempotency-Key`` reused across the retries of one
   call (the server answers a repeated key with the first result), after a lost connection or
-  a 502/503/504 (honouring ``Retry-After``). DELETE is not retried.
+  a 502/503/504 (honouring ``Retry-After``); any call after a 429 (the server ran nothing),
+  after its ``Retry-After``. DELETE is not retried otherwise.
 - Lists are iterators that follow ``nextPageToken``.
 """
 
@@ -57,13 +58,24 @@ class Conflict(ApiError):
     pass
 
 
+class PreconditionFailed(ApiError):
+    """412: the record changed since the ETag given in If-Match was read."""
+
+
+class TooManyRequests(ApiError):
+    """429, after the retries (each waited the server's Retry-After)."""
+
+
 class ServerError(ApiError):
     pass
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {400: BadRequest, 422: BadRequest,
                                          401: Unauthenticated, 403: PermissionDenied,
-                                         404: NotFound, 409: Conflict}
+                                         404: NotFound, 409: Conflict, 412: PreconditionFailed,
+                                         429: TooManyRequests}
+# A 429 ran nothing on the server: any method is retried after its Retry-After; these only
+# for GET and keyed POST.
 _RETRY_STATUS = (502, 503, 504)
 
 
@@ -78,6 +90,7 @@ class Client:
         self.node_pools = NodePools(self)
         self.tokens = Tokens(self)
         self.credentials = Credentials(self)
+        self.clusters = Clusters(self)
 
     def __enter__(self) -> Client:
         return self
@@ -92,9 +105,11 @@ class Client:
         return self.request("GET", "/me", models.Me)
 
     def request(self, method: str, path: str, answer: type[M], *, json: Any = None,
-                params: dict[str, Any] | None = None) -> M:
-        headers = {}
-        tries = self.retries if method in ("GET", "POST") else 1
+                params: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> M:
+        headers = dict(headers or {})
+        safe = method in ("GET", "POST")  # a POST under its key; DELETE only after a 429
+        tries = self.retries
         if method == "POST":
             headers["Idempotency-Key"] = secrets.token_hex(16)  # one key for every retry
         for attempt in range(1, tries + 1):
@@ -102,11 +117,12 @@ class Client:
                 resp = self._http.request(method, path, json=json, params=params,
                                           headers=headers)
             except httpx2.TransportError:
-                if attempt == tries:
+                if attempt == tries or not safe:
                     raise
                 time.sleep(0.2 * 2 ** attempt)
                 continue
-            if resp.status_code in _RETRY_STATUS and attempt < tries:
+            retry = resp.status_code == 429 or (safe and resp.status_code in _RETRY_STATUS)
+            if retry and attempt < tries:
                 time.sleep(float(resp.headers.get("Retry-After", "0.5")))
                 continue
             if resp.status_code >= 400:
@@ -146,8 +162,43 @@ class NodePools:
                                json=body.model_dump(mode="json", by_alias=True,
                                                     exclude_none=True))
 
-    def delete(self, ref: str) -> models.NodePool:
-        return self._c.request("DELETE", f"/node-pools/{ref}", models.NodePool)
+    def etag(self, ref: str) -> str:
+        """The pool's current ETag (for ``delete(if_match=...)``)."""
+        resp = self._c._http.get(f"/node-pools/{ref}")
+        if resp.status_code >= 400:
+            raise _error(resp)
+        return str(resp.headers["ETag"])
+
+    def delete(self, ref: str, *, if_match: str | None = None) -> models.NodePool:
+        """``if_match``: delete only that version (``PreconditionFailed`` if the pool changed
+        since)."""
+        return self._c.request("DELETE", f"/node-pools/{ref}", models.NodePool,
+                               headers={"If-Match": if_match} if if_match else None)
+
+
+class Clusters:
+    """A kubeconfig given here is sealed by the server and never returned; it must carry its
+    certificates and token inline (no files, no exec plugin)."""
+
+    def __init__(self, client: Client) -> None:
+        self._c = client
+
+    def list(self) -> list[models.Cluster]:
+        return [models.Cluster.model_validate(c)
+                for c in self._c.request("GET", "/clusters", _List).root]
+
+    def get(self, ref: str) -> models.Cluster:
+        return self._c.request("GET", f"/clusters/{ref}", models.Cluster)
+
+    def register(self, name: str, kubeconfig: str, **options: Any) -> models.Cluster:
+        """``options``: ``context``, ``server_url``, ``kubernetes_version``, ``ca_pem``,
+        ``offline``."""
+        body = models.RegisterClusterRequest(name=name, kubeconfig=SecretStr(kubeconfig),
+                                             **options)
+        return self._c.request("POST", "/clusters", models.Cluster, json=_body(body))
+
+    def delete(self, ref: str) -> models.Cluster:
+        return self._c.request("DELETE", f"/clusters/{ref}", models.Cluster)
 
 
 class Credentials:

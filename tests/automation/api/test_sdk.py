@@ -130,3 +130,45 @@ def test_credentials_with_a_sealed_secret(server: tuple[str, App]) -> None:
             api.credentials.rotate("team-aws", secret)
         assert in_use.value.code == "NO_SEALED_SECRET"
         assert api.credentials.delete("sealed").state == "deleted"
+
+
+def test_clusters_if_match_and_a_429_retried(server: tuple[str, App], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from anycloud_sdk import PreconditionFailed
+    from anycloud_sdk import client as sdk_client
+
+    from automation.sealing import SealingKey
+    from tests.automation.api.test_api_clusters import kubeconfig
+
+    url, app = server
+    app.sealing = SealingKey(os.urandom(32))
+    monkeypatch.setenv("ANYCLOUD_RUNTIME_DIR", str(Path("/dev/shm") / tmp_path.name))
+    with Client(url, create_token(app, "sdk", "admin", by="test").token) as api:
+        made = api.clusters.register("edge", kubeconfig(), offline=True,
+                                     kubernetes_version="v1.36.2+k3s1")
+        assert made.sealed_kubeconfig is not None and made.kubeconfig_path is None
+        assert {c.name for c in api.clusters.list()} == {"prod", "edge"}
+        pool = api.node_pools.create("gpu", credentials="team-aws", region="us-east-1",
+                                     vm_type="m7i.large", vms=1, cluster="prod")
+        etag = api.node_pools.etag(pool.id)
+        with pytest.raises(PreconditionFailed):
+            api.node_pools.delete(pool.id, if_match='"stale"')
+        assert api.node_pools.delete(pool.id, if_match=etag).state.root == "deleting"
+        # A 429 is waited out and retried, even for a DELETE.
+        seen: list[int] = []
+        real = api._http.request
+
+        def throttled(method: str, path: str, **kw: object) -> httpx2.Response:
+            seen.append(1)
+            if len(seen) == 1:
+                return httpx2.Response(429, headers={"Retry-After": "0"}, json={
+                    "type": "t", "title": "t", "status": 429, "detail": "slow down",
+                    "code": "RESOURCE_EXHAUSTED"})
+            return real(method, path, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(api._http, "request", throttled)
+        monkeypatch.setattr(sdk_client.time, "sleep", lambda _: None)
+        assert api.clusters.delete("edge").state.root == "deleted"
+        assert len(seen) == 2
