@@ -16,7 +16,8 @@ from automation.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AnycloudError, Inval
 T = TypeVar("T")
 CLIENT_VERSION_HEADER = "Anycloud-Client-Version"
 SERVER_VERSION_HEADER = "Anycloud-Version"
-RETRIES = 3  # GETs and keyed POSTs: a refused connection, a lost answer, a 502/503/504
+RETRIES = 3  # GETs and keyed POSTs: a refused connection, a lost answer, a 502/503/504;
+# any call: a 429
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
@@ -63,23 +64,25 @@ class ApiClient:
     def _send(self, method: str, path: str, **kw: Any) -> httpx2.Response:
         # GETs are safe to repeat; a POST is repeated under one Idempotency-Key, which the
         # server answers once (a retry after a lost answer gets the first answer, not a
-        # second pool). DELETE is not retried: its second answer would be a 404.
-        tries = RETRIES if method in ("GET", "POST") else 1
+        # second pool). DELETE is not retried: its second answer would be a 404. A 429 ran
+        # nothing: any method waits its Retry-After and tries again.
+        safe = method in ("GET", "POST")
         if method == "POST":
             import secrets
 
             kw["headers"] = {IDEMPOTENCY_HEADER: secrets.token_hex(16)}
-        for attempt in range(1, tries + 1):
+        for attempt in range(1, RETRIES + 1):
             try:
                 resp = self._http.request(method, path, **kw)
             except httpx2.TransportError as exc:
-                if attempt < tries:
+                if safe and attempt < RETRIES:
                     time.sleep(0.2 * 2 ** attempt)
                     continue
                 raise AnycloudError(f"cannot reach the API at {self.base_url}: "
                                     f"{type(exc).__name__}: {exc}", code="UNAVAILABLE") from exc
             self.server_version = resp.headers.get(SERVER_VERSION_HEADER, self.server_version)
-            if resp.status_code in (502, 503, 504) and attempt < tries:
+            retry = resp.status_code == 429 or (safe and resp.status_code in (502, 503, 504))
+            if retry and attempt < RETRIES:
                 time.sleep(float(resp.headers.get("Retry-After", "0.5")))
                 continue
             if resp.status_code >= 400:

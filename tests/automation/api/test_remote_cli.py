@@ -382,6 +382,27 @@ def test_the_client_retries_a_post_under_one_idempotency_key(
     assert len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) == 32
 
 
+def test_the_client_waits_out_a_429_but_never_repeats_a_delete_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx2
+
+    from automation.client import http as client_http
+
+    waits: list[float] = []
+    monkeypatch.setattr(client_http.time, "sleep", waits.append)
+    answers = iter([httpx2.Response(429, headers={"Retry-After": "2"}, json={"code": "R"}),
+                    httpx2.Response(200, json={"ok": True}),
+                    httpx2.Response(503, json={"code": "UNAVAILABLE", "detail": "down"})])
+    api = client_http.ApiClient("http://api.invalid", "acy_" + "t" * 43)
+    api._http = httpx2.Client(base_url="http://api.invalid/v1", transport=httpx2.MockTransport(
+        lambda request: next(answers)))
+    assert api.call("DELETE", "/node-pools/x", dict) == {"ok": True}
+    assert waits == [2.0]
+    with pytest.raises(client_http.AnycloudError) as caught:
+        api.call("DELETE", "/node-pools/y", dict)  # a 503 on a DELETE: said, not repeated
+    assert caught.value.code == "UNAVAILABLE" and waits == [2.0]
+
+
 def test_an_agent_pools_token_is_revoked_by_its_name_remotely(
         remote: tuple[str, Run, App]) -> None:
     from automation.auth.tokens import mint_agent_token
