@@ -368,6 +368,12 @@ class NewDeployment(CamelRequest):
     storage: str | None = None
 
 
+class SetProvisioner(CamelRequest):
+    """``sudo``'s choice of provisioner (null or absent: unset)."""
+
+    provisioner: str | None = None
+
+
 class NewOrg(CamelRequest):
     """``POST /v1/orgs``."""
 

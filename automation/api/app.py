@@ -22,6 +22,7 @@ from automation.api.routes import (
     identity,
     node_pools,
     projects,
+    sudo,
     tokens,
 )
 from automation.api.security import PREFIX, Reader, access_of
@@ -47,7 +48,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env") -> Fa
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments):
+                   deployments, sudo):
         api.router.routes.extend(module.router.routes)
 
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)

@@ -146,6 +146,35 @@ class Embedded:
         with self._provisioning() as provisioning:
             return deployment_ops.delete(self._app(), ref, provisioning)
 
+    def _superuser(self) -> str:
+        from automation.cli.context import config_path
+        from automation.provisioners.superusers import require_superuser
+
+        return require_superuser(config_path(self.ctx))
+
+    def set_project_provisioner(self, project: str, provisioner: str | None) -> Project:
+        from automation.cli.context import provisioner_set_from
+        from automation.services.projects import set_project_provisioner
+
+        who = self._superuser()
+        return set_project_provisioner(self._app(), project, provisioner,
+                                       provisioner_set_from(self.ctx), by=who)
+
+    def restart_project(self, project: str) -> list[ProjectDeployment]:
+        from automation.services.deployments import restart_project
+
+        self._superuser()
+        with self._provisioning() as found:
+            return restart_project(self._app(), project, found.provisioner_set, found)
+
+    def set_org_default_provisioner(self, org: str, provisioner: str | None) -> Org:
+        from automation.cli.context import provisioner_set_from
+        from automation.services.projects import set_org_default_provisioner
+
+        who = self._superuser()
+        return set_org_default_provisioner(self._app(), org, provisioner,
+                                           provisioner_set_from(self.ctx), by=who)
+
     def create_org(self, name: str) -> Org:
         from automation.services.projects import create_org
 
@@ -307,6 +336,26 @@ class Remote:
 
     def delete_deployment(self, ref: str) -> ProjectDeployment | Workload:
         return _deployment(self.client.call("DELETE", f"/deployments/{_segment(ref)}", dict))
+
+    def set_project_provisioner(self, project: str, provisioner: str | None) -> Project:
+        from automation.client.http import dump
+        from automation.models import Project, SetProvisioner
+
+        return self.client.call("POST", f"/sudo/projects/{_segment(project)}/provisioner",
+                                Project, json=dump(SetProvisioner(provisioner=provisioner)))
+
+    def restart_project(self, project: str) -> list[ProjectDeployment]:
+        from automation.models import ProjectDeployment
+
+        return self.client.call("POST", f"/sudo/projects/{_segment(project)}/restart",
+                                list[ProjectDeployment])
+
+    def set_org_default_provisioner(self, org: str, provisioner: str | None) -> Org:
+        from automation.client.http import dump
+        from automation.models import Org, SetProvisioner
+
+        return self.client.call("POST", f"/sudo/orgs/{_segment(org)}/default-provisioner",
+                                Org, json=dump(SetProvisioner(provisioner=provisioner)))
 
     def create_org(self, name: str) -> Org:
         from automation.client.http import dump

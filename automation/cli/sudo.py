@@ -1,18 +1,13 @@
-"""``anycloud sudo``: superuser-only choices of provisioner (who is one: the control plane's
-config file, ``superusers``)."""
+"""``anycloud sudo``: superuser-only choices of provisioner (who is one: embedded mode, the
+OS users the control plane's config file names ``superusers``; remote mode, an admin token,
+checked by the server)."""
 
 from __future__ import annotations
 
 import click
 
-from automation.cli.context import app_from, config_path, provisioner_set_from
+from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, info, json_option, print_json
-
-
-def _superuser(ctx: click.Context) -> str:
-    from automation.provisioners.superusers import require_superuser
-
-    return require_superuser(config_path(ctx))
 
 
 @click.group()
@@ -38,14 +33,11 @@ def project_edit(ctx: click.Context, project: str, provisioner: str | None,
     """Set or unset the project's provisioner: it applies to each deployment the next time
     it goes from stopped to running (`sudo project restart` does that now)."""
     from automation.errors import InvalidInput
-    from automation.services.projects import set_project_provisioner
 
     if (provisioner is None) == (not unset_provisioner):
         raise InvalidInput("--provisioner", provisioner,
                            "give exactly one of --provisioner NAME and --unset-provisioner")
-    who = _superuser(ctx)
-    done = set_project_provisioner(app_from(ctx), project, provisioner,
-                                   provisioner_set_from(ctx), by=who)
+    done = backend_from(ctx).set_project_provisioner(project, provisioner)
     if as_json:
         print_json(done)
     else:
@@ -61,13 +53,7 @@ def project_edit(ctx: click.Context, project: str, provisioner: str | None,
 def project_restart(ctx: click.Context, project: str, as_json: bool) -> None:
     """Stop and start each running deployment of the project (moving it if its provisioner
     changed), and finish any start or move that was interrupted."""
-    from automation.services.deployments import restart_project
-    from automation.services.provisioner_factory import provisioners
-
-    _superuser(ctx)
-    app, pset = app_from(ctx), provisioner_set_from(ctx)
-    with provisioners(app, pset) as built:
-        done = restart_project(app, project, pset, built)
+    done = backend_from(ctx).restart_project(project)
     if as_json:
         print_json(done)
     for d in [] if as_json else done:
@@ -90,14 +76,11 @@ def org_default(ctx: click.Context, org: str, provisioner: str | None, unset: bo
                 as_json: bool) -> None:
     """Set (or --unset) the provisioner of the org's projects that choose none."""
     from automation.errors import InvalidInput
-    from automation.services.projects import set_org_default_provisioner
 
     if (provisioner is None) == (not unset):
         raise InvalidInput("provisioner", provisioner,
                            "give exactly one of a PROVISIONER and --unset")
-    who = _superuser(ctx)
-    done = set_org_default_provisioner(app_from(ctx), org, provisioner,
-                                       provisioner_set_from(ctx), by=who)
+    done = backend_from(ctx).set_org_default_provisioner(org, provisioner)
     if as_json:
         print_json(done)
     else:

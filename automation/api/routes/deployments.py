@@ -4,39 +4,18 @@ operations as ``deployment …`` (``automation.services.deployment_ops``)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Query, Request, Response
 
 from automation.api.idempotency import once
+from automation.api.provisioning import provisioning
 from automation.api.routers import v1
 from automation.api.security import Member, Reader
 from automation.models import DeploymentStatus, NewDeployment, ProjectDeployment, Workload
-from automation.provisioners.provisioner_set import ProvisionerSet, load_from_env, required
 from automation.services import deployment_ops
-from automation.services.deployment_ops import Provisioning
 
 router = v1("deployments")
-
-
-@contextmanager
-def _provisioning(request: Request) -> Iterator[Provisioning]:
-    """The server's provisioner set (``create_api``'s, else the environment's, read when first
-    needed: paths in it are relative to the server's working directory)."""
-    state = request.app.state
-    with Provisioning(state.ctx, lambda: required(_server_set(state))) as provisioning:
-        yield provisioning
-
-
-def _server_set(state: Any) -> ProvisionerSet | None:
-    if getattr(state, "provisioner_set", None) is None:
-        state.provisioner_set = load_from_env(os.environ, Path.cwd())
-    found: ProvisionerSet | None = state.provisioner_set
-    return found
 
 
 @router.get("/deployments")
@@ -51,28 +30,28 @@ def list_deployments(request: Request, _: Reader,
 @router.post("/deployments", status_code=201, response_model=ProjectDeployment | Workload)
 def create_deployment(request: Request, body: NewDeployment, who: Member) -> Response:
     def made() -> ProjectDeployment | Workload:
-        with _provisioning(request) as provisioning:
-            return deployment_ops.create(request.app.state.ctx, body, provisioning)
+        with provisioning(request) as found:
+            return deployment_ops.create(request.app.state.ctx, body, found)
 
     return once(request, who, body, made, status=201)
 
 
 @router.get("/deployments/{ref}")
 def deployment_status(request: Request, ref: str, _: Reader) -> DeploymentStatus | Workload:
-    with _provisioning(request) as provisioning:
-        return deployment_ops.status(request.app.state.ctx, ref, provisioning)
+    with provisioning(request) as found:
+        return deployment_ops.status(request.app.state.ctx, ref, found)
 
 
 @router.post("/deployments/{ref}/start")
 def start_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment:
-    with _provisioning(request) as provisioning:
-        return deployment_ops.start(request.app.state.ctx, ref, provisioning)
+    with provisioning(request) as found:
+        return deployment_ops.start(request.app.state.ctx, ref, found)
 
 
 @router.post("/deployments/{ref}/restart")
 def restart_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment:
-    with _provisioning(request) as provisioning:
-        return deployment_ops.start(request.app.state.ctx, ref, provisioning, restart=True)
+    with provisioning(request) as found:
+        return deployment_ops.start(request.app.state.ctx, ref, found, restart=True)
 
 
 @router.post("/deployments/{ref}/stop")
@@ -82,5 +61,5 @@ def stop_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment:
 
 @router.delete("/deployments/{ref}")
 def delete_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment | Workload:
-    with _provisioning(request) as provisioning:
-        return deployment_ops.delete(request.app.state.ctx, ref, provisioning)
+    with provisioning(request) as found:
+        return deployment_ops.delete(request.app.state.ctx, ref, found)

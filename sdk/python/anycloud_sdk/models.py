@@ -359,6 +359,14 @@ class SecretSummary(BaseModel):
     stored_at: Annotated[AwareDatetime, Field(alias="storedAt", title="Storedat")]
 
 
+class SetProvisioner(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    provisioner: Annotated[str | None, Field(title="Provisioner")] = None
+
+
 class VmCounts(BaseModel):
     model_config = ConfigDict(
         extra="allow",

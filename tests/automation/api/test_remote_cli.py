@@ -277,6 +277,47 @@ def test_deployments_in_both_modes(mode: tuple[str, Run, App],
     assert ok(run("deployment", "delete", "api", "--json"))["state"] == "deleted"
 
 
+def test_sudo_in_both_modes(mode: tuple[str, Run, App], monkeypatch: pytest.MonkeyPatch,
+                           tmp_path: Path) -> None:
+    """Embedded: an OS user the config names a superuser; remote: an admin token (a member's
+    is refused by the server, and nothing changes)."""
+    import pwd
+
+    statics = {name: {"type": "static", "spec": {"runtimes": [
+        {"host": f"{name}1.example", "slots": 2, "data_dir": f"/data/{name}",
+         "audience_url": f"https://{name}1.example"}]}} for name in ("a", "b")}
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps(statics))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"superusers:\n  users: [{pwd.getpwuid(os.geteuid()).pw_name}]\n")
+    monkeypatch.setenv("ANYCLOUD_CONFIG", str(config))
+    name, run, app = mode
+    ok(run("org", "create", "acme", "--json"))
+    ok(run("project", "create", "web", "--org", "acme", "--json"))
+    ok(run("deployment", "create", "api", "--project", "web", "--start", "--json"))
+    edited = ok(run("sudo", "project", "edit", "web", "--provisioner", "b", "--json"))
+    assert edited["provisioner"] == "b"
+    moved = ok(run("sudo", "project", "restart", "web", "--json"))
+    assert [(d["name"], d["provisioner"], d["runtimeHost"]) for d in moved] == [
+        ("api", "b", "b1.example")]
+    assert ok(run("sudo", "org", "set-default-provisioner", "acme", "b", "--json"))[
+        "defaultProvisioner"] == "b"
+    assert ok(run("sudo", "org", "set-default-provisioner", "acme", "--unset", "--json"))[
+        "defaultProvisioner"] is None
+    assert refused(run("sudo", "project", "edit", "web", "--provisioner", "zz", "--json"),
+                   "INVALID_ARGUMENT")["field"] == "--provisioner"
+    member = create_token(app, "dev", "member", by="test").token
+    before = snapshot(app)
+    if name == "remote":
+        refused(run("sudo", "project", "edit", "web", "--unset-provisioner", "--json",
+                    ANYCLOUD_TOKEN=member), "PERMISSION_DENIED")
+    else:
+        config.write_text("superusers:\n  users: [somebody-else]\n")
+        refused(run("sudo", "project", "edit", "web", "--unset-provisioner", "--json"),
+                "PERMISSION_DENIED")
+    assert snapshot(app) == before
+
+
 # -- remote mode only --------------------------------------------------------------------------
 
 
