@@ -59,13 +59,13 @@ class App:
         if sealed is None:
             return None
         name = f"{cluster['id']}.kubeconfig"
-        if self._opened.get(name) != sealed.fingerprint or \
-                not (memfiles.memory_dir() / name).exists():
+        path = memfiles.memory_dir() / name
+        if self._opened.get(name) != sealed.fingerprint or not path.exists():
             if self.sealing is None:
                 raise SealingKeyMissing(f"the kubeconfig of cluster {cluster['name']!r}")
-            memfiles.write_private(name, self.sealing.open(sealed.sealed, whose))
+            path = memfiles.write_private(name, self.sealing.open(sealed.sealed, whose))
             self._opened[name] = sealed.fingerprint
-        return str(memfiles.memory_dir() / name)
+        return str(path)
 
     def with_kubeconfig(self, cluster: Any) -> dict[str, Any]:
         """The cluster row with ``kubeconfig_path`` where it can be read (a sealed one opened

@@ -89,3 +89,21 @@ class PermissionDenied(AnycloudError):
 
     exit_code = EXIT_BAD_INPUT  # refused, nothing written
     default_code = "PERMISSION_DENIED"
+
+
+def http_status(err: AnycloudError) -> int:
+    """The HTTP status an error is answered with, by the API and the agent broker alike: an
+    error class may name its own (``http_status``: 410 a retired agent, 412 a stale If-Match);
+    otherwise by kind, a refusal the CLI counts as bad input being a 400, never a 500."""
+    chosen: int | None = getattr(err, "http_status", None)
+    if chosen is not None:
+        return chosen
+    for cls, status in ((Unauthenticated, 401), (PermissionDenied, 403), (NotFound, 404),
+                        (Conflict, 409), (InvalidInput, 400)):
+        if isinstance(err, cls):
+            return status
+    if err.code in ("UNAVAILABLE", "CLUSTER_UNAVAILABLE"):
+        return 503
+    if err.exit_code == EXIT_BAD_INPUT:
+        return 400
+    return 500

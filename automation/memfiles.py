@@ -49,6 +49,9 @@ def _filesystem_of(path: Path) -> str | None:
     return kind
 
 
+_MEMORY_BACKED: set[Path] = set()  # directories whose filesystem was checked
+
+
 def memory_dir() -> Path:
     named = os.environ.get(RUNTIME_DIR_ENV)
     path = Path(named) if named else Path("/dev/shm") / f"anycloud-{os.getuid()}"
@@ -59,9 +62,11 @@ def memory_dir() -> Path:
         raise NoMemoryDir(path, exc.strerror or str(exc)) from None
     if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
         raise NoMemoryDir(path, "another user owns it or may enter it")
-    kind = _filesystem_of(path)
-    if kind not in _MEMORY_FS:
-        raise NoMemoryDir(path, f"it is on {kind or 'an unknown filesystem'}, not tmpfs")
+    if path not in _MEMORY_BACKED:  # /proc/mounts once per directory, not per file
+        kind = _filesystem_of(path)
+        if kind not in _MEMORY_FS:
+            raise NoMemoryDir(path, f"it is on {kind or 'an unknown filesystem'}, not tmpfs")
+        _MEMORY_BACKED.add(path)
     return path
 
 

@@ -14,6 +14,7 @@ from automation.engine.runner import Expected, StackKind, StackTarget
 from automation.errors import NotFound
 from automation.ledger import schema
 from automation.models import LIVE_POOL_STATES
+from automation.sealing import owner
 
 if TYPE_CHECKING:
     from automation.catalog.store import VmType
@@ -67,6 +68,9 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
         releasing = conn.execute(sa.select(sa.func.count()).where(
             schema.vm_attempts.c.pool_id == pool["id"],
             schema.vm_attempts.c.state == "releasing")).scalar_one()
+        sealed = conn.execute(sa.select(schema.sealed_secrets.c.sealed).where(
+            schema.sealed_secrets.c.owner == owner("credential", cred["id"]))
+        ).scalar_one_or_none()
     vm = app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
     specs = tuple(
         AttemptSpec(id=a["id"], needs_token=a["token_removed_at"] is None,
@@ -77,7 +81,7 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
     if not specs and planned:
         specs = tuple(AttemptSpec(id=f"at-planned-{i + 1}") for i in range(pool["max_vms"]))
     reference = {k: v for k, v in dict(cred["reference"]).items() if k != "client_secret_env"}
-    env = secret_env(app, cred)
+    env = secret_env(app, cred, sealed)
     config = NodePoolStackConfig(
         pool_id=pool["id"], pool_name=pool["name"],
         cluster=cluster_ref(app.with_kubeconfig(cluster)),
@@ -98,9 +102,10 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
                        expect=expect, secret_env=env)
 
 
-def secret_env(app: App, cred: Any) -> dict[str, str]:
+def secret_env(app: App, cred: Any, sealed: bytes | None) -> dict[str, str]:
     """The environment a stack operation's engine gets the credential's sealed secret in
-    (empty for a reference, whose secret the engine finds where it points).
+    (``sealed``: its row's blob; None for a reference, whose secret the engine finds where
+    it points: then empty).
 
     Each is a variable the provider plugin reads itself, so the secret is never a stack
     input, never in the program and never in Pulumi's state: aws AWS_ACCESS_KEY_ID,
@@ -111,18 +116,13 @@ def secret_env(app: App, cred: Any) -> dict[str, str]:
     """
     import json
 
-    from automation.sealing import SealingKeyMissing, owner
+    from automation.sealing import SealingKeyMissing
 
-    table = schema.sealed_secrets
-    whose = owner("credential", cred["id"])
-    with app.ledger.read() as conn:
-        sealed = conn.execute(sa.select(table.c.sealed).where(table.c.owner == whose)
-                              ).scalar_one_or_none()
     if sealed is None:
         return {}
     if app.sealing is None:
         raise SealingKeyMissing(f"a stack operation with credential {cred['name']!r}")
-    plain = json.loads(app.sealing.open(sealed, whose))
+    plain = json.loads(app.sealing.open(sealed, owner("credential", cred["id"])))
     provider = cred["provider"]
     if provider == "aws":
         env = {"AWS_ACCESS_KEY_ID": plain["access_key_id"],

@@ -55,17 +55,10 @@ from starlette.concurrency import run_in_threadpool
 
 from automation import serving
 from automation.agentpools.registry import DEFAULT_HEARTBEAT_TIMEOUT, Registry
-from automation.agentpools.wire import MAX_SLOTS, AgentRetired, Session
+from automation.agentpools.wire import MAX_SLOTS, Session
 from automation.auth import tokens
 from automation.auth.roles import Access, Principal, authorize
-from automation.errors import (
-    AnycloudError,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    PermissionDenied,
-    Unauthenticated,
-)
+from automation.errors import AnycloudError, http_status
 
 T = TypeVar("T")
 MAX_WAIT = 60.0
@@ -154,22 +147,6 @@ def _json(model: BaseModel | dict[str, Any], status: int = 200) -> JSONResponse:
     return JSONResponse(content, status_code=status)
 
 
-def _status(err: AnycloudError) -> int:
-    if isinstance(err, Unauthenticated):
-        return 401
-    if isinstance(err, PermissionDenied):
-        return 403
-    if isinstance(err, AgentRetired):
-        return 410
-    if isinstance(err, NotFound):
-        return 404
-    if isinstance(err, Conflict):
-        return 409
-    if isinstance(err, InvalidInput):
-        return 400
-    return 500
-
-
 def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT,
                give_up_after: timedelta | None = timedelta(minutes=5),
                client_gone_after: timedelta = timedelta(seconds=90),
@@ -219,7 +196,7 @@ def create_app(registry: Registry, *, heartbeat_timeout: timedelta = DEFAULT_HEA
 
     @app.exception_handler(AnycloudError)
     async def _domain_error(_: Request, err: AnycloudError) -> JSONResponse:
-        status = _status(err)
+        status = http_status(err)
         headers = {"WWW-Authenticate": 'Bearer realm="anycloud"'} if status == 401 else None
         return JSONResponse({"error": err.to_dict()}, status_code=status, headers=headers)
 

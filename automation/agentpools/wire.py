@@ -39,6 +39,7 @@ class AgentRetired(AnycloudError):
     heartbeat or take work again under that id. The broker answers 410 Gone."""
 
     default_code = "AGENT_RETIRED"
+    http_status = 410
 
     def __init__(self, agent: str, pool: str, *, message: str | None = None) -> None:
         super().__init__(

@@ -18,14 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from automation.errors import (
-    AnycloudError,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    PermissionDenied,
-    Unauthenticated,
-)
+from automation.errors import AnycloudError, http_status
 
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "https://anycloud.sh/problems/"
@@ -59,21 +52,6 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def status_of(err: AnycloudError) -> int:
-    chosen: int | None = getattr(err, "http_status", None)  # an error that names its own
-    if chosen is not None:
-        return chosen
-    for cls, status in ((Unauthenticated, 401), (PermissionDenied, 403), (NotFound, 404),
-                        (Conflict, 409), (InvalidInput, 400)):
-        if isinstance(err, cls):
-            return status
-    if err.code in ("UNAVAILABLE", "CLUSTER_UNAVAILABLE"):
-        return 503
-    if err.exit_code == 2:  # a refusal the CLI counts as bad input
-        return 400
-    return 500
-
-
 def problem(status: int, code: str, detail: str, *, field: str | None = None,
             value: Any = None, rule: str | None = None, retry_after: int | None = None,
             **extra: Any) -> JSONResponse:
@@ -98,7 +76,7 @@ def problem(status: int, code: str, detail: str, *, field: str | None = None,
 def install(app: FastAPI) -> None:
     @app.exception_handler(AnycloudError)
     async def _domain(_: Request, err: AnycloudError) -> JSONResponse:
-        return problem(status_of(err), err.code, err.message, field=err.field,
+        return problem(http_status(err), err.code, err.message, field=err.field,
                        value=err.value, rule=err.rule)
 
     @app.exception_handler(RequestValidationError)

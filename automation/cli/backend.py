@@ -390,14 +390,16 @@ class Remote:
         from automation.models import Cluster, RegisterClusterRequest
 
         self._secrets_may_go()
+        from automation.cli.inputs import read_local_text
+
         ca_file = options.get("ca_file")
         body = RegisterClusterRequest(
             name=options["name"],
-            kubeconfig=SecretStr(_read("--kubeconfig", options["kubeconfig"])),
+            kubeconfig=SecretStr(read_local_text("--kubeconfig", options["kubeconfig"])),
             context=options.get("context"), server_url=options.get("server_url"),
             kubernetes_version=options.get("kubernetes_version"),
             offline=options.get("offline", False),
-            ca_pem=_read("--ca-file", ca_file) if ca_file else None)
+            ca_pem=read_local_text("--ca-file", ca_file) if ca_file else None)
         return self.client.call("POST", "/clusters", Cluster, json=dump(body))
 
     def refresh_cluster(self, ref: str) -> Cluster:
@@ -477,19 +479,6 @@ def _deployment(doc: dict[str, Any]) -> ProjectDeployment | Workload:
     from automation.models import ProjectDeployment, Workload
 
     return (ProjectDeployment if "projectId" in doc else Workload).model_validate(doc)
-
-
-def _read(field: str, path: Any) -> str:
-    """A file the server cannot read, read here to be sent."""
-    from pathlib import Path
-
-    from automation.errors import InvalidInput
-
-    try:
-        return Path(path).expanduser().read_text()
-    except (OSError, UnicodeError) as exc:
-        raise InvalidInput(field, str(path), "must be a readable text file "
-                           f"({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _segment(ref: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -87,18 +86,10 @@ def _material(provider: str, options: dict[str, Any], remote: bool) -> SecretMat
     if provider == "gcp":
         if not options.get("key_file"):
             return None  # the server names what is missing
-        from automation.cli.inputs import check_path_text
+        from automation.cli.inputs import read_local_text
 
-        named = options.pop("key_file")
-        why = check_path_text(named)
-        if why is not None:
-            raise InvalidInput("--key-file", named, why)
-        path = Path(named).expanduser()
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeError) as exc:
-            raise InvalidInput("--key-file", str(path), "must be a readable service-account "
-                               f"key file ({getattr(exc, 'strerror', None) or exc})") from None
+        text = read_local_text("--key-file", options.pop("key_file"),
+                               "a readable service-account key file")
         return SecretMaterial(service_account_json=SecretStr(text))
     if provider == "azure":
         return SecretMaterial(client_secret=SecretStr(_from_env(

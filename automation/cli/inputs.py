@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 import click
@@ -124,6 +124,21 @@ def check_path_text(value: str) -> str | None:
     if any(len(part) > NAME_MAX for part in encoded.split(b"/")):
         return f"must not have a name longer than {NAME_MAX} bytes"
     return None
+
+
+def read_local_text(field: str, named: Any, what: str = "a readable text file") -> str:
+    """A file on this machine, read to be sent to the API (which cannot read it): a name that
+    cannot be a path, or a file that cannot be read as text, refused by ``field``."""
+    text = str(named)
+    why = check_path_text(text)
+    if why is not None:
+        raise InvalidInput(field, text, why)
+    path = Path(text).expanduser()
+    try:
+        return path.read_text()
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(field, str(path), f"must be {what} "
+                           f"({getattr(exc, 'strerror', None) or exc})") from None
 
 
 class InputPath(click.Path):

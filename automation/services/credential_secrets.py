@@ -8,6 +8,8 @@ import json
 import re
 from typing import Any
 
+from pydantic.alias_generators import to_camel
+
 from automation.errors import InvalidInput
 from automation.models import SecretMaterial
 
@@ -26,8 +28,7 @@ OTHER_FIELDS = ("api_key",)
 
 
 def _flag(name: str) -> str:
-    head, *rest = name.split("_")
-    return "secret." + head + "".join(p.title() for p in rest)
+    return "secret." + to_camel(name)  # as the API's body names it
 
 
 def _hidden(value: str) -> str:

@@ -13,6 +13,11 @@ from fastapi.testclient import TestClient
 from automation.api.app import create_api
 from automation.app import App
 from automation.services.tokens import create_token, revoke_token
+from tests.automation.conftest import credential, ready_cluster
+
+# A node pool as POST /v1/node-pools takes it, on ``world``'s cluster and credential.
+POOL = {"name": "gpu", "credentials": "team-aws", "region": "us-east-1",
+        "vmType": "m7i.large", "minVms": 1, "maxVms": 1}
 
 
 @pytest.fixture
@@ -52,3 +57,11 @@ def kubeconfig_file(tmp_path: Path) -> Path:
     path = tmp_path / "kubeconfig.yaml"
     path.write_text("apiVersion: v1\nkind: Config\n")
     return path
+
+
+@pytest.fixture
+def world(app: App, kubeconfig: Path) -> App:
+    """A ready cluster and the ``team-aws`` credential."""
+    ready_cluster(app, kubeconfig)
+    credential(app)
+    return app

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -14,17 +13,8 @@ from fastapi.testclient import TestClient
 from automation.app import App
 from automation.ledger import schema
 from automation.serving import ServerThread
-from tests.automation.conftest import credential, ready_cluster, snapshot
-
-POOL = {"name": "gpu", "credentials": "team-aws", "region": "us-east-1",
-        "vmType": "m7i.large", "minVms": 1, "maxVms": 1}
-
-
-@pytest.fixture
-def world(app: App, kubeconfig: Path) -> App:
-    ready_cluster(app, kubeconfig)
-    credential(app)
-    return app
+from tests.automation.api.conftest import POOL
+from tests.automation.conftest import snapshot
 
 
 def pools(app: App) -> list[str]:

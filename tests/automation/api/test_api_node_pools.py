@@ -4,24 +4,14 @@ problem+json refusals, and a 500 that tells nothing but an error id."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from automation.app import App
-from tests.automation.conftest import credential, ready_cluster, snapshot
-
-POOL = {"name": "gpu", "credentials": "team-aws", "region": "us-east-1",
-        "vmType": "m7i.large", "minVms": 1, "maxVms": 1}
-
-
-@pytest.fixture
-def world(app: App, kubeconfig: Path) -> App:
-    ready_cluster(app, kubeconfig)
-    credential(app)
-    return app
+from tests.automation.api.conftest import POOL
+from tests.automation.conftest import snapshot
 
 
 def test_create_list_status_delete(world: App, http: TestClient,
