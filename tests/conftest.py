@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -68,6 +70,18 @@ def _postgres_available() -> bool:
 
 
 POSTGRES_AVAILABLE = _postgres_available()
+
+
+@pytest.fixture
+def memory_runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private runtime directory in /dev/shm for opened secrets (sealed kubeconfigs),
+    removed after the test: nothing it opened outlives it."""
+    from automation import memfiles
+
+    path = Path("/dev/shm") / f"anycloud-test-{os.getpid()}-{secrets.token_hex(3)}"
+    monkeypatch.setenv(memfiles.RUNTIME_DIR_ENV, str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -228,6 +228,7 @@ def test_installed_command_registers_and_refreshes_the_real_cluster(
     assert refreshed["updatedAt"] > registered["updatedAt"]
 
 
+@pytest.mark.usefixtures("memory_runtime_dir")
 def test_a_kubeconfig_sent_to_the_api_reads_the_real_cluster(
         control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Remote mode against a real server on loopback, with the real probe: the kubeconfig
@@ -242,7 +243,6 @@ def test_a_kubeconfig_sent_to_the_api_reads_the_real_cluster(
     from automation.services.tokens import create_token
     from automation.serving import ServerThread
 
-    monkeypatch.setenv("ANYCLOUD_RUNTIME_DIR", str(Path("/dev/shm") / tmp_path.name))
     ledger = open_ledger(f"sqlite:///{tmp_path / 'server.db'}")
     app = App(ledger=ledger, home=tmp_path / "server-home")
     app.sealing = SealingKey(os.urandom(32))

@@ -1,5 +1,8 @@
 """Clusters: read by any reader, registered and deleted by an admin (the kubeconfig sent is
-sealed under the server's key and never returned), refreshed by a member."""
+sealed under the server's key and never returned), refreshed by a member.
+
+A cluster registered on the server's own host names its kubeconfig file there; that path is
+the server's business, shown to admins only (``kubeconfigPath`` is null for anyone else)."""
 
 from __future__ import annotations
 
@@ -8,20 +11,27 @@ from fastapi import Request, Response
 from automation.api.idempotency import once
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
+from automation.auth.roles import Principal
 from automation.models import Cluster, RegisterClusterRequest
 from automation.services import clusters
 
 router = v1("clusters")
 
 
+def _shown(cluster: Cluster, who: Principal) -> Cluster:
+    if who.role == "admin" or cluster.kubeconfig_path is None:
+        return cluster
+    return cluster.model_copy(update={"kubeconfig_path": None})
+
+
 @router.get("/clusters")
-def list_clusters(request: Request, _: Reader) -> list[Cluster]:
-    return clusters.list_clusters(request.app.state.ctx)
+def list_clusters(request: Request, who: Reader) -> list[Cluster]:
+    return [_shown(c, who) for c in clusters.list_clusters(request.app.state.ctx)]
 
 
 @router.get("/clusters/{ref}")
-def get_cluster(request: Request, ref: str, _: Reader) -> Cluster:
-    return clusters.get_cluster(request.app.state.ctx, ref)
+def get_cluster(request: Request, ref: str, who: Reader) -> Cluster:
+    return _shown(clusters.get_cluster(request.app.state.ctx, ref), who)
 
 
 @router.post("/clusters", status_code=201, response_model=Cluster)
@@ -37,8 +47,8 @@ def register_cluster(request: Request, body: RegisterClusterRequest, who: Admin)
 
 
 @router.post("/clusters/{ref}/refresh")
-def refresh_cluster(request: Request, ref: str, _: Member) -> Cluster:
-    return clusters.refresh_cluster(request.app.state.ctx, ref)
+def refresh_cluster(request: Request, ref: str, who: Member) -> Cluster:
+    return _shown(clusters.refresh_cluster(request.app.state.ctx, ref), who)
 
 
 @router.delete("/clusters/{ref}")

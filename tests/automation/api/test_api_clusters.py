@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from automation import memfiles
 from automation.app import App
 from automation.sealing import SealingKey
 from automation.services.clusters import cluster_row
@@ -35,11 +32,8 @@ def kubeconfig(user: str = f"    token: {TOKEN}\n") -> str:
 
 
 @pytest.fixture(autouse=True)
-def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = Path("/dev/shm") / f"anycloud-test-{os.getpid()}-{os.urandom(3).hex()}"
-    monkeypatch.setenv(memfiles.RUNTIME_DIR_ENV, str(path))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def runtime_dir(memory_runtime_dir: Path) -> Path:
+    return memory_runtime_dir
 
 
 @pytest.fixture
@@ -123,3 +117,16 @@ def test_roles_and_a_bad_ca(keyed: App, http: TestClient,
     refreshed = http.post("/v1/clusters/prod/refresh", headers=callers["member"])
     assert refreshed.status_code == 200, refreshed.text
     assert refreshed.json()["lastError"].startswith("cluster not read")  # the probe says so
+
+
+def test_a_server_side_kubeconfig_path_is_shown_to_admins_only(
+        world: App, http: TestClient, callers: dict[str, dict[str, str]],
+        kubeconfig: Path) -> None:
+    """A cluster registered on the server's host names a file there: the server's business."""
+    for role, shown in (("viewer", None), ("member", None), ("admin", str(kubeconfig))):
+        one = http.get("/v1/clusters/prod", headers=callers[role]).json()
+        listed = http.get("/v1/clusters", headers=callers[role]).json()
+        assert one["kubeconfigPath"] == listed[0]["kubeconfigPath"] == shown, role
+        assert one["serverUrl"] == listed[0]["serverUrl"]
+    refreshed = http.post("/v1/clusters/prod/refresh", headers=callers["member"]).json()
+    assert refreshed["kubeconfigPath"] is None

@@ -197,6 +197,7 @@ def test_remote_mode_sends_a_key_files_contents_and_refuses_local_references(
     assert snapshot(app) == before
 
 
+@pytest.mark.usefixtures("memory_runtime_dir")
 def test_cluster_register_refresh_delete_in_both_modes(mode: tuple[str, Run, App],
                                                        tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +207,6 @@ def test_cluster_register_refresh_delete_in_both_modes(mode: tuple[str, Run, App
     from tests.automation.conftest import DEMO_CA
 
     name, run, app = mode
-    monkeypatch.setenv("ANYCLOUD_RUNTIME_DIR", str(Path("/dev/shm") / tmp_path.name))
     app.sealing = SealingKey(os.urandom(32))
     kube = tmp_path / "edge.yaml"
     kube.write_text(kubeconfig())

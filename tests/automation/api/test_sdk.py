@@ -132,6 +132,7 @@ def test_credentials_with_a_sealed_secret(server: tuple[str, App]) -> None:
         assert api.credentials.delete("sealed").state == "deleted"
 
 
+@pytest.mark.usefixtures("memory_runtime_dir")
 def test_clusters_if_match_and_a_429_retried(server: tuple[str, App], tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import os
@@ -144,7 +145,6 @@ def test_clusters_if_match_and_a_429_retried(server: tuple[str, App], tmp_path: 
 
     url, app = server
     app.sealing = SealingKey(os.urandom(32))
-    monkeypatch.setenv("ANYCLOUD_RUNTIME_DIR", str(Path("/dev/shm") / tmp_path.name))
     with Client(url, create_token(app, "sdk", "admin", by="test").token) as api:
         made = api.clusters.register("edge", kubeconfig(), offline=True,
                                      kubernetes_version="v1.36.2+k3s1")
