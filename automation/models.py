@@ -218,6 +218,40 @@ class Cost(CamelModel):
     hint: str | None = None
 
 
+GroupBy = Literal["pool", "cluster", "provider"]  # what ``anycloud cost`` sums by
+
+
+class CostLine(CamelModel):
+    """One group of ``anycloud cost``: VM hours billed since ``since`` and their cost at list
+    price. ``unpriced_vm_hours``: hours of VMs the catalog has no price for (not in ``usd``).
+    ``simulated_vm_hours``: hours of VMs the mock engine ran; it bought nothing, so they are
+    in neither ``vm_hours`` nor ``usd``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group: str
+    pool_id: str | None = None  # --by pool: names repeat across clusters and after deletes
+    vm_hours: float
+    usd: float
+    unpriced_vm_hours: float
+    simulated_vm_hours: float
+    sources: list[str]
+    hints: list[str]
+
+
+class CostReport(CamelModel):
+    model_config = ConfigDict(frozen=True)
+
+    by: GroupBy
+    since: datetime | None
+    until: datetime
+    lines: list[CostLine]
+    total_usd: float
+    total_vm_hours: float
+    unpriced_vm_hours: float
+    simulated_vm_hours: float
+
+
 class NodePoolStatus(CamelModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 

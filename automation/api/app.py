@@ -17,6 +17,7 @@ from automation.api import limits, problems
 from automation.api.limits import Limiter
 from automation.api.routes import (
     clusters,
+    cost,
     credentials,
     deployments,
     identity,
@@ -48,7 +49,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env") -> Fa
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments, sudo):
+                   deployments, sudo, cost):
         api.router.routes.extend(module.router.routes)
 
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)

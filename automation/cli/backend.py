@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from automation.models import (
         ApiToken,
         Cluster,
+        CostReport,
         Credential,
         DeploymentStatus,
         IssuedToken,
@@ -226,6 +227,14 @@ class Embedded:
         from automation.services.credentials import delete_credential
 
         return delete_credential(self._app(), ref)
+
+    def cost_report(self, by: str, since: str | None) -> CostReport:
+        from automation.clock import SystemClock
+        from automation.services import cost_report as costs
+
+        return costs.cost_report(
+            self._ledger(), SystemClock().now(), by=costs.group_by(by),
+            since=costs.parse_since(since) if since is not None else None)
 
 
 class Remote:
@@ -443,6 +452,12 @@ class Remote:
         from automation.models import Credential
 
         return self.client.call("DELETE", f"/credentials/{_segment(ref)}", Credential)
+
+    def cost_report(self, by: str, since: str | None) -> CostReport:
+        from automation.models import CostReport
+
+        params = {"by": by} | ({"since": since} if since is not None else {})
+        return self.client.call("GET", "/cost", CostReport, params=params)
 
 
 Backend = Embedded | Remote

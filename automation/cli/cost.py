@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automation.cli.context import ledger_from
+from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, info, json_option, print_json, print_table
 
 
@@ -17,13 +17,7 @@ from automation.cli.output import handle_errors, info, json_option, print_json, 
 @click.pass_context
 def cost(ctx: click.Context, by: str, since: str | None, as_json: bool) -> None:
     """VM hours and their cost at list price, from each VM's start to its release (or now)."""
-    from automation.clock import SystemClock
-    from automation.services import cost_report as costs
-
-    report = costs.cost_report(
-        ledger_from(ctx), SystemClock().now(), by=costs.group_by(by),
-        since=costs.parse_since(since) if since is not None else None,
-    )
+    report = backend_from(ctx).cost_report(by, since)
     if as_json:
         print_json(report)
         return

@@ -8,48 +8,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import ConfigDict
+from typing import Any
 
 from automation.errors import InvalidInput
 from automation.ledger.db import Ledger
-from automation.models import CamelModel
+from automation.models import CostLine, CostReport, GroupBy
 from automation.services.cost import Price, lookup_prices, short_source, usd
-
-GroupBy = Literal["pool", "cluster", "provider"]
-
-
-class CostLine(CamelModel):
-    """One group's cost since ``since``: VM hours billed and what they cost at list price.
-    ``unpriced_vm_hours``: hours of VMs the catalog has no price for (not in ``usd``).
-    ``simulated_vm_hours``: hours of VMs the mock engine ran; it bought nothing, so they are
-    in neither ``vm_hours`` nor ``usd``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    group: str
-    pool_id: str | None = None  # --by pool: names repeat across clusters and after deletes
-    vm_hours: float
-    usd: float
-    unpriced_vm_hours: float
-    simulated_vm_hours: float
-    sources: list[str]
-    hints: list[str]
-
-
-class CostReport(CamelModel):
-    model_config = ConfigDict(frozen=True)
-
-    by: GroupBy
-    since: datetime | None
-    until: datetime
-    lines: list[CostLine]
-    total_usd: float
-    total_vm_hours: float
-    unpriced_vm_hours: float
-    simulated_vm_hours: float
-
 
 # Every attempt whose VM the provider confirmed (vm_created_at) and that was not released
 # before ``since``: it was billed from vm_created_at until released_at (or now).

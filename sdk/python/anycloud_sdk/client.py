@@ -104,6 +104,12 @@ class Client:
     def me(self) -> models.Me:
         return self.request("GET", "/me", models.Me)
 
+    def cost(self, *, by: str = "pool", since: str | None = None) -> models.CostReport:
+        """VM hours and their cost at list price, summed ``by`` pool, cluster or provider,
+        from ``since`` (a date or ISO time) or the beginning."""
+        params = {"by": by} | ({"since": since} if since is not None else {})
+        return self.request("GET", "/cost", models.CostReport, params=params)
+
     def request(self, method: str, path: str, answer: type[M], *, json: Any = None,
                 params: dict[str, Any] | None = None,
                 headers: dict[str, str] | None = None) -> M:

@@ -47,6 +47,44 @@ class Cost(BaseModel):
     vms: Annotated[int, Field(title="Vms")]
 
 
+class CostLine(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    group: Annotated[str, Field(title="Group")]
+    hints: Annotated[list[str], Field(title="Hints")]
+    pool_id: Annotated[str | None, Field(alias="poolId", title="Poolid")] = None
+    simulated_vm_hours: Annotated[
+        float, Field(alias="simulatedVmHours", title="Simulatedvmhours")
+    ]
+    sources: Annotated[list[str], Field(title="Sources")]
+    unpriced_vm_hours: Annotated[
+        float, Field(alias="unpricedVmHours", title="Unpricedvmhours")
+    ]
+    usd: Annotated[float, Field(title="Usd")]
+    vm_hours: Annotated[float, Field(alias="vmHours", title="Vmhours")]
+
+
+class CostReport(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    by: Annotated[Literal["pool", "cluster", "provider"] | str, Field(title="By")]
+    lines: Annotated[list[CostLine], Field(title="Lines")]
+    simulated_vm_hours: Annotated[
+        float, Field(alias="simulatedVmHours", title="Simulatedvmhours")
+    ]
+    since: Annotated[AwareDatetime | None, Field(title="Since")]
+    total_usd: Annotated[float, Field(alias="totalUsd", title="Totalusd")]
+    total_vm_hours: Annotated[float, Field(alias="totalVmHours", title="Totalvmhours")]
+    unpriced_vm_hours: Annotated[
+        float, Field(alias="unpricedVmHours", title="Unpricedvmhours")
+    ]
+    until: Annotated[AwareDatetime, Field(title="Until")]
+
+
 class Health(BaseModel):
     model_config = ConfigDict(
         extra="allow",

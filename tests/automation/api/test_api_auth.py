@@ -138,6 +138,7 @@ EXPECTED = {
     ("POST", "/v1/node-pools"): Access.WRITE,
     ("GET", "/v1/node-pools/{ref}"): Access.READ,
     ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
+    ("GET", "/v1/cost"): Access.READ,
 }
 
 

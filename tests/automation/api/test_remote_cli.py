@@ -367,12 +367,26 @@ def test_api_use_refuses_what_it_cannot_reach_and_keeps_the_old_choice(
     assert Path(env["ANYCLOUD_CLI_CONFIG"]).read_text() == before
 
 
+def test_cost_in_both_modes(mode: tuple[str, Run, App]) -> None:
+    """The same sums from the same ledger, and the same refusal of a bad --since."""
+    _, run, app = mode
+    ok(run(*CREATE))
+    report = ok(run("cost", "--by", "cluster", "--since", "2020-11-01", "--json"))
+    assert report["by"] == "cluster" and report["since"].startswith("2020-11-01T00:00:00")
+    assert report["totalVmHours"] == 0 and report["lines"] == []  # no VM confirmed yet
+    assert ok(run("cost", "--json"))["by"] == "pool"
+    before = snapshot(app)
+    error = refused(run("cost", "--since", "last tuesday", "--json"), "INVALID_ARGUMENT")
+    assert (error["field"], error["value"]) == ("--since", "last tuesday")
+    assert snapshot(app) == before
+
+
 def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
         remote: tuple[str, Run, App]) -> None:
     _, run, app = remote
     before = snapshot(app)
-    error = refused(run("cost", "--json"), "UNIMPLEMENTED", 1)
-    assert "`cost` is not served by the API yet" in error["message"]
+    error = refused(run("node-pool", "plan", "cpu", "--json"), "UNIMPLEMENTED", 1)
+    assert "`node-pool plan` is not served by the API yet" in error["message"]
     assert snapshot(app) == before
 
 

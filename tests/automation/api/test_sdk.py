@@ -39,6 +39,9 @@ def test_the_readme_example(server: tuple[str, App]) -> None:
         assert summary.counts.ready == 0 and made.cost.vms == 2 and made.zone_chosen
         assert [p.name for p in api.node_pools.list()] == ["gpu"]
         assert api.me().role == "member"
+        report = api.cost(by="provider", since="2020-01-01")
+        assert isinstance(report, models.CostReport) and report.by == "provider"
+        assert report.total_usd == 0 and report.lines == []  # no VM confirmed yet
 
 
 def test_lists_follow_pages(server: tuple[str, App]) -> None:

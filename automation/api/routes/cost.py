@@ -1,0 +1,26 @@
+"""Cost: what the pools' VMs cost at list price over their recorded lifetimes (any reader)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Query, Request
+
+from automation.api.routers import v1
+from automation.api.security import Reader
+from automation.models import CostReport, GroupBy
+from automation.services.cost_report import cost_report, parse_since
+
+router = v1("cost")
+
+
+@router.get("/cost")
+def cost(request: Request, _: Reader,
+         by: Annotated[GroupBy, Query(description="Sum per node pool, cluster or cloud.")]
+         = "pool",
+         since: Annotated[str | None, Query(description="Only time from this date or ISO "
+                                            "time on (UTC unless zoned).")] = None,
+         ) -> CostReport:
+    ctx = request.app.state.ctx
+    return cost_report(ctx.ledger, ctx.clock.now(), by=by,
+                       since=parse_since(since) if since is not None else None)
