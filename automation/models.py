@@ -283,6 +283,60 @@ class NodePoolStatus(CamelModel):
     updated_at: datetime
 
 
+class PolicyFinding(CamelModel):
+    policy: str
+    enforcement: str  # mandatory | advisory | disabled
+    message: str
+    urn: str | None = None
+
+
+class PlannedResource(CamelModel):
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]  # wire names; secrets as "[secret]"
+
+
+class Plan(CamelModel):
+    """``node-pool plan``: the stack program evaluated under the mock engine."""
+
+    engine: str = "mock"
+    pool: str
+    stack: str
+    resources: list[PlannedResource]
+    # What to check before rolling out (an image pin not verified first-hand, …).
+    warnings: list[str] = []
+    cost: Cost  # the planned VMs at the list price
+
+
+class PolicyReport(CamelModel):
+    pool: str | None = None  # a node-pool stack …
+    cluster: str | None = None  # … or a cluster's add-on stack
+    stack: str
+    engine: str = "mock"
+    findings: list[PolicyFinding]
+
+    @property
+    def mandatory(self) -> list[PolicyFinding]:
+        return [f for f in self.findings if f.enforcement == "mandatory"]
+
+
+class StackUnlock(CamelModel):
+    stack: str
+    unlocked: bool  # False: the engine keeps no lock (the mock engine), nothing to clear
+
+
+class PoolUnlock(CamelModel):
+    """``node-pool unlock``: the pool's own stack, and its ingress release's (None: the pool
+    hosts no Service)."""
+
+    stack: str
+    engine: str
+    unlocked: bool
+    ingress_release: StackUnlock | None = None
+
+
 class Workload(_Record):
     id: str
     name: str

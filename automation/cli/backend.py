@@ -26,6 +26,9 @@ if TYPE_CHECKING:
         NodePoolCreated,
         NodePoolStatus,
         Org,
+        Plan,
+        PolicyReport,
+        PoolUnlock,
         Project,
         ProjectDeployment,
         SecretMaterial,
@@ -227,6 +230,23 @@ class Embedded:
         from automation.services.credentials import delete_credential
 
         return delete_credential(self._app(), ref)
+
+    def plan_pool(self, ref: str) -> Plan:
+        from automation.services.rollout import plan_pool
+
+        return plan_pool(self._app(), ref)
+
+    def check_pool_policy(self, ref: str) -> PolicyReport:
+        from automation.services.rollout import check_pool_policy
+
+        return check_pool_policy(self._app(), ref)
+
+    def unlock_pool(self, ref: str, engine: str | None) -> PoolUnlock:
+        from automation.engine.select import make_runner
+        from automation.services.rollout import unlock_pool
+
+        app = self._app()
+        return unlock_pool(app, lambda: make_runner(app.home, engine), ref)
 
     def cost_report(self, by: str, since: str | None) -> CostReport:
         from automation.clock import SystemClock
@@ -452,6 +472,26 @@ class Remote:
         from automation.models import Credential
 
         return self.client.call("DELETE", f"/credentials/{_segment(ref)}", Credential)
+
+    def plan_pool(self, ref: str) -> Plan:
+        from automation.models import Plan
+
+        return self.client.call("GET", f"/node-pools/{_segment(ref)}/plan", Plan)
+
+    def check_pool_policy(self, ref: str) -> PolicyReport:
+        from automation.models import PolicyReport
+
+        return self.client.call("GET", f"/node-pools/{_segment(ref)}/policy", PolicyReport)
+
+    def unlock_pool(self, ref: str, engine: str | None) -> PoolUnlock:
+        from automation.models import PoolUnlock
+
+        if engine is not None:
+            from automation.errors import InvalidInput
+
+            raise InvalidInput("--engine", engine, "is the server's choice in remote mode "
+                               "(its ANYCLOUD_ENGINE): leave it out")
+        return self.client.call("POST", f"/node-pools/{_segment(ref)}/unlock", PoolUnlock)
 
     def cost_report(self, by: str, since: str | None) -> CostReport:
         from automation.models import CostReport

@@ -13,7 +13,7 @@ from automation.cli.output import engine_option, handle_errors, info, json_optio
 
 if TYPE_CHECKING:
     from automation.engine.runner import RunResult, StackRunner
-    from automation.services.rollout import Plan, PolicyReport
+    from automation.models import Plan, PolicyReport
 
 EXIT_CHANGES = 2
 EXIT_POLICY = 3
@@ -53,10 +53,10 @@ def _print_plan(plan: Plan) -> None:
 @click.pass_context
 def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Evaluate the pool's stack under the mock engine and print its resource tree."""
+    from automation.cli.backend import backend_from
     from automation.services.cost import describe
-    from automation.services.rollout import plan_pool
 
-    result = plan_pool(app_from(ctx), ref)
+    result = backend_from(ctx).plan_pool(ref)
     for warning in result.warnings:
         info(f"warning: {warning}")
     if as_json:
@@ -162,31 +162,9 @@ def preview_addons(ctx: click.Context, ref: str, diff: bool, detailed: bool,
     _preview(ctx, [ref], diff, as_json, detailed, engine, addons=True)
 
 
-def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
-            as_json: bool, also: Any = None) -> None:
-    """Unlock the stack ``target_of`` names and, with ``also``, a second one that belongs
-    to it (a pool's ingress release), shown under ``ingressRelease``."""
-    from automation.engine.select import make_runner
-
-    app = app_from(ctx)
-    target = target_of(app, ref)
-    extra = also(app, ref) if also is not None else None
-    runner = make_runner(app.home, engine)
-    results = [(t, runner.unlock(t)) for t in (target, extra) if t is not None]
-    if as_json:
-        doc: dict[str, Any] = {"stack": target.stack_name, "engine": runner.engine,
-                               "unlocked": results[0][1]}
-        if also is not None:
-            doc["ingressRelease"] = ({"stack": results[1][0].stack_name,
-                                      "unlocked": results[1][1]} if extra else None)
-        print_json(doc)
-        return
-    for t, unlocked in results:
-        if unlocked:
-            info(f"stack {t.stack_name} unlocked")
-        else:
-            info(f"stack {t.stack_name}: the {runner.engine} engine keeps no lock; "
-                 "nothing to unlock")
+def _say_unlocked(stack: str, unlocked: bool, engine: str) -> None:
+    info(f"stack {stack} unlocked" if unlocked else
+         f"stack {stack}: the {engine} engine keeps no lock; nothing to unlock")
 
 
 @click.command()
@@ -198,9 +176,15 @@ def _unlock(ctx: click.Context, target_of: Any, ref: str, engine: str | None,
 def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
     """Clear a lock left on the pool's stacks (its own and, for a pool that hosts a Service,
     its ingress release) by a killed run (pulumi cancel)."""
-    from automation.stack_targets import pool_release_target, pool_target
+    from automation.cli.backend import backend_from
 
-    _unlock(ctx, pool_target, ref, engine, as_json, also=pool_release_target)
+    done = backend_from(ctx).unlock_pool(ref, engine)
+    if as_json:
+        print_json(done)
+        return
+    _say_unlocked(done.stack, done.unlocked, done.engine)
+    if done.ingress_release is not None:
+        _say_unlocked(done.ingress_release.stack, done.ingress_release.unlocked, done.engine)
 
 
 @click.command()
@@ -244,11 +228,18 @@ def adopt(ctx: click.Context, ref: str, engine: str | None, simulate: bool,
 @click.pass_context
 def unlock_addons(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
     """Clear a lock left on the cluster's add-on stack by a killed run (pulumi cancel)."""
+    from automation.engine.select import make_runner
     from automation.services.clusters import cluster_row
     from automation.stack_targets import addons_target
 
-    _unlock(ctx, lambda app, r: addons_target(app.with_kubeconfig(cluster_row(app, r))), ref,
-            engine, as_json)
+    app = app_from(ctx)
+    target = addons_target(app.with_kubeconfig(cluster_row(app, ref)))
+    runner = make_runner(app.home, engine)
+    unlocked = runner.unlock(target)
+    if as_json:
+        print_json({"stack": target.stack_name, "engine": runner.engine, "unlocked": unlocked})
+        return
+    _say_unlocked(target.stack_name, unlocked, runner.engine)
 
 
 def _print_policy(reports: list[PolicyReport]) -> None:
@@ -277,12 +268,17 @@ def policy() -> None:
 def check(ctx: click.Context, ref: str | None, all_: bool, as_json: bool) -> None:
     """Run the policy pack offline over the pool's stack (exit 3 on a mandatory violation)."""
     from automation.errors import InvalidInput
-    from automation.services.rollout import check_all, check_pool_policy
 
     if bool(ref) == all_:
         raise InvalidInput("node_pool", ref, "give one node pool or --all, not both or neither")
-    app = app_from(ctx)
-    reports = check_all(app) if all_ else [check_pool_policy(app, ref or "")]
+    if all_:
+        from automation.services.rollout import check_all
+
+        reports = check_all(app_from(ctx))
+    else:
+        from automation.cli.backend import backend_from
+
+        reports = [backend_from(ctx).check_pool_policy(ref or "")]
     if as_json:
         print_json(reports)
     else:

@@ -13,6 +13,7 @@ INSTALL_HINT = (
 
 class EngineMissing(AnycloudError):
     default_code = "ENGINE_MISSING"
+    http_status = 503  # the server's host lacks its engine: an operator fixes it, not the caller
 
     def __init__(self) -> None:
         super().__init__(f"the `pulumi` command (the Pulumi engine) was not found: {INSTALL_HINT}")

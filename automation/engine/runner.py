@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from automation.models import CamelModel
+from automation.models import CamelModel, PolicyFinding
 
 Operation = Literal["preview", "up", "destroy", "refresh", "adopt"]
 
@@ -99,13 +99,6 @@ class ChangeSummary(CamelModel):
         (create-replacement, delete-replaced, …) are already folded into ``replace`` there."""
         plain = {str(getattr(op, "value", op)): int(n) for op, n in dict(counts or {}).items()}
         return cls(**{k: plain.get(k, 0) for k in cls.model_fields})
-
-
-class PolicyFinding(CamelModel):
-    policy: str
-    enforcement: str  # mandatory | advisory | disabled
-    message: str
-    urn: str | None = None
 
 
 class RunResult(CamelModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from automation.app import App
@@ -14,7 +15,14 @@ from automation.engine.runner import (
     StackTarget,
 )
 from automation.errors import AnycloudError
-from automation.models import CamelModel, Cost
+from automation.models import (
+    Cost,
+    Plan,
+    PlannedResource,
+    PolicyReport,
+    PoolUnlock,
+    StackUnlock,
+)
 from automation.services.cost import pool_rate
 from automation.stack_targets import (
     addons_target,
@@ -23,24 +31,6 @@ from automation.stack_targets import (
     pool_target,
     pool_warnings,
 )
-
-
-class PlannedResource(CamelModel):
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    inputs: dict[str, Any]  # wire names; secrets as "[secret]"
-
-
-class Plan(CamelModel):
-    engine: str = "mock"
-    pool: str
-    stack: str
-    resources: list[PlannedResource]
-    # What to check before rolling out (an image pin not verified first-hand, …).
-    warnings: list[str] = []
-    cost: Cost  # the planned VMs at the list price
 
 
 class PoolPreview(RunResult):
@@ -54,18 +44,6 @@ def stack_cost(target: StackTarget) -> Cost:
     """The stack's VMs (one per attempt it holds or plans) at the list price."""
     config = target.config
     return pool_rate(config.provider, config.vm_type, config.region, len(config.attempts))
-
-
-class PolicyReport(CamelModel):
-    pool: str | None = None  # a node-pool stack …
-    cluster: str | None = None  # … or a cluster's add-on stack
-    stack: str
-    engine: str = "mock"
-    findings: list[PolicyFinding]
-
-    @property
-    def mandatory(self) -> list[PolicyFinding]:
-        return [f for f in self.findings if f.enforcement == "mandatory"]
 
 
 def plan_pool(app: App, ref: str) -> Plan:
@@ -107,6 +85,22 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
     finally:
         port.close()
     return runner.preview(target, diff=diff, on_progress=on_progress)
+
+
+def unlock_pool(app: App, runner_for: Callable[[], StackRunner], ref: str) -> PoolUnlock:
+    """Clear a lock a killed run left on the pool's stack and, for a pool that hosts a
+    Service, on its ingress release's (``pulumi cancel``; the mock engine keeps none).
+    ``runner_for`` is called once the pool is found: a bad reference is a 404 wherever the
+    engine is missing."""
+    from automation.stack_targets import pool_release_target
+
+    target = pool_target(app, ref)
+    release = pool_release_target(app, ref)
+    runner = runner_for()
+    unlocked = runner.unlock(target)
+    return PoolUnlock(stack=target.stack_name, engine=runner.engine, unlocked=unlocked,
+                      ingress_release=None if release is None else StackUnlock(
+                          stack=release.stack_name, unlocked=runner.unlock(release)))
 
 
 def _check(app: App, target: StackTarget) -> list[PolicyFinding]:

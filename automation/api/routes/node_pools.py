@@ -1,8 +1,10 @@
-"""Node pools: create (durable intent), list (paged), status with the ingress view, delete."""
+"""Node pools: create (durable intent), list (paged), status with the ingress view, delete;
+the plan and the policy check of a pool's stack (evaluated offline under the mock engine, as
+``node-pool plan`` and ``policy check`` do), and unlocking its stacks after a killed run."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Header, Query, Request, Response
 
@@ -11,11 +13,22 @@ from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
 from automation.api.problems import Problem
 from automation.api.routers import v1
-from automation.api.security import Member, Reader
-from automation.models import NewNodePool, NodePool, NodePoolCreated, NodePoolStatus
+from automation.api.security import Admin, Member, Reader
+from automation.models import (
+    NewNodePool,
+    NodePool,
+    NodePoolCreated,
+    NodePoolStatus,
+    Plan,
+    PolicyReport,
+    PoolUnlock,
+)
 from automation.services import node_pools
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_status import list_node_pools
+
+if TYPE_CHECKING:
+    from automation.engine.runner import StackRunner
 
 router = v1("node pools")
 
@@ -63,3 +76,41 @@ def delete_pool(request: Request, response: Response, ref: str, _: Member,
                                        etags.expectation(if_match, NodePool.model_validate))
     etags.tag(response, gone)
     return gone
+
+
+@router.get("/node-pools/{ref}/plan")
+def pool_plan(request: Request, ref: str, _: Reader) -> Plan:
+    """The pool's stack program evaluated under the mock engine (no cloud, no Pulumi CLI):
+    its resource tree, secrets shown as ``[secret]``, and what its VMs will cost."""
+    from automation.services.rollout import plan_pool
+
+    return plan_pool(request.app.state.ctx, ref)
+
+
+@router.get("/node-pools/{ref}/policy")
+def pool_policy(request: Request, ref: str, _: Reader) -> PolicyReport:
+    """The policy pack over the pool's stack, offline; ``findings`` names each rule broken
+    (a ``mandatory`` one blocks its rollout)."""
+    from automation.services.rollout import check_pool_policy
+
+    return check_pool_policy(request.app.state.ctx, ref)
+
+
+@router.post("/node-pools/{ref}/unlock")
+def pool_unlock(request: Request, ref: str, _: Admin) -> PoolUnlock:
+    """Clear a lock a killed run left on the pool's stacks (``pulumi cancel``), with the
+    server's engine. Admin: cancelling a run that is still alive corrupts its state."""
+    from automation.services.rollout import unlock_pool
+
+    state = request.app.state
+    return unlock_pool(state.ctx, lambda: stack_runner(state), ref)
+
+
+def stack_runner(state: Any) -> StackRunner:
+    """The server's engine (``ANYCLOUD_ENGINE``), made when first needed."""
+    if getattr(state, "runner", None) is None:
+        from automation.engine.select import make_runner
+
+        state.runner = make_runner(state.ctx.home)
+    found: StackRunner = state.runner
+    return found

@@ -181,6 +181,18 @@ class NodePools:
         return self._c.request("DELETE", f"/node-pools/{ref}", models.NodePool,
                                headers={"If-Match": if_match} if if_match else None)
 
+    def plan(self, ref: str) -> models.Plan:
+        """The pool's stack evaluated offline (mock engine): resources, warnings, cost."""
+        return self._c.request("GET", f"/node-pools/{ref}/plan", models.Plan)
+
+    def policy(self, ref: str) -> models.PolicyReport:
+        """The policy pack's findings over the pool's stack (a mandatory one blocks it)."""
+        return self._c.request("GET", f"/node-pools/{ref}/policy", models.PolicyReport)
+
+    def unlock(self, ref: str) -> models.PoolUnlock:
+        """Clear a lock a killed run left on the pool's stacks (admin)."""
+        return self._c.request("POST", f"/node-pools/{ref}/unlock", models.PoolUnlock)
+
 
 class Clusters:
     """A kubeconfig given here is sealed by the server and never returned; it must carry its

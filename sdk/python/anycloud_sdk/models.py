@@ -266,6 +266,41 @@ class Org(BaseModel):
     name: Annotated[str, Field(title="Name")]
 
 
+class PlannedResource(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    inputs: Annotated[dict[str, Any], Field(title="Inputs")]
+    name: Annotated[str, Field(title="Name")]
+    parent: Annotated[str | None, Field(title="Parent")]
+    type: Annotated[str, Field(title="Type")]
+    urn: Annotated[str, Field(title="Urn")]
+
+
+class PolicyFinding(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    enforcement: Annotated[str, Field(title="Enforcement")]
+    message: Annotated[str, Field(title="Message")]
+    policy: Annotated[str, Field(title="Policy")]
+    urn: Annotated[str | None, Field(title="Urn")] = None
+
+
+class PolicyReport(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cluster: Annotated[str | None, Field(title="Cluster")] = None
+    engine: Annotated[str | None, Field(title="Engine")] = "mock"
+    findings: Annotated[list[PolicyFinding], Field(title="Findings")]
+    pool: Annotated[str | None, Field(title="Pool")] = None
+    stack: Annotated[str, Field(title="Stack")]
+
+
 class PoolState(
     RootModel[
         Literal["pending", "provisioning", "ready", "failed", "deleting", "deleted"]
@@ -403,6 +438,15 @@ class SetProvisioner(BaseModel):
         populate_by_name=True,
     )
     provisioner: Annotated[str | None, Field(title="Provisioner")] = None
+
+
+class StackUnlock(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    stack: Annotated[str, Field(title="Stack")]
+    unlocked: Annotated[bool, Field(title="Unlocked")]
 
 
 class VmCounts(BaseModel):
@@ -597,6 +641,30 @@ class NodePoolStatus(BaseModel):
     vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
     vms: Annotated[int, Field(title="Vms")]
     zone: Annotated[str | None, Field(title="Zone")]
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cost: Cost
+    engine: Annotated[str | None, Field(title="Engine")] = "mock"
+    pool: Annotated[str, Field(title="Pool")]
+    resources: Annotated[list[PlannedResource], Field(title="Resources")]
+    stack: Annotated[str, Field(title="Stack")]
+    warnings: Annotated[list[str] | None, Field(title="Warnings")] = []
+
+
+class PoolUnlock(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    engine: Annotated[str, Field(title="Engine")]
+    ingress_release: Annotated[StackUnlock | None, Field(alias="ingressRelease")] = None
+    stack: Annotated[str, Field(title="Stack")]
+    unlocked: Annotated[bool, Field(title="Unlocked")]
 
 
 class RotateCredentialRequest(BaseModel):

@@ -138,6 +138,9 @@ EXPECTED = {
     ("POST", "/v1/node-pools"): Access.WRITE,
     ("GET", "/v1/node-pools/{ref}"): Access.READ,
     ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
+    ("GET", "/v1/node-pools/{ref}/plan"): Access.READ,
+    ("GET", "/v1/node-pools/{ref}/policy"): Access.READ,
+    ("POST", "/v1/node-pools/{ref}/unlock"): Access.ADMIN,
     ("GET", "/v1/cost"): Access.READ,
 }
 

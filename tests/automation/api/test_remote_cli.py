@@ -381,12 +381,40 @@ def test_cost_in_both_modes(mode: tuple[str, Run, App]) -> None:
     assert snapshot(app) == before
 
 
+def test_plan_policy_and_unlock_in_both_modes(mode: tuple[str, Run, App],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack evaluated offline where the ledger is (the server, in remote mode): the
+    same plan and findings; unlock with the server's engine, which the caller cannot pick."""
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")
+    name, run, app = mode
+    made = ok(run(*CREATE))
+    plan = ok(run("node-pool", "plan", "cpu", "--json"))
+    assert (plan["engine"], plan["pool"], plan["cost"]["vms"]) == ("mock", made["id"], 2)
+    types = {r["type"] for r in plan["resources"]}
+    assert {"aws:ec2/vpc:Vpc", "aws:ec2/instance:Instance"} <= types, types
+    vms = [r for r in plan["resources"] if r["type"] == "aws:ec2/instance:Instance"]
+    assert vms and all(vm["inputs"]["userData"] == "[secret]" for vm in vms)  # a join token
+    report = ok(run("policy", "check", "cpu", "--json"))
+    assert [r["stack"] for r in report] == [plan["stack"]]
+    assert not [f for f in report[0]["findings"] if f["enforcement"] == "mandatory"]
+    before = snapshot(app)
+    unlocked = ok(run("node-pool", "unlock", "cpu", "--json"))
+    assert unlocked == {"stack": plan["stack"], "engine": "mock", "unlocked": False,
+                        "ingressRelease": None}
+    assert refused(run("node-pool", "plan", "nothing", "--json"), "NOT_FOUND")
+    if name == "remote":
+        error = refused(run("node-pool", "unlock", "cpu", "--engine", "mock", "--json"),
+                        "INVALID_ARGUMENT")
+        assert error["field"] == "--engine"
+    assert snapshot(app) == before
+
+
 def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
         remote: tuple[str, Run, App]) -> None:
     _, run, app = remote
     before = snapshot(app)
-    error = refused(run("node-pool", "plan", "cpu", "--json"), "UNIMPLEMENTED", 1)
-    assert "`node-pool plan` is not served by the API yet" in error["message"]
+    error = refused(run("preview", "--all", "--json"), "UNIMPLEMENTED", 1)
+    assert "`preview` is not served by the API yet" in error["message"]
     assert snapshot(app) == before
 
 
