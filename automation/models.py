@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, SecretStr, field_serializer
 from pydantic.alias_generators import to_camel
@@ -65,6 +65,15 @@ class CamelModel(BaseModel):
     """Built by field name, serialized with camelCase keys (``entry_ip`` -> ``entryIp``)."""
 
     model_config = CAMEL_JSON
+
+
+# A name anycloud gives to what it creates (pool, cluster, credential, token, org, project,
+# deployment): a DNS-1123 label. The pattern is the one ``validation.check_name`` applies; in
+# a request body it is documented (the OpenAPI document, the SDK) and checked by the service,
+# whose refusal names the field and the rule.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+Name = Annotated[str, Field(json_schema_extra={"pattern": DNS_LABEL_PATTERN, "minLength": 1,
+                                               "maxLength": 63})]
 
 
 class CamelRequest(BaseModel):
@@ -432,7 +441,7 @@ class IssuedToken(ApiToken):
 class NewNodePool(CamelRequest):
     """``POST /v1/node-pools`` (``node-pool create``'s options)."""
 
-    name: str
+    name: Name
     cluster: str | None = None  # id or name; default: the only registered cluster
     credentials: str
     region: str
@@ -445,7 +454,7 @@ class NewNodePool(CamelRequest):
 class NewDeployment(CamelRequest):
     """``POST /v1/deployments`` (``deployment create``'s options)."""
 
-    name: str
+    name: Name
     project: str | None = None  # a project deployment (a runtime from the provisioner set)
     node_pool: str | None = None  # or work placed on a node pool
     service: bool = False  # with node_pool: a Service
@@ -465,13 +474,13 @@ class SetProvisioner(CamelRequest):
 class NewOrg(CamelRequest):
     """``POST /v1/orgs``."""
 
-    name: str
+    name: Name
 
 
 class NewProject(CamelRequest):
     """``POST /v1/projects``."""
 
-    name: str
+    name: Name
     org: str  # name or id
 
 
@@ -479,7 +488,7 @@ class RegisterClusterRequest(CamelRequest):
     """``POST /v1/clusters`` (``cluster register``'s options; the kubeconfig's contents, which
     the server seals, and the offline CA as PEM text)."""
 
-    name: str
+    name: Name
     kubeconfig: SecretStr
     context: str | None = None
     server_url: str | None = None
@@ -505,7 +514,7 @@ class NewCredentialRequest(CamelRequest):
     """``POST /v1/credentials`` (``credentials new``'s options and, in remote mode, the
     secret itself)."""
 
-    name: str
+    name: Name
     provider: str
     role_arn: str | None = None
     project: str | None = None
@@ -534,7 +543,7 @@ class RotateCredentialRequest(CamelRequest):
 class NewToken(CamelRequest):
     """``POST /v1/tokens`` (``token create``'s options; never --bootstrap)."""
 
-    name: str
+    name: Name
     role: str
     pool: str | None = None  # for role agent: NAMESPACE/NAME
     expires_in_seconds: int | None = Field(default=None, gt=0)

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from automation.catalog.store import Catalog, ProviderCatalog, VmType
 from automation.errors import InvalidInput
+from automation.models import DNS_LABEL_PATTERN
 
 DNS_LABEL_RULE = (
     "must be a DNS-1123 label: 1-63 lowercase letters, digits or '-', "
     "starting and ending with a letter or digit"
 )
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 
 # The pinned K3s agent (v1.35) may join servers up to three minors newer (version skew).
 MIN_KUBERNETES = (1, 35)

@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 
 from automation import __version__
-from automation.api import limits, problems
+from automation.api import limits, links, problems
 from automation.api.limits import Limiter
 from automation.api.routes import (
     clusters,
@@ -52,8 +52,17 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env") -> Fa
                    deployments, sudo, cost):
         api.router.routes.extend(module.router.routes)
 
+    plain_openapi = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            api.openapi_schema = links.add_links(problems.as_problem_json(plain_openapi()))
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
+
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)
-    def openapi(_: Reader) -> dict[str, Any]:
+    def openapi_document(_: Reader) -> dict[str, Any]:
         return api.openapi()
 
     @api.middleware("http")

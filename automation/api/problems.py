@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from automation.errors import AnycloudError, http_status
 
@@ -95,6 +97,23 @@ def install(app: FastAPI) -> None:
                        field=first["field"], value=first["value"], rule=first["rule"],
                        problems=found)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _routing(request: Request, err: StarletteHTTPException) -> JSONResponse:
+        """No route for the path (404) or not for this method (405, with ``Allow`` naming
+        every method some route of the path takes: Starlette names only the first route's)."""
+        if err.status_code == 405:
+            allowed = allowed_methods(request.app, request.scope)
+            answer = problem(405, "METHOD_NOT_ALLOWED",
+                             f"{request.method} is not served at {request.url.path}",
+                             field="method", value=request.method,
+                             rule=f"must be one of {', '.join(allowed)}")
+            answer.headers["Allow"] = ", ".join(allowed)
+            return answer
+        if err.status_code == 404:
+            return problem(404, "NOT_FOUND", f"no route {request.url.path}", field="path",
+                           value=request.url.path, rule="must be a route of the API (/v1/...)")
+        return problem(err.status_code, "INVALID_ARGUMENT", str(err.detail))
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, err: Exception) -> JSONResponse:
         error_id = secrets.token_hex(6)
@@ -102,6 +121,29 @@ def install(app: FastAPI) -> None:
                   exc_info=err)
         return problem(500, "INTERNAL", f"unexpected error {error_id}: the server logged it",
                        errorId=error_id)
+
+
+def allowed_methods(app: Any, scope: MutableMapping[str, Any]) -> list[str]:
+    """Every method a route of the request's path takes."""
+    from starlette.routing import Match
+
+    found: set[str] = set()
+    for route in app.router.routes:
+        if route.matches(scope)[0] is not Match.NONE:
+            found |= set(getattr(route, "methods", None) or ())
+    return sorted(found)
+
+
+def as_problem_json(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with every error answer under ``application/problem+json``, the
+    media type it is served with (FastAPI documents a response model as application/json)."""
+    for operation in (op for path in document.get("paths", {}).values()
+                      for op in path.values()):
+        for status, response in operation.get("responses", {}).items():
+            content = response.get("content", {})
+            if status[:1] in ("4", "5") and "application/json" in content:
+                content[MEDIA_TYPE] = content.pop("application/json")
+    return document
 
 
 def _plain(value: Any) -> bool:

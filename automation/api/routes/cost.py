@@ -18,8 +18,11 @@ router = v1("cost")
 def cost(request: Request, _: Reader,
          by: Annotated[GroupBy, Query(description="Sum per node pool, cluster or cloud.")]
          = "pool",
-         since: Annotated[str | None, Query(description="Only time from this date or ISO "
-                                            "time on (UTC unless zoned).")] = None,
+         since: Annotated[str | None, Query(
+             description="Only time from this date or ISO time on (UTC unless zoned).",
+             json_schema_extra={"anyOf": [{"type": "string", "format": "date"},
+                                          {"type": "string", "format": "date-time"}]})]
+         = None,
          ) -> CostReport:
     ctx = request.app.state.ctx
     return cost_report(ctx.ledger, ctx.clock.now(), by=by,

@@ -10,7 +10,7 @@ from fastapi import Header, Query, Request, Response
 
 from automation.api import etags
 from automation.api.idempotency import once
-from automation.api.paging import DEFAULT_PAGE_SIZE, Page, page_of
+from automation.api.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, page_of
 from automation.api.problems import Problem
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
@@ -47,7 +47,8 @@ def create_node_pool(request: Request, body: NewNodePool, who: Member) -> Respon
 
 @router.get("/node-pools")
 def list_pools(request: Request, _: Reader, cluster: str | None = None,
-               page_size: Annotated[int, Query(alias="pageSize")] = DEFAULT_PAGE_SIZE,
+               page_size: Annotated[int, Query(alias="pageSize", json_schema_extra={
+                   "minimum": 1, "maximum": MAX_PAGE_SIZE})] = DEFAULT_PAGE_SIZE,
                page_token: Annotated[str | None, Query(alias="pageToken")] = None,
                ) -> NodePoolPage:
     items = list_node_pools(request.app.state.ctx.ledger, cluster)

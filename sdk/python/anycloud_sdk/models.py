@@ -185,7 +185,15 @@ class NewDeployment(BaseModel):
     )
     cpu: Annotated[str | None, Field(title="Cpu")] = None
     memory: Annotated[str | None, Field(title="Memory")] = None
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
     node_pool: Annotated[str | None, Field(alias="nodePool", title="Nodepool")] = None
     project: Annotated[str | None, Field(title="Project")] = None
     service: Annotated[bool | None, Field(title="Service")] = False
@@ -203,7 +211,15 @@ class NewNodePool(BaseModel):
     credentials: Annotated[str, Field(title="Credentials")]
     max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
     min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
     region: Annotated[str, Field(title="Region")]
     vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
     zone: Annotated[str | None, Field(title="Zone")] = None
@@ -214,7 +230,15 @@ class NewOrg(BaseModel):
         extra="allow",
         populate_by_name=True,
     )
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
 
 
 class NewProject(BaseModel):
@@ -222,7 +246,15 @@ class NewProject(BaseModel):
         extra="allow",
         populate_by_name=True,
     )
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
     org: Annotated[str, Field(title="Org")]
 
 
@@ -239,7 +271,15 @@ class NewToken(BaseModel):
         ExpiresInSeconds | None,
         Field(alias="expiresInSeconds", title="Expiresinseconds"),
     ] = None
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
     pool: Annotated[str | None, Field(title="Pool")] = None
     role: Annotated[str, Field(title="Role")]
 
@@ -380,7 +420,15 @@ class RegisterClusterRequest(BaseModel):
     kubernetes_version: Annotated[
         str | None, Field(alias="kubernetesVersion", title="Kubernetesversion")
     ] = None
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
     offline: Annotated[bool | None, Field(title="Offline")] = False
     server_url: Annotated[str | None, Field(alias="serverUrl", title="Serverurl")] = (
         None
@@ -551,7 +599,15 @@ class NewCredentialRequest(BaseModel):
     )
     client_id: Annotated[str | None, Field(alias="clientId", title="Clientid")] = None
     key_file: Annotated[str | None, Field(alias="keyFile", title="Keyfile")] = None
-    name: Annotated[str, Field(title="Name")]
+    name: Annotated[
+        str,
+        Field(
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+            title="Name",
+        ),
+    ]
     profile: Annotated[str | None, Field(title="Profile")] = None
     project: Annotated[str | None, Field(title="Project")] = None
     provider: Annotated[str, Field(title="Provider")]

@@ -108,6 +108,23 @@ def test_a_name_taken_is_409(world: App, http: TestClient,
     assert again.status_code == 409 and again.json()["field"] == "name"
 
 
+def test_no_route_and_a_wrong_method_are_problems_too(http: TestClient,
+                                                       callers: dict[str, dict[str, str]],
+                                                       ) -> None:
+    """A 405 names every method of the path in Allow (several routes share one path)."""
+    missing = http.get("/v1/no-such-thing", headers=callers["viewer"])
+    assert missing.status_code == 404 and missing.json()["code"] == "NOT_FOUND"
+    assert missing.headers["content-type"] == "application/problem+json"
+    wrong = http.put("/v1/node-pools/cpu", headers=callers["viewer"])
+    assert wrong.status_code == 405 and wrong.headers["Allow"] == "DELETE, GET"
+    assert (wrong.json()["code"], wrong.json()["field"]) == ("METHOD_NOT_ALLOWED", "method")
+    document = http.get("/v1/openapi.json", headers=callers["viewer"]).json()
+    answers = document["paths"]["/v1/node-pools"]["post"]["responses"]
+    assert list(answers["409"]["content"]) == ["application/problem+json"]
+    assert answers["201"]["links"]["GetNodePools"]["parameters"] == {
+        "ref": "$response.body#/id"}
+
+
 def test_an_unexpected_error_is_a_500_with_only_an_error_id(
         world: App, http: TestClient, callers: dict[str, dict[str, str]],
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
