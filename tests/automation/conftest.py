@@ -110,6 +110,38 @@ def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Any
     return invoke
 
 
+@pytest.fixture(params=["embedded", "remote"])
+def in_each_mode(request: pytest.FixtureRequest, run: Any, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The test's ``run`` as set up (embedded), then once more through a real API server on
+    loopback over the same ledger and home: the same commands must print the same JSON and
+    exit with the same codes in both modes. (Asked after ``run``, whose set-up stays local.)"""
+    if request.param == "embedded":
+        yield "embedded"
+        return
+    import os
+
+    from automation.api.app import create_api
+    from automation.sealing import SealingKey
+    from automation.services.tokens import create_token
+    from automation.serving import ServerThread
+    from automation.settings import Settings
+
+    home = Path(os.environ["ANYCLOUD_HOME"])
+    ledger = open_ledger(Settings.from_env(home).database_url)
+    app = App(ledger=ledger, home=home)
+    app.sealing = SealingKey(os.urandom(32))
+    server = ServerThread(create_api(app, limiter=None), "127.0.0.1:0")
+    monkeypatch.setenv("ANYCLOUD_API_URL", server.url)
+    monkeypatch.setenv("ANYCLOUD_TOKEN", create_token(app, "cli", "admin", by="test").token)
+    monkeypatch.setenv("ANYCLOUD_CLI_CONFIG", str(tmp_path / "cli-config.json"))
+    try:
+        yield "remote"
+    finally:
+        server.stop()
+        ledger.dispose()
+
+
 def ok_json(result: Any) -> Any:
     """The JSON a CLI run printed, once it exited 0 (else its output, for the failure)."""
     import json

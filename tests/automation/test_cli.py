@@ -94,7 +94,7 @@ def test_pending_cluster_gives_node_pools_unavailable(run, tmp_path: Path) -> No
     assert json.loads(result.stdout)["error"]["code"] == "NODE_POOLS_UNAVAILABLE"
 
 
-def test_unknown_names_exit_2(run) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_names_exit_2(run, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
     for args in (["node-pool", "status", "ghost"], ["cluster", "status", "ghost"],
                  ["credentials", "delete", "ghost"], ["deployment", "delete", "ghost"]):
         result = run(*args, "--json")

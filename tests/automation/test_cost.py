@@ -211,7 +211,7 @@ def test_reconciler_records_the_lifetimes_cost_sums(rig: Rig) -> None:  # noqa: 
 # -- the CLI -------------------------------------------------------------------------------
 
 
-def test_cli_create_list_status_and_cost(run, world: App) -> None:  # type: ignore[no-untyped-def]
+def test_cli_create_list_status_and_cost(run, world: App, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
     price = _list_price("aws", "m5.xlarge", "us-west-2")
     created = run("node-pool", "create", "cpu", "--credentials", "team-aws", "--region",
                   "us-west-2", "--vm-type", "m5.xlarge", "--min-vms", "2", "--max-vms", "2",

@@ -212,7 +212,8 @@ def test_cli_create_prints_the_token_alone_on_stdout_then_list_and_revoke(run: A
     ("token", "create", "x", "--role", "viewer", "--bootstrap"),
     ("token", "revoke", "nobody"),
 ])
-def test_cli_refusals_are_exit_2_json_errors(run: Any, args: tuple[str, ...]) -> None:
+def test_cli_refusals_are_exit_2_json_errors(run: Any, in_each_mode: str,
+                                            args: tuple[str, ...]) -> None:
     result = run(*args, "--json")
     assert result.exit_code == 2, result.stdout
     error = json.loads(result.stdout)["error"]
