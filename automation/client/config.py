@@ -67,10 +67,11 @@ def check_url(url: str, field: str = "URL") -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInput(field, url, "must be an http(s):// URL of a control plane's API "
                            "(anycloud serve --api-listen), or 'local'")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
+    # The URL `serve` prints ends in /v1: taken as it is printed (the client adds /v1 itself).
+    if parts.path.rstrip("/") not in ("", "/v1") or parts.query or parts.fragment:
         raise InvalidInput(field, url, "must be the server's base URL, without a path "
-                           "(the client adds /v1)")
-    return url.rstrip("/")
+                           "other than /v1 (the client adds /v1)")
+    return url.rstrip("/").removesuffix("/v1")
 
 
 @dataclass(frozen=True)

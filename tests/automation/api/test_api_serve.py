@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -138,3 +139,88 @@ def test_tls_needs_both_files_and_the_api(tmp_path: Path) -> None:
         done = subprocess.run([ANYCLOUD, "serve", "--simulate", *args], env=env,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+def _cli(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run([ANYCLOUD, *args], env=env, input=stdin, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("memory_runtime_dir")  # where the server opens the kubeconfig
+def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
+    """The README's node-pool story as a team member runs it from a laptop: every step a
+    real `anycloud` process in remote mode against `serve --api-listen --simulate`. The
+    laptop has no ledger; the kubeconfig and the AWS key travel to the server, sealed there
+    under the key the operator made with `secrets-key new`."""
+    import base64
+    import json
+
+    from tests.automation.conftest import DEMO_CA
+
+    server = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "server"),
+              "ANYCLOUD_SECRETS_KEY_FILE": str(tmp_path / "secrets.key")}
+    server.pop("ANYCLOUD_DATABASE_URL", None)
+    _cli(server, "secrets-key", "new", str(tmp_path / "secrets.key"))
+    root = _cli(server, "token", "create", "root", "--role", "admin", "--bootstrap").strip()
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--simulate", "--interval", "0.2", "--speed",
+                             "300", "--api-listen", "127.0.0.1:0"], env=server,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        url = next((line.split("listening on ")[1].split()[0]
+                    for line in iter(proc.stderr.readline, "") if "API listening on " in line),
+                   None)
+        assert url, "the API never said where it listens"
+        laptop = {k: v for k, v in os.environ.items() if not k.startswith("ANYCLOUD_")}
+        laptop |= {"ANYCLOUD_HOME": str(tmp_path / "laptop"),
+                   "ANYCLOUD_CLI_CONFIG": str(tmp_path / "laptop" / "cli.json")}
+        _cli(laptop, "api", "use", url)
+        _cli(laptop, "login", stdin=root + "\n")
+        assert json.loads(_cli(laptop, "api", "status", "--json"))["role"] == "admin"
+        kubeconfig = tmp_path / "prod.yaml"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: prod\nclusters:\n- name: prod\n"
+            "  cluster:\n    server: https://203.0.113.10:6443\n"
+            f"    certificate-authority-data: {base64.b64encode(DEMO_CA.read_bytes()).decode()}\n"
+            "contexts:\n- name: prod\n  context: {cluster: prod, user: admin}\n"
+            "users:\n- name: admin\n  user: {token: laptop-secret-token}\n")
+        cluster = json.loads(_cli(laptop, "cluster", "register", "prod", "--kubeconfig",
+                                  str(kubeconfig), "--offline", "--kubernetes-version",
+                                  "v1.36.2+k3s1", "--json"))
+        assert cluster["state"] == "ready" and cluster["sealedKubeconfig"]["fingerprint"]
+        keys = laptop | {"AWS_SECRET_ACCESS_KEY": "laptopSecretAccessKey0123456789abcdefGHI"}
+        made = json.loads(_cli(keys, "credentials", "new", "team-aws", "--provider", "aws",
+                               "--access-key-id", "AKIAEXAMPLEEXAMPLE12", "--json"))
+        assert made["secret"]["fingerprint"] and "laptopSecret" not in json.dumps(made)
+        pool = json.loads(_cli(laptop, "node-pool", "create", "cpu", "--credentials",
+                               "team-aws", "--region", "us-east-1", "--vm-type", "m7i.large",
+                               "--min-vms", "2", "--max-vms", "2", "--json"))
+        assert pool["state"] == "pending"
+
+        def status(ref: str) -> dict[str, Any]:
+            return json.loads(_cli(laptop, "node-pool", "status", ref, "--json"))  # type: ignore[no-any-return]
+
+        deadline = time.monotonic() + 180
+        while status("cpu")["state"] != "ready" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        ready = status("cpu")
+        assert (ready["state"], ready["counts"]["ready"], ready["engine"]) == (
+            "ready", 2, "mock"), ready
+        assert json.loads(_cli(laptop, "node-pool", "delete", "cpu", "--json"))["state"] == (
+            "deleting")
+        while status(pool["id"])["state"] != "deleted" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert status(pool["id"])["state"] == "deleted"
+        assert not (tmp_path / "laptop" / "anycloud.db").exists()  # the laptop kept no ledger
+        for path in (tmp_path / "server").rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                for secret in (b"laptopSecret", b"laptop-secret-token"):
+                    assert secret not in data, path  # sealed, never in plaintext
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]

@@ -325,6 +325,8 @@ def test_api_use_login_status_and_back_to_local(server: tuple[str, App],
                                                 env: dict[str, str]) -> None:
     url, app = server
     token = create_token(app, "alice", "member", by="test").token
+    # As `serve` prints it (…/v1) or without the path: the same base URL is kept.
+    assert ok(invoke(env, "api", "use", f"{url}/v1/", "--json"))["apiUrl"] == url
     used = ok(invoke(env, "api", "use", url, "--json"))
     assert used == {"mode": "remote", "apiUrl": url, "configFile": env["ANYCLOUD_CLI_CONFIG"]}
     config = Path(env["ANYCLOUD_CLI_CONFIG"])
@@ -358,7 +360,7 @@ def test_api_use_refuses_what_it_cannot_reach_and_keeps_the_old_choice(
     before = Path(env["ANYCLOUD_CLI_CONFIG"]).read_text()
     refused(invoke(env, "api", "use", "http://127.0.0.1:9", "--json"), "UNAVAILABLE", 1)
     refused(invoke(env, "api", "use", "ftp://x", "--json"), "INVALID_ARGUMENT")
-    refused(invoke(env, "api", "use", f"{url}/v1", "--json"), "INVALID_ARGUMENT")
+    refused(invoke(env, "api", "use", f"{url}/v2", "--json"), "INVALID_ARGUMENT")
     not_pem = Path(env["ANYCLOUD_HOME"]).parent / "not-a-ca.txt"
     not_pem.write_text("hello")
     error = refused(invoke(env, "api", "use", "https://127.0.0.1:9", "--ca-file", str(not_pem),
