@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Response
+from fastapi import Header, Response
 from pydantic import BaseModel
 
+from automation.api.problems import Problem
 from automation.errors import AnycloudError
 
 HEADER = "If-Match"
+# A route's If-Match parameter, and the 412 it may answer (in the OpenAPI document).
+IfMatch = Annotated[str | None, Header(
+    alias=HEADER, description="Change only if the record is still at this ETag.")]
 
 
 class PreconditionFailed(AnycloudError):
@@ -32,6 +36,10 @@ class PreconditionFailed(AnycloudError):
                          rule="must be the record's current ETag: read it again, then retry")
 
 
+STALE: dict[int | str, dict[str, Any]] = {
+    412: {"model": Problem, "description": "If-Match names an older version"}}
+
+
 def etag(record: BaseModel) -> str:
     digest = hashlib.sha256(record.model_dump_json().encode()).hexdigest()
     return f'"{digest[:24]}"'
@@ -41,11 +49,11 @@ def tag(response: Response, record: BaseModel) -> None:
     response.headers["ETag"] = etag(record)
 
 
-def expectation(given: str | None, view: Callable[[Any], BaseModel]
+def expectation(given: str | None, view: Callable[[Any], BaseModel] = lambda record: record,
                 ) -> Callable[[Any], None] | None:
     """What the service checks under its lock when the request carries ``If-Match`` (None:
-    it carries none, and the change is unconditional). ``view``: the locked row as the API
-    shows the record."""
+    it carries none, and the change is unconditional). ``view``: what the service hands the
+    check (the locked row, or the record it built from it) as the API shows the record."""
     if given is None:
         return None
     wanted = {t.strip() for t in given.split(",")}

@@ -3,6 +3,7 @@ record by name or id, an event appended, a deployment name checked free."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,10 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from automation.errors import AnycloudError, Conflict, NotFound
 from automation.ledger import schema
+
+# A check of a record, read under its row lock, before a change (the API's If-Match): it
+# raises to refuse the change, and nothing is written.
+Expectation = Callable[[Any], None]
 
 
 def find_live(

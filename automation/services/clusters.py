@@ -23,7 +23,7 @@ from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.kube.probe import ClusterUnreachable, sha256_hex
 from automation.ledger import schema
-from automation.ledger.records import find_live, record_event
+from automation.ledger.records import Expectation, find_live, record_event
 from automation.models import LIVE_POOL_STATES, Cluster, ClusterState
 from automation.sealing import owner
 from automation.services import sealed
@@ -253,13 +253,16 @@ def get_cluster(app: App, ref: str) -> Cluster:
         return _with_kubeconfigs(conn, [row])[0]
 
 
-def delete_cluster(app: App, ref: str) -> Cluster:
-    """Forget a cluster; refused while any node pool on it is not deleted."""
+def delete_cluster(app: App, ref: str, expect: Expectation | None = None) -> Cluster:
+    """Forget a cluster; refused while any node pool on it is not deleted. ``expect``: a
+    check of the locked record before anything changes (the API's If-Match)."""
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = find_live(
             conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster", lock=True
         )
+        if expect is not None:
+            expect(_with_kubeconfigs(conn, [row])[0])
         live_pools = sa.select(schema.node_pools.c.id).where(
             schema.node_pools.c.cluster_id == row["id"],
             schema.node_pools.c.state.in_(list(LIVE_POOL_STATES)))

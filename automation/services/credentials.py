@@ -17,7 +17,7 @@ from automation import ids
 from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
-from automation.ledger.records import find_live, record_event
+from automation.ledger.records import Expectation, find_live, record_event
 from automation.models import LIVE_POOL_STATES, Credential, SecretMaterial
 from automation.sealing import owner
 from automation.services import credential_secrets, sealed
@@ -180,13 +180,24 @@ def list_credentials(app: App) -> list[Credential]:
         return _with_secrets(conn, list(rows))
 
 
-def rotate_credential(app: App, ref: str, material: SecretMaterial) -> Credential:
+def get_credential(app: App, ref: str) -> Credential:
+    with app.ledger.read() as conn:
+        row = find_live(conn, schema.credentials, ref, live=_LIVE, kind="credential",
+                        field="credentials")
+        return _with_secrets(conn, [row])[0]
+
+
+def rotate_credential(app: App, ref: str, material: SecretMaterial,
+                      expect: Expectation | None = None) -> Credential:
     """Replace the sealed secret of a credential that has one (a reference's secret lives
-    where it points, and is rotated there)."""
+    where it points, and is rotated there). ``expect``: a check of the locked record before
+    anything changes (the API's If-Match)."""
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = find_live(conn, schema.credentials, ref, live=_LIVE, kind="credential",
                         field="credentials", lock=True)
+        if expect is not None:
+            expect(_with_secrets(conn, [row])[0])
         plain, shown = credential_secrets.check(row["provider"], material)
         key = sealed.require_key(app, f"credential {row['name']!r}")
         if not sealed.held(conn, _owner(row["id"])):
@@ -203,14 +214,17 @@ def rotate_credential(app: App, ref: str, material: SecretMaterial) -> Credentia
     return Credential.model_validate({**row, "secret": summary})
 
 
-def delete_credential(app: App, ref: str) -> Credential:
-    """Refused while a node pool that is not deleted uses it (checked under the row lock)."""
+def delete_credential(app: App, ref: str, expect: Expectation | None = None) -> Credential:
+    """Refused while a node pool that is not deleted uses it (checked under the row lock).
+    ``expect``: as for ``rotate_credential``."""
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = find_live(
             conn, schema.credentials, ref, live=_LIVE, kind="credential", field="credentials",
             lock=True,
         )
+        if expect is not None:
+            expect(_with_secrets(conn, [row])[0])
         users = conn.execute(
             sa.select(schema.node_pools.c.name).where(
                 schema.node_pools.c.credential_id == row["id"],

@@ -7,7 +7,6 @@ which is also what admitting a workload takes: one of the two always sees the ot
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from automation import ids
 from automation.app import App
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ledger import schema
-from automation.ledger.records import find_live, record_event
+from automation.ledger.records import Expectation, find_live, record_event
 from automation.models import (
     LIVE_POOL_STATES,
     ClusterState,
@@ -162,7 +161,7 @@ def lock_live_pool(conn: Connection, ref: str, field: str = "node_pool") -> RowM
 
 
 def delete_node_pool(app: App, ref: str,
-                     expect: Callable[[Any], None] | None = None) -> NodePool:
+                     expect: Expectation | None = None) -> NodePool:
     """``expect``: a check of the locked row before anything changes (the API's If-Match)."""
     now = app.clock.now()
     with app.ledger.write() as conn:

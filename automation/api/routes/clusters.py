@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from automation.api import etags
 from automation.api.idempotency import once
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
@@ -30,8 +31,11 @@ def list_clusters(request: Request, who: Reader) -> list[Cluster]:
 
 
 @router.get("/clusters/{ref}")
-def get_cluster(request: Request, ref: str, who: Reader) -> Cluster:
-    return _shown(clusters.get_cluster(request.app.state.ctx, ref), who)
+def get_cluster(request: Request, response: Response, ref: str, who: Reader) -> Cluster:
+    """With the cluster's ETag (for If-Match on DELETE)."""
+    found = clusters.get_cluster(request.app.state.ctx, ref)
+    etags.tag(response, found)
+    return _shown(found, who)
 
 
 @router.post("/clusters", status_code=201, response_model=Cluster)
@@ -51,7 +55,8 @@ def refresh_cluster(request: Request, ref: str, who: Member) -> Cluster:
     return _shown(clusters.refresh_cluster(request.app.state.ctx, ref), who)
 
 
-@router.delete("/clusters/{ref}")
-def delete_cluster(request: Request, ref: str, _: Admin) -> Cluster:
+@router.delete("/clusters/{ref}", responses=etags.STALE)
+def delete_cluster(request: Request, ref: str, _: Admin, if_match: etags.IfMatch = None,
+                   ) -> Cluster:
     """Refused while it has node pools; its sealed kubeconfig goes with it."""
-    return clusters.delete_cluster(request.app.state.ctx, ref)
+    return clusters.delete_cluster(request.app.state.ctx, ref, etags.expectation(if_match))

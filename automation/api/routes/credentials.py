@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from automation.api import etags
 from automation.api.idempotency import once
 from automation.api.routers import v1
 from automation.api.security import Admin, Reader
@@ -19,6 +20,14 @@ router = v1("credentials")
 @router.get("/credentials")
 def list_credentials(request: Request, _: Reader) -> list[Credential]:
     return credentials.list_credentials(request.app.state.ctx)
+
+
+@router.get("/credentials/{ref}")
+def get_credential(request: Request, response: Response, ref: str, _: Reader) -> Credential:
+    """With the credential's ETag (for If-Match on rotate and DELETE)."""
+    found = credentials.get_credential(request.app.state.ctx, ref)
+    etags.tag(response, found)
+    return found
 
 
 @router.post("/credentials", status_code=201, response_model=Credential)
@@ -35,15 +44,17 @@ def new_credential(request: Request, body: NewCredentialRequest, who: Admin) -> 
         request.app.state.ctx, req), status=201)
 
 
-@router.post("/credentials/{ref}/rotate")
+@router.post("/credentials/{ref}/rotate", response_model=Credential, responses=etags.STALE)
 def rotate_credential(request: Request, ref: str, body: RotateCredentialRequest,
-                      who: Admin) -> Response:
+                      who: Admin, if_match: etags.IfMatch = None) -> Response:
     """Replace the sealed secret; the old one is gone from the server once this answers."""
     return once(request, who, body, lambda: credentials.rotate_credential(
-        request.app.state.ctx, ref, body.secret), status=200)
+        request.app.state.ctx, ref, body.secret, etags.expectation(if_match)), status=200)
 
 
-@router.delete("/credentials/{ref}")
-def delete_credential(request: Request, ref: str, _: Admin) -> Credential:
+@router.delete("/credentials/{ref}", responses=etags.STALE)
+def delete_credential(request: Request, ref: str, _: Admin, if_match: etags.IfMatch = None,
+                      ) -> Credential:
     """Refused while a node pool uses it; its sealed secret goes with it."""
-    return credentials.delete_credential(request.app.state.ctx, ref)
+    return credentials.delete_credential(request.app.state.ctx, ref,
+                                         etags.expectation(if_match))

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Header, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from automation.api import etags
 from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, page_of
-from automation.api.problems import Problem
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.models import (
@@ -66,12 +65,9 @@ def pool_status(request: Request, response: Response, ref: str, _: Reader) -> No
     return status
 
 
-@router.delete("/node-pools/{ref}", responses={412: {"model": Problem, "description":
-                                                      "If-Match names an older version"}})
+@router.delete("/node-pools/{ref}", responses=etags.STALE)
 def delete_pool(request: Request, response: Response, ref: str, _: Member,
-                if_match: Annotated[str | None, Header(
-                    description="Delete only if the pool is still at this ETag.")] = None,
-                ) -> NodePool:
+                if_match: etags.IfMatch = None) -> NodePool:
     """Refused (409) while work targets the pool; the control loop releases its VMs."""
     gone = node_pools.delete_node_pool(request.app.state.ctx, ref,
                                        etags.expectation(if_match, NodePool.model_validate))

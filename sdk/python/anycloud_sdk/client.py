@@ -170,16 +170,13 @@ class NodePools:
 
     def etag(self, ref: str) -> str:
         """The pool's current ETag (for ``delete(if_match=...)``)."""
-        resp = self._c._http.get(f"/node-pools/{ref}")
-        if resp.status_code >= 400:
-            raise _error(resp)
-        return str(resp.headers["ETag"])
+        return _etag(self._c, f"/node-pools/{ref}")
 
     def delete(self, ref: str, *, if_match: str | None = None) -> models.NodePool:
         """``if_match``: delete only that version (``PreconditionFailed`` if the pool changed
         since)."""
         return self._c.request("DELETE", f"/node-pools/{ref}", models.NodePool,
-                               headers={"If-Match": if_match} if if_match else None)
+                               headers=_if_match(if_match))
 
     def plan(self, ref: str) -> models.Plan:
         """The pool's stack evaluated offline (mock engine): resources, warnings, cost."""
@@ -215,8 +212,13 @@ class Clusters:
                                              **options)
         return self._c.request("POST", "/clusters", models.Cluster, json=_body(body))
 
-    def delete(self, ref: str) -> models.Cluster:
-        return self._c.request("DELETE", f"/clusters/{ref}", models.Cluster)
+    def etag(self, ref: str) -> str:
+        """The cluster's current ETag (for ``delete(if_match=...)``)."""
+        return _etag(self._c, f"/clusters/{ref}")
+
+    def delete(self, ref: str, *, if_match: str | None = None) -> models.Cluster:
+        return self._c.request("DELETE", f"/clusters/{ref}", models.Cluster,
+                               headers=_if_match(if_match))
 
 
 class Credentials:
@@ -238,13 +240,34 @@ class Credentials:
         body = models.NewCredentialRequest(name=name, provider=provider, secret=secret, **ids)
         return self._c.request("POST", "/credentials", models.Credential, json=_body(body))
 
-    def rotate(self, ref: str, secret: models.SecretMaterial) -> models.Credential:
+    def get(self, ref: str) -> models.Credential:
+        return self._c.request("GET", f"/credentials/{ref}", models.Credential)
+
+    def etag(self, ref: str) -> str:
+        """The credential's current ETag (for ``rotate`` and ``delete``'s ``if_match``)."""
+        return _etag(self._c, f"/credentials/{ref}")
+
+    def rotate(self, ref: str, secret: models.SecretMaterial, *,
+               if_match: str | None = None) -> models.Credential:
         body = models.RotateCredentialRequest(secret=secret)
         return self._c.request("POST", f"/credentials/{ref}/rotate", models.Credential,
-                               json=_body(body))
+                               json=_body(body), headers=_if_match(if_match))
 
-    def delete(self, ref: str) -> models.Credential:
-        return self._c.request("DELETE", f"/credentials/{ref}", models.Credential)
+    def delete(self, ref: str, *, if_match: str | None = None) -> models.Credential:
+        return self._c.request("DELETE", f"/credentials/{ref}", models.Credential,
+                               headers=_if_match(if_match))
+
+
+def _etag(client: Client, path: str) -> str:
+    resp = client._http.get(path)
+    if resp.status_code >= 400:
+        raise _error(resp)
+    return str(resp.headers["ETag"])
+
+
+def _if_match(etag: str | None) -> dict[str, str] | None:
+    """Change only that version (``PreconditionFailed`` if the record changed since)."""
+    return {"If-Match": etag} if etag else None
 
 
 class _List(RootModel[list[dict[str, Any]]]):

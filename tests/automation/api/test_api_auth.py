@@ -117,6 +117,7 @@ EXPECTED = {
     ("POST", "/v1/clusters/{ref}/refresh"): Access.WRITE,
     ("DELETE", "/v1/clusters/{ref}"): Access.ADMIN,
     ("GET", "/v1/credentials"): Access.READ,
+    ("GET", "/v1/credentials/{ref}"): Access.READ,
     ("POST", "/v1/credentials"): Access.ADMIN,
     ("POST", "/v1/credentials/{ref}/rotate"): Access.ADMIN,
     ("DELETE", "/v1/credentials/{ref}"): Access.ADMIN,

@@ -130,3 +130,23 @@ def test_a_server_side_kubeconfig_path_is_shown_to_admins_only(
         assert one["serverUrl"] == listed[0]["serverUrl"]
     refreshed = http.post("/v1/clusters/prod/refresh", headers=callers["member"]).json()
     assert refreshed["kubeconfigPath"] is None
+
+
+def test_if_match_deletes_only_the_version_that_was_read(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    from automation.ledger import schema
+
+    admin = callers["admin"]
+    assert register(http, admin).status_code == 201
+    etag = http.get("/v1/clusters/prod", headers=callers["viewer"]).headers["etag"]
+    assert http.get("/v1/clusters/prod", headers=admin).headers["etag"] == etag  # one record
+    with keyed.ledger.write() as conn:  # the cluster changes (a refresh recorded an error)
+        conn.execute(schema.clusters.update().where(schema.clusters.c.name == "prod")
+                     .values(last_error="cluster not read: timeout"))
+    before = snapshot(keyed)
+    stale = http.delete("/v1/clusters/prod", headers=admin | {"If-Match": etag})
+    assert stale.status_code == 412 and stale.json()["field"] == "If-Match"
+    assert snapshot(keyed) == before
+    fresh = http.get("/v1/clusters/prod", headers=admin).headers["etag"]
+    assert http.delete("/v1/clusters/prod", headers=admin | {"If-Match": fresh}
+                       ).status_code == 200

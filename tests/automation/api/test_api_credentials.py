@@ -199,3 +199,30 @@ def test_a_retry_with_the_same_key_creates_once_and_another_secret_is_not_the_sa
 
     bare = hashlib.sha256(json.dumps(AWS, sort_keys=True).encode()).hexdigest()
     assert bare not in str(snapshot(keyed)["idempotency_keys"])
+
+
+def test_if_match_rotates_and_deletes_only_the_version_that_was_read(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    """Two admins: one read the credential, the other rotated it since; the first one's
+    If-Match is stale, so its rotate and its delete change nothing (412)."""
+    admin = callers["admin"]
+    assert http.post("/v1/credentials", json=AWS, headers=admin).status_code == 201
+    read = http.get("/v1/credentials/team-aws", headers=callers["viewer"])
+    assert read.status_code == 200 and read.json()["name"] == "team-aws"
+    no_plaintext(read.text)
+    etag = read.headers["etag"]
+    new = {"accessKeyId": "AKIAIOSFODNN7EXAMPL2", "secretAccessKey": AWS_SECRET[::-1]}
+    assert http.post("/v1/credentials/team-aws/rotate", json={"secret": new},
+                     headers=admin | {"If-Match": etag}).status_code == 200
+    before = snapshot(keyed)
+    for stale in (http.post("/v1/credentials/team-aws/rotate", json={"secret": new},
+                            headers=admin | {"If-Match": etag}),
+                  http.delete("/v1/credentials/team-aws", headers=admin | {"If-Match": etag})):
+        assert stale.status_code == 412, stale.text
+        assert stale.json()["code"] == "PRECONDITION_FAILED"
+    assert snapshot(keyed) == before
+    fresh = http.get("/v1/credentials/team-aws", headers=admin).headers["etag"]
+    assert fresh != etag
+    gone = http.delete("/v1/credentials/team-aws", headers=admin | {"If-Match": fresh})
+    assert gone.status_code == 200 and gone.json()["state"] == "deleted"
+    assert http.get("/v1/credentials/team-aws", headers=admin).status_code == 404

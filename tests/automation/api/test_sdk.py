@@ -9,7 +9,15 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from anycloud_sdk import Client, Conflict, NotFound, PermissionDenied, Unauthenticated, models
+from anycloud_sdk import (
+    Client,
+    Conflict,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    Unauthenticated,
+    models,
+)
 
 from automation.api.app import create_api
 from automation.app import App
@@ -137,7 +145,13 @@ def test_credentials_with_a_sealed_secret(server: tuple[str, App]) -> None:
         with pytest.raises(Conflict) as in_use:
             api.credentials.rotate("team-aws", secret)
         assert in_use.value.code == "NO_SEALED_SECRET"
-        assert api.credentials.delete("sealed").state == "deleted"
+        assert api.credentials.get("sealed").secret == again.secret
+        etag = api.credentials.etag("sealed")
+        api.credentials.rotate("sealed", secret, if_match=etag)
+        with pytest.raises(PreconditionFailed):
+            api.credentials.delete("sealed", if_match=etag)  # it was rotated since
+        assert api.credentials.delete("sealed", if_match=api.credentials.etag("sealed")
+                                      ).state == "deleted"
 
 
 @pytest.mark.usefixtures("memory_runtime_dir")
@@ -178,5 +192,8 @@ def test_clusters_if_match_and_a_429_retried(server: tuple[str, App], tmp_path: 
 
         monkeypatch.setattr(api._http, "request", throttled)
         monkeypatch.setattr(sdk_client.time, "sleep", lambda _: None)
-        assert api.clusters.delete("edge").state.root == "deleted"
+        with pytest.raises(PreconditionFailed):  # after the 429, the stale If-Match
+            api.clusters.delete("edge", if_match='"stale"')
         assert len(seen) == 2
+        assert api.clusters.delete("edge", if_match=api.clusters.etag("edge")
+                                   ).state.root == "deleted"
