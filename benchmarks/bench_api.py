@@ -4,7 +4,9 @@
    latency, beside the same service call in-process in the same run (the baseline; goal:
    status p50 within 2x of in-process, the list of 1,000 under 100 ms p50);
 2. requests per second for that status with 1 and 4 concurrent clients;
-3. ``node-pool list --json`` as a cold process, embedded and remote, beside ``python -c pass``.
+3. ``node-pool list --json`` as a cold process, embedded and remote, beside ``python -c pass``;
+4. the SDK's ``Client.node_pools.list()`` of every pool (pages of 1,000, models built), beside
+   the raw GET of the same page.
 
 The server: ``anycloud serve --no-control-loop --api-listen 127.0.0.1:0`` (one uvicorn worker
 process) over a SQLite ledger seeded with BENCH_POOLS pools of two VMs (default 1000).
@@ -56,6 +58,7 @@ def main() -> None:
         RUNS, REQUESTS = 1, 5
         bench_cli_list.POOLS = 3
     import httpx2
+    from anycloud_sdk import Client
 
     from automation.ledger import open_ledger
     from automation.services.ingress_status import pool_status_with_ingress
@@ -83,6 +86,7 @@ def main() -> None:
             headers = {"Authorization": f"Bearer {token}"}
             client = httpx2.Client(base_url=url, headers=headers)
             ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
+            sdk = Client(url, token)
 
             def api_get(path: str, params: dict[str, object] | None = None
                         ) -> Callable[[], object]:
@@ -101,6 +105,8 @@ def main() -> None:
                 (f"list {pools} in-process (baseline)", lambda: list_node_pools(ledger)),
                 (f"GET /v1/node-pools pageSize={min(pools, 1000)}",
                  api_get("/v1/node-pools", {"pageSize": 1000})),
+                (f"SDK node_pools.list(page_size=1000), {pools} pools",
+                 lambda: list(sdk.node_pools.list(page_size=1000))),
                 ("status in-process (baseline)",
                  lambda: pool_status_with_ingress(ledger, pool)),
                 ("GET /v1/node-pools/{id}", api_get(f"/v1/node-pools/{pool}")),
@@ -110,9 +116,9 @@ def main() -> None:
                 call()  # warm: imports, first connection, SQLite page cache
                 figures[name] = latency(call, max(5, REQUESTS // (4 if "list" in name
                                                                    else 1)))
-            for i in (0, 2):
+            for i, n in ((0, 3), (3, 2)):
                 base = figures[cases[i][0]][0]
-                for name, _ in cases[i:i + 2]:
+                for name, _ in cases[i:i + n]:
                     p50, p99 = figures[name]
                     rows.append((name, f"{p50 * 1000:.1f}", f"{p99 * 1000:.1f}",
                                  f"{p50 / base:.1f}x"))
@@ -124,6 +130,7 @@ def main() -> None:
             print_table("GET /v1/node-pools/{id}, requests per second", ("clients", "req/s"),
                         rates)
             client.close()
+            sdk.close()
             ledger.dispose()
             remote = {**env, "ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token}
             cold = [
