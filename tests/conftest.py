@@ -142,6 +142,27 @@ def control_plane(request: pytest.FixtureRequest,
     plane.stop()
 
 
+@pytest.fixture(autouse=True)
+def control_plane_still_runs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test on the shared control plane runs only while every component does, and one that
+    exits during the test is named there with its log, rather than left to surface as a
+    timeout in some later test's wait."""
+    if "control_plane" not in request.fixturenames:
+        yield
+        return
+    plane = request.getfixturevalue("control_plane")
+
+    def check(when: str) -> None:
+        gone = plane.exited()
+        if gone:
+            pytest.fail(f"control plane component(s) exited {when}: " + "\n".join(
+                f"{name}, log ends:\n{tail}" for name, tail in gone.items()), pytrace=False)
+
+    check("before this test")
+    yield
+    check("during this test")
+
+
 # -- the real engine ------------------------------------------------------------------------
 
 

@@ -211,6 +211,11 @@ class Reconciler:
     log: Callable[[str], None] = lambda line: None
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _token_checked: dict[str, datetime] = field(default_factory=dict)  # pool uid -> when
+    # pool uid -> the (status, reason) of Ready this process last posted an Event for. A pass
+    # may read the pool as it was before the previous pass's status landed (kopf hands the
+    # timer and the update handler the body they were called with): without this, one change
+    # of cause would be announced twice.
+    _announced: dict[str, tuple[str, str]] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def _lock(self, uid: str) -> threading.Lock:
@@ -413,10 +418,13 @@ class Reconciler:
         same = {k: old.get(k) for k in status if k != "conditions"} == \
             {k: v for k, v in status.items() if k != "conditions"} and not changed \
             and before.get("message") == condition["message"]
-        if not ok and changed:
+        announce = changed and self._announced.get(meta["uid"]) != (state, out.reason)
+        if announce:
+            self._announced[meta["uid"]] = (state, out.reason)
+        if not ok and announce:
             self.log(f"{pool_key(pool)}: {out.reason}: {out.message}")
             self._event(pool, "Warning", out.reason, out.message, now)
-        elif ok and changed and before:
+        elif ok and announce and before:
             self._event(pool, "Normal", "Reconciled", "the pool is as its spec asks again",
                         now)
         if not same:
@@ -447,5 +455,6 @@ class Reconciler:
                     gone.append(p["metadata"]["name"])
             self.state.close_pool(pool_key(pool))  # its agent tokens revoked too
             self._token_checked.pop(meta["uid"], None)
+            self._announced.pop(meta["uid"], None)
             self.log(f"{pool_key(pool)}: deleted; removed its pods {', '.join(gone) or '(none)'}")
             return gone

@@ -140,6 +140,10 @@ class ControlPlane:
     def alive(self) -> dict[str, bool]:
         return {name: proc.poll() is None for name, proc in self.processes.items()}
 
+    def exited(self) -> dict[str, str]:
+        """Each component that is no longer running, with the end of its log."""
+        return {name: _tail(self.log(name)) for name, up in self.alive().items() if not up}
+
     def stop(self) -> None:
         """Terminate the components newest first, each before the next: the API server
         shuts down cleanly while etcd still answers (all at once, it hangs on etcd)."""
@@ -273,10 +277,16 @@ def _start_all(plane: ControlPlane, api_port: int, components: tuple[str, ...],
     kubeconfig = str(plane.kubeconfig)
     delegated = [f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
                  f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1"]
+    # One instance of each, nobody to hand over to: a controller that cannot renew its lease
+    # within the renew deadline exits ("leaderelection lost") and nothing restarts it here.
+    # The defaults (lease 15 s, renew 10 s) are lost on a loaded 2-core machine; keep the
+    # lease (its holder is how start-up knows the controllers run) but let a renewal wait.
+    leader = ["--leader-elect-lease-duration=600s", "--leader-elect-renew-deadline=590s",
+              "--leader-elect-retry-period=2s"]
     leases: dict[str, str] = {}
     if "kube-controller-manager" in components:
         _start(plane, "kube-controller-manager", [
-            *delegated, f"--secure-port={free_port()}",
+            *delegated, *leader, f"--secure-port={free_port()}",
             # The token cleaner and signer are off by default; K3s turns them on.
             "--controllers=*,tokencleaner,bootstrapsigner",
             f"--service-account-private-key-file={pki.sa_private}",
@@ -286,7 +296,7 @@ def _start_all(plane: ControlPlane, api_port: int, components: tuple[str, ...],
         ])
         leases["kube-controller-manager"] = "kube-controller-manager"
     if "kube-scheduler" in components:
-        _start(plane, "kube-scheduler", [*delegated, f"--secure-port={free_port()}"])
+        _start(plane, "kube-scheduler", [*delegated, *leader, f"--secure-port={free_port()}"])
         leases["kube-scheduler"] = "kube-scheduler"
     kwok_port = free_port()
     if "kwok" in components:

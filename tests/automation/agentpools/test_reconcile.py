@@ -269,6 +269,30 @@ def test_warning_event_once_per_cause_and_transition_time_kept() -> None:
     assert api.events[-1][:2] == ("Normal", "Reconciled")
 
 
+def test_a_pass_on_a_body_read_before_the_last_status_landed_announces_nothing_again(
+        ) -> None:
+    """kopf may hand a pass the pool as it was before the previous pass's status patch (a
+    timer and an update handler called with the same body): the cause, already announced,
+    is not announced again (seen on a loaded machine: ConfigMapMissing posted twice)."""
+    api = FakeApi(config_maps=set())
+    rec = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW))
+
+    def warnings() -> list[str]:
+        return [e[1] for e in api.events if e[0] == "Warning"]
+
+    stale = pool_body()  # no status: as read before either pass wrote one
+    assert rec.reconcile(stale).reason == rec.reconcile(stale).reason == "ConfigMapMissing"
+    assert warnings() == ["ConfigMapMissing"]
+    api.config_maps.add("anycloud-agent-config")
+    assert rec.reconcile(with_status(stale, api.patches[-1])).reason == "Reconciled"
+    assert api.events[-1][:2] == ("Normal", "Reconciled")
+    api.config_maps.clear()  # the cause again, after a recovery: announced again, once
+    current = with_status(stale, api.patches[-1])
+    rec.reconcile(current)
+    rec.reconcile(current)
+    assert warnings() == ["ConfigMapMissing", "ConfigMapMissing"]
+
+
 def test_forbidden_create_is_the_condition() -> None:
     api = FakeApi(forbid={("create", "pods")})
     out = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW)).reconcile(pool_body())
