@@ -32,6 +32,15 @@ from benchmarks import _cli
 from benchmarks._table import median, ms, print_table
 
 MARKS: tuple[str, ...] = ()
+# What no command of this CLI can start faster than: click (the command line), pydantic with
+# one model built and dumped (every answer is one), and SQLAlchemy (every write).
+_ONE_MODEL = ("from pydantic import BaseModel\nclass A(BaseModel):\n    x: int\n"
+              "A(x=1).model_dump_json()")
+FLOORS = [
+    ("python: import click", "import click"),
+    ("python: click + pydantic, one model", f"import click\n{_ONE_MODEL}"),
+    ("python: click + pydantic + sqlalchemy", f"import click, sqlalchemy\n{_ONE_MODEL}"),
+]
 
 # Runs the command in-process as the anycloud script would: its process settings, the imports
 # (the modules a probe run of the same command loaded), then the command under cProfile, whose
@@ -165,10 +174,17 @@ def main() -> None:
         ]
         rows = [_row(name, measure(argv, env, anycloud, runs, warmup), base, goal)
                 for name, argv, goal in cases]
+        quiet = {**env, "PYDANTIC_DISABLE_PLUGINS": "__all__"}  # as the anycloud script sets
+        floors = [(name, median([_wall([sys.executable, "-c", code], quiet)
+                                 for _ in range(runs + int(warmup))][int(warmup):]))
+                  for name, code in FLOORS]
     print_table(f"Start-up paths, {pools} pools in SQLite, median of {runs} runs (ms); "
                 f"python -c pass: {ms(base)} ms",
                 ["command", "wall", "vs pass", "imports", "database", "rendering", "other",
                  "goal", "met"], rows)
+    print_table("The floor under them: a process that only loads the stack the CLI is built "
+                f"on (median of {runs}, ms)", ["process", "wall", "vs pass"],
+                [(name, ms(t), f"{t / base:.1f}x") for name, t in floors])
 
 
 def _row(name: str, m: dict[str, float], base: float, goal: float) -> tuple[str, ...]:
