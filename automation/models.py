@@ -336,13 +336,11 @@ class StackUnlock(CamelModel):
     unlocked: bool  # False: the engine keeps no lock (the mock engine), nothing to clear
 
 
-class PoolUnlock(CamelModel):
+class PoolUnlock(StackUnlock):
     """``node-pool unlock``: the pool's own stack, and its ingress release's (None: the pool
     hosts no Service)."""
 
-    stack: str
     engine: str
-    unlocked: bool
     ingress_release: StackUnlock | None = None
 
 

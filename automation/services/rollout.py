@@ -28,6 +28,7 @@ from automation.stack_targets import (
     addons_target,
     gpu_cluster_rows,
     live_pool_ids,
+    pool_release_target,
     pool_target,
     pool_warnings,
 )
@@ -92,8 +93,6 @@ def unlock_pool(app: App, runner_for: Callable[[], StackRunner], ref: str) -> Po
     Service, on its ingress release's (``pulumi cancel``; the mock engine keeps none).
     ``runner_for`` is called once the pool is found: a bad reference is a 404 wherever the
     engine is missing."""
-    from automation.stack_targets import pool_release_target
-
     target = pool_target(app, ref)
     release = pool_release_target(app, ref)
     runner = runner_for()

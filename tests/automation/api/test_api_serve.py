@@ -52,6 +52,15 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
+def listening(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The URL ``serve`` says its API listens on, and the line that says it."""
+    assert proc.stderr is not None
+    for line in iter(proc.stderr.readline, ""):
+        if "API listening on " in line:
+            return line.split("listening on ")[1].split()[0], line
+    raise AssertionError("the API never said where it listens")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", ["one process", "api and control loop apart"])
 def test_the_node_pool_story_over_https(tmp_path: Path, processes: str) -> None:
@@ -75,14 +84,8 @@ def test_the_node_pool_story_over_https(tmp_path: Path, processes: str) -> None:
     loop_proc = subprocess.Popen([ANYCLOUD, "serve", *loop], env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL) if apart else None
     try:
-        assert proc.stderr is not None
-        url = None
-        for _ in range(30):
-            line = proc.stderr.readline()
-            if "API listening on " in line:
-                url = line.split("listening on ")[1].split()[0]
-                break
-        assert url and url.startswith("https://127.0.0.1:") and "(TLS)" in line, line
+        url, line = listening(proc)
+        assert url.startswith("https://127.0.0.1:") and "(TLS)" in line, line
         trust = ssl.create_default_context(cafile=str(cert))
         root = subprocess.run([ANYCLOUD, "token", "create", "root", "--role", "admin",
                                "--bootstrap"], env=env, capture_output=True, text=True,
@@ -155,10 +158,10 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
     real `anycloud` process in remote mode against `serve --api-listen --simulate`. The
     laptop has no ledger; the kubeconfig and the AWS key travel to the server, sealed there
     under the key the operator made with `secrets-key new`."""
-    import base64
     import json
 
-    from tests.automation.conftest import DEMO_CA
+    from tests.automation.api.test_api_clusters import TOKEN as CLUSTER_TOKEN
+    from tests.automation.api.test_api_clusters import kubeconfig as self_contained_kubeconfig
 
     server = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "server"),
               "ANYCLOUD_SECRETS_KEY_FILE": str(tmp_path / "secrets.key")}
@@ -169,11 +172,7 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
                              "300", "--api-listen", "127.0.0.1:0"], env=server,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stderr is not None
-        url = next((line.split("listening on ")[1].split()[0]
-                    for line in iter(proc.stderr.readline, "") if "API listening on " in line),
-                   None)
-        assert url, "the API never said where it listens"
+        url, _ = listening(proc)
         laptop = {k: v for k, v in os.environ.items() if not k.startswith("ANYCLOUD_")}
         laptop |= {"ANYCLOUD_HOME": str(tmp_path / "laptop"),
                    "ANYCLOUD_CLI_CONFIG": str(tmp_path / "laptop" / "cli.json")}
@@ -181,12 +180,7 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
         _cli(laptop, "login", stdin=root + "\n")
         assert json.loads(_cli(laptop, "api", "status", "--json"))["role"] == "admin"
         kubeconfig = tmp_path / "prod.yaml"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: prod\nclusters:\n- name: prod\n"
-            "  cluster:\n    server: https://203.0.113.10:6443\n"
-            f"    certificate-authority-data: {base64.b64encode(DEMO_CA.read_bytes()).decode()}\n"
-            "contexts:\n- name: prod\n  context: {cluster: prod, user: admin}\n"
-            "users:\n- name: admin\n  user: {token: laptop-secret-token}\n")
+        kubeconfig.write_text(self_contained_kubeconfig())  # certificates and token inline
         cluster = json.loads(_cli(laptop, "cluster", "register", "prod", "--kubeconfig",
                                   str(kubeconfig), "--offline", "--kubernetes-version",
                                   "v1.36.2+k3s1", "--json"))
@@ -218,7 +212,7 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
         for path in (tmp_path / "server").rglob("*"):
             if path.is_file():
                 data = path.read_bytes()
-                for secret in (b"laptopSecret", b"laptop-secret-token"):
+                for secret in (b"laptopSecret", CLUSTER_TOKEN.encode()):
                     assert secret not in data, path  # sealed, never in plaintext
     finally:
         proc.send_signal(signal.SIGTERM)
