@@ -299,6 +299,49 @@ class PolicyFinding(CamelModel):
     urn: str | None = None
 
 
+Operation = Literal["preview", "up", "destroy", "refresh", "adopt"]
+
+
+class ChangeSummary(CamelModel):
+    create: int = 0
+    update: int = 0
+    replace: int = 0
+    delete: int = 0
+    same: int = 0
+
+    @property
+    def changes(self) -> int:
+        return self.create + self.update + self.replace + self.delete
+
+    @classmethod
+    def from_op_counts(cls, counts: Any) -> ChangeSummary:
+        """From the engine's change summary (operation → count); the step-level operations
+        (create-replacement, delete-replaced, …) are already folded into ``replace`` there."""
+        plain = {str(getattr(op, "value", op)): int(n) for op, n in dict(counts or {}).items()}
+        return cls(**{k: plain.get(k, 0) for k in cls.model_fields})
+
+
+class RunResult(CamelModel):
+    engine: Literal["pulumi", "mock"]
+    operation: Operation
+    stack: str
+    summary: ChangeSummary = Field(default_factory=ChangeSummary)
+    diff: str = ""
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    policy: list[PolicyFinding] = Field(default_factory=list)
+
+    @property
+    def mandatory_violations(self) -> list[PolicyFinding]:
+        return [p for p in self.policy if p.enforcement == "mandatory"]
+
+
+class PoolPreview(RunResult):
+    """A node-pool stack's preview, with what its VMs will cost once applied."""
+
+    pool: str
+    cost: Cost
+
+
 class PlannedResource(CamelModel):
     urn: str
     type: str
@@ -336,11 +379,16 @@ class StackUnlock(CamelModel):
     unlocked: bool  # False: the engine keeps no lock (the mock engine), nothing to clear
 
 
-class PoolUnlock(StackUnlock):
+class EngineUnlock(StackUnlock):
+    """A stack unlocked by an engine (``cluster addons unlock``)."""
+
+    engine: str
+
+
+class PoolUnlock(EngineUnlock):
     """``node-pool unlock``: the pool's own stack, and its ingress release's (None: the pool
     hosts no Service)."""
 
-    engine: str
     ingress_release: StackUnlock | None = None
 
 

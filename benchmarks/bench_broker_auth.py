@@ -41,8 +41,8 @@ def main() -> None:
         RUNS, REQUESTS = 1, 5
     import httpx2
 
-    from automation.agentpools.broker import BrokerThread, create_app
     from automation.agentpools.registry import Registry
+    from automation.api.broker import BrokerThread, create_app
     from automation.auth import tokens
     from automation.clock import SystemClock
     from automation.ledger import open_ledger

@@ -1,10 +1,12 @@
-"""The broker's HTTP API as Python calls, for ``anycloud agent`` and ``anycloud session run``.
+"""The broker's HTTP API as Python calls, for ``anycloud agent`` and ``anycloud session run``:
+the broker on its own (``anycloud broker``) or the API, which serves the same routes.
 
-A refusal from the broker comes back as the same ``automation.errors`` error it was raised
-as (field, value and rule kept); a broker that cannot be reached is an ``AnycloudError``
-naming the address (exit 1), ``BrokerUnreachable`` so callers can retry it. 410 with code
-AGENT_RETIRED is ``AgentRetired``: the agent must stop, not register again. 401 and 403 are
-``Unauthenticated`` and ``PermissionDenied``: retrying does not help.
+A refusal from the broker (problem+json: code, detail, field, value, rule) comes back as the
+same ``automation.errors`` error it was raised as (field, value and rule kept); a broker that
+cannot be reached is an ``AnycloudError`` naming the address (exit 1), ``BrokerUnreachable`` so
+callers can retry it. 410 with code AGENT_RETIRED is ``AgentRetired``: the agent must stop, not
+register again. 401 and 403 are ``Unauthenticated`` and ``PermissionDenied``: retrying does not
+help.
 
 The token goes in ``Authorization: Bearer``: an agent's from ``ANYCLOUD_AGENT_TOKEN`` (the
 Secret the operator mints for its pool), a session client's from ``ANYCLOUD_TOKEN``.
@@ -39,11 +41,14 @@ class BrokerUnreachable(AnycloudError):
 
 
 class BrokerClient:
-    def __init__(self, base_url: str, timeout: float = 10.0, *, token: str | None = None) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, *, token: str | None = None,
+                 verify: Any = True) -> None:
+        """``verify``: httpx's (True: the system's CAs; or an ``ssl.SSLContext``)."""
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx2.Client(base_url=self.base_url, timeout=timeout, headers=headers)
+        self._http = httpx2.Client(base_url=self.base_url, timeout=timeout, headers=headers,
+                                   verify=verify)
 
     def close(self) -> None:
         self._http.close()
@@ -62,10 +67,12 @@ class BrokerClient:
         if resp.status_code < 400:
             return resp.json()
         try:
-            err = resp.json().get("error") or {}
+            err = resp.json()
         except ValueError:
             err = {}
-        message = err.get("message") or f"broker answered HTTP {resp.status_code}"
+        if not isinstance(err, dict):
+            err = {}
+        message = err.get("detail") or f"broker answered HTTP {resp.status_code}"
         if resp.status_code == 401:
             raise Unauthenticated(f"the broker at {self.base_url} refused the token: {message}",
                                   field=err.get("field"), value=err.get("value"),

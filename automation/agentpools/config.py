@@ -32,10 +32,12 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def broker_url(address: str, field: str = "broker.address") -> str:
-    """``host:port`` or a URL, as the base URL of the broker's API."""
+    """``host:port`` or a URL, as the base URL of the broker's API. A URL ending in ``/v1``
+    (as ``anycloud serve`` prints the API's, which serves the broker too) is taken as it is
+    printed: the client adds ``/v1`` itself."""
     text = address.strip() if isinstance(address, str) else ""
     if _URL.fullmatch(text):
-        return text.rstrip("/")
+        return text.rstrip("/").removesuffix("/v1")
     match = _HOST_PORT.fullmatch(text)
     if match and 0 < int(match["port"]) < 65536:
         return f"http://{text}"

@@ -4,16 +4,19 @@ probe), the server's version on every answer (``Anycloud-Version``)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request, Response
-from fastapi.routing import APIRoute
 
 from automation import __version__
+from automation.agentpools.registry import Registry
 from automation.api import limits, links, problems
+from automation.api.broker import Broker
 from automation.api.limits import Limiter
 from automation.api.routes import (
     clusters,
@@ -23,12 +26,13 @@ from automation.api.routes import (
     identity,
     node_pools,
     projects,
+    rollout,
     sudo,
     tokens,
 )
-from automation.api.security import PREFIX, Reader, access_of
+from automation.api.security import PREFIX, Reader, route_access
 from automation.app import App
-from automation.auth.roles import Access
+from automation.auth import tokens as token_auth
 
 VERSION_HEADER = "Anycloud-Version"
 # FastAPI wraps each request body in Annotated[Model, Body(alias=<parameter>)], and pydantic
@@ -38,19 +42,31 @@ warnings.filterwarnings("ignore", message="The 'alias' attribute with value",
                         category=UserWarning)
 
 
-def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env") -> FastAPI:
+def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
+               broker: Broker | None = None) -> FastAPI:
     """``limiter``: requests per caller (``automation.api.limits``; by default from
-    ANYCLOUD_API_RATE; None: unlimited)."""
+    ANYCLOUD_API_RATE; None: unlimited). ``broker``: the agent broker's routes and expiry
+    loop, served with the rest (by default over the App's ledger and clock)."""
+    broker = broker or Broker(Registry(ctx.ledger, ctx.clock))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with broker.running():
+            yield
+
     api = FastAPI(title="anycloud", version=__version__, openapi_url=None, docs_url=None,
-                  redoc_url=None)
+                  redoc_url=None, lifespan=lifespan)
     api.state.ctx = ctx
+    api.state.principal_of = lambda authorization: token_auth.principal(
+        ctx.ledger, authorization, ctx.clock.now())
     bucket = limits.from_env(os.environ) if limiter == "env" else limiter
     problems.install(api)
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments, sudo, cost):
+                   deployments, sudo, cost, rollout):
         api.router.routes.extend(module.router.routes)
+    api.router.routes.extend(broker.routes())
 
     plain_openapi = api.openapi
 
@@ -83,19 +99,3 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env") -> Fa
 
     api.state.route_access = route_access(api)
     return api
-
-
-def route_access(api: FastAPI) -> dict[tuple[str, str], Access | str]:
-    """(method, path) -> the access each route's gate asks for; a route without a gate
-    refuses to start (closed by default)."""
-    table: dict[tuple[str, str], Access | str] = {}
-    for route in api.routes:
-        if not isinstance(route, APIRoute):
-            continue
-        found = access_of(route.dependant.dependencies)
-        if found is None:
-            raise RuntimeError(f"route {route.path} has no gate: give it Reader, Member, "
-                               "Admin or Public (automation.api.security)")
-        for method in route.methods or ():
-            table[(method, route.path)] = found
-    return table

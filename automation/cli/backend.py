@@ -5,6 +5,7 @@ with the same code in both modes. Remote mode imports neither the services nor S
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -12,12 +13,14 @@ import click
 
 if TYPE_CHECKING:
     from automation.client.http import ApiClient
+    from automation.engine.runner import ProgressSink
     from automation.models import (
         ApiToken,
         Cluster,
         CostReport,
         Credential,
         DeploymentStatus,
+        EngineUnlock,
         IssuedToken,
         NewCredentialRequest,
         NewDeployment,
@@ -31,11 +34,14 @@ if TYPE_CHECKING:
         PoolUnlock,
         Project,
         ProjectDeployment,
+        RunResult,
         SecretMaterial,
         Workload,
     )
 
 PAGE = 1000  # the largest page the API gives: fewest round trips for a full list
+# Progress of one stack's preview: a sink for its events, and what to call when it is done.
+Progress = Callable[[str], "tuple[ProgressSink | None, Callable[[], None] | None]"]
 
 
 class Embedded:
@@ -247,6 +253,55 @@ class Embedded:
 
         app = self._app()
         return unlock_pool(app, lambda: make_runner(app.home, engine), ref)
+
+    def unlock_addons(self, ref: str, engine: str | None) -> EngineUnlock:
+        from automation.engine.select import make_runner
+        from automation.services.rollout import unlock_addons
+
+        app = self._app()
+        return unlock_addons(app, lambda: make_runner(app.home, engine), ref)
+
+    def preview(self, refs: list[str] | None, *, addons: bool, diff: bool,
+                engine: str | None, progress: Progress) -> list[RunResult]:
+        """Each ref's node-pool stack (None: every live pool), or with ``addons`` each
+        cluster's add-on stack, previewed with this machine's engine."""
+        from automation.engine.select import make_runner
+        from automation.services.rollout import preview_addons, preview_pool
+        from automation.stack_targets import live_pool_ids
+
+        app = self._app()
+        runner = make_runner(app.home, engine)
+        run = preview_addons if addons else preview_pool
+        results: list[RunResult] = []
+        for ref in live_pool_ids(app) if refs is None else refs:
+            sink, done = progress(ref)
+            try:
+                results.append(run(app, lambda: runner, ref, diff=diff, on_progress=sink))
+            finally:
+                if done:
+                    done()
+        return results
+
+    def adopt_pool(self, ref: str, engine: str | None, simulate: bool) -> RunResult:
+        """``simulate``: the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine)."""
+        from automation.engine.select import make_runner
+        from automation.services.pool_adopt import adopt_pool
+
+        app = self._app()
+
+        def runner() -> Any:
+            if not simulate:
+                return make_runner(app.home, engine)
+            from automation.simulators.world import SimWorld
+
+            return make_runner(app.home, "mock", cloud=SimWorld(app.home / "sim").cloud)
+
+        return adopt_pool(app, runner, ref)
+
+    def check_all_policy(self) -> list[PolicyReport]:
+        from automation.services.rollout import check_all
+
+        return check_all(self._app())
 
     def cost_report(self, by: str, since: str | None) -> CostReport:
         from automation.clock import SystemClock
@@ -486,12 +541,47 @@ class Remote:
     def unlock_pool(self, ref: str, engine: str | None) -> PoolUnlock:
         from automation.models import PoolUnlock
 
-        if engine is not None:
+        _servers_engine(engine)
+        return self.client.call("POST", f"/node-pools/{_segment(ref)}/unlock", PoolUnlock)
+
+    def unlock_addons(self, ref: str, engine: str | None) -> EngineUnlock:
+        from automation.models import EngineUnlock
+
+        _servers_engine(engine)
+        return self.client.call("POST", f"/clusters/{_segment(ref)}/addons/unlock",
+                                EngineUnlock)
+
+    def preview(self, refs: list[str] | None, *, addons: bool, diff: bool,
+                engine: str | None, progress: Progress) -> list[RunResult]:
+        """The server previews with its engine; its progress is not streamed here."""
+        from automation.models import PoolPreview, RunResult
+
+        _servers_engine(engine)
+        params = {"diff": "true"} if diff else None
+        if refs is None:
+            found: list[RunResult] = self.client.call("GET", "/preview", list[PoolPreview],
+                                                      params=params)
+            return found
+        path, model = (("/clusters/{}/addons/preview", RunResult) if addons
+                       else ("/node-pools/{}/preview", PoolPreview))
+        return [self.client.call("GET", path.format(_segment(ref)), model, params=params)
+                for ref in refs]
+
+    def adopt_pool(self, ref: str, engine: str | None, simulate: bool) -> RunResult:
+        from automation.models import RunResult
+
+        _servers_engine(engine)
+        if simulate:
             from automation.errors import InvalidInput
 
-            raise InvalidInput("--engine", engine, "is the server's choice in remote mode "
-                               "(its ANYCLOUD_ENGINE): leave it out")
-        return self.client.call("POST", f"/node-pools/{_segment(ref)}/unlock", PoolUnlock)
+            raise InvalidInput("--simulate", True, "adopts from a simulated cloud on this "
+                               "machine: not in remote mode (the server's engine decides)")
+        return self.client.call("POST", f"/node-pools/{_segment(ref)}/adopt", RunResult)
+
+    def check_all_policy(self) -> list[PolicyReport]:
+        from automation.models import PolicyReport
+
+        return self.client.call("GET", "/policy", list[PolicyReport])
 
     def cost_report(self, by: str, since: str | None) -> CostReport:
         from automation.models import CostReport
@@ -518,15 +608,22 @@ def backend_from(ctx: click.Context) -> Backend:
 
 
 def api_client(endpoint: Any) -> ApiClient:
-    from automation.client.config import TOKEN_ENV
     from automation.client.http import ApiClient
+
+    return ApiClient(endpoint.url, remote_token(endpoint), ca_file=endpoint.ca_file)
+
+
+def remote_token(endpoint: Any) -> str:
+    """Remote mode's token (``anycloud login`` or ANYCLOUD_TOKEN), or Unauthenticated."""
+    from automation.client.config import TOKEN_ENV
     from automation.errors import Unauthenticated
 
     if not endpoint.token:
         raise Unauthenticated(f"no token for {endpoint.url}: run anycloud login (or set "
                               f"{TOKEN_ENV})", field="token",
                               rule="remote mode sends an API token (anycloud token create)")
-    return ApiClient(endpoint.url, endpoint.token, ca_file=endpoint.ca_file)
+    token: str = endpoint.token
+    return token
 
 
 def _deployment(doc: dict[str, Any]) -> ProjectDeployment | Workload:
@@ -534,6 +631,14 @@ def _deployment(doc: dict[str, Any]) -> ProjectDeployment | Workload:
     from automation.models import ProjectDeployment, Workload
 
     return (ProjectDeployment if "projectId" in doc else Workload).model_validate(doc)
+
+
+def _servers_engine(engine: str | None) -> None:
+    if engine is not None:
+        from automation.errors import InvalidInput
+
+        raise InvalidInput("--engine", engine, "is the server's choice in remote mode "
+                           "(its ANYCLOUD_ENGINE): leave it out")
 
 
 def _segment(ref: str) -> str:

@@ -1,4 +1,4 @@
-"""``anycloud broker``: the agent broker's HTTP API (automation/agentpools/broker.py) on
+"""``anycloud broker``: the agent broker's HTTP API (automation/api/broker.py) on
 ``--listen``, over the control plane's ledger."""
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def broker(ctx: click.Context, listen: str, heartbeat_timeout: str, give_up_afte
     acquire and release slots (state in the ledger, ANYCLOUD_DATABASE_URL or
     $ANYCLOUD_HOME/anycloud.db). The first line says where it listens."""
     gc_mode.long_running()
-    from automation.agentpools.broker import create_app, parse_listen, serve
     from automation.agentpools.config import parse_duration
     from automation.agentpools.registry import Registry
+    from automation.api.broker import create_app, parse_listen, serve
 
     parse_listen(listen)
     timeout = timedelta(seconds=parse_duration(heartbeat_timeout, "--heartbeat-timeout"))

@@ -121,8 +121,10 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
 
 
 def _api(app: Any, api_listen: str | None, tls_cert: Path | None,
-         tls_key: Path | None) -> list[Any]:
-    """The HTTP API (with --api-listen) in a thread of this process, over its App."""
+         tls_key: Path | None, runner: Any = None) -> list[Any]:
+    """The HTTP API (with --api-listen) in a thread of this process, over its App; its
+    engine routes (preview, unlock, adopt) use ``runner``, the control loop's engine (None:
+    ANYCLOUD_ENGINE's, made when first needed)."""
     if (tls_cert is None) != (tls_key is None):
         from automation.errors import InvalidInput
 
@@ -139,7 +141,9 @@ def _api(app: Any, api_listen: str | None, tls_cert: Path | None,
 
     key = app.sealing  # a bad key file fails the start, not the first credential
     tls = Tls(tls_cert, tls_key) if tls_cert is not None and tls_key is not None else None
-    server = ServerThread(create_api(app), api_listen, tls, field="--api-listen")
+    api = create_api(app)
+    api.state.runner = runner
+    server = ServerThread(api, api_listen, tls, field="--api-listen")
     how = "TLS" if tls else ("plain HTTP: put it behind a TLS-terminating ingress, or give "
                              "--tls-cert/--tls-key")
     info(f"API listening on {server.url}/v1 ({how})")
@@ -160,8 +164,8 @@ def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | N
         running.append(assemble(load_config(config), ledger, log=info).start())
         info(f"AgentPool operator started ({config})")
     if broker_listen is not None:
-        from automation.agentpools.broker import BrokerThread, create_app
         from automation.agentpools.registry import Registry
+        from automation.api.broker import BrokerThread, create_app
 
         broker = BrokerThread(create_app(Registry(ledger)), broker_listen)
         running.append(broker)
@@ -230,7 +234,7 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
             part.stop()
         return
     reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
-    beside = _api(reconciler.app, api_listen, tls_cert, tls_key)
+    beside = _api(reconciler.app, api_listen, tls_cert, tls_key, reconciler.ports.runner)
     beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)

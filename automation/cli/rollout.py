@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from automation.cli.context import app_from
 from automation.cli.output import engine_option, handle_errors, info, json_option, print_json
 
 if TYPE_CHECKING:
-    from automation.engine.runner import RunResult, StackRunner
-    from automation.models import Plan, PolicyReport
+    from automation.models import Plan, PolicyReport, RunResult
 
 EXIT_CHANGES = 2
 EXIT_POLICY = 3
@@ -90,27 +88,20 @@ def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool)
         sys.exit(EXIT_CHANGES)
 
 
-def _preview(ctx: click.Context, refs: list[str], diff: bool, as_json: bool, detailed: bool,
-             engine: str | None, *, addons: bool = False) -> None:
-    """Preview each ref's stack: node pools, or with ``addons`` clusters' add-on stacks."""
+def _preview(ctx: click.Context, refs: list[str] | None, diff: bool, as_json: bool,
+             detailed: bool, engine: str | None, *, addons: bool = False) -> None:
+    """Preview each ref's stack (None: every live pool): node pools, or with ``addons``
+    clusters' add-on stacks."""
+    from automation.cli.backend import backend_from
     from automation.engine.events import json_lines_sink, progress_sink
-    from automation.engine.select import make_runner
-    from automation.services.rollout import preview_addons, preview_pool
 
-    app = app_from(ctx)
-    runner = make_runner(app.home, engine)
-    run = preview_addons if addons else preview_pool
-    results = []
-    for ref in refs:
+    def progress(ref: str) -> Any:
         # --json: stdout carries the results document; progress goes to stderr as JSON lines.
-        sink, done = ((json_lines_sink(sys.stderr), None) if as_json
-                      else progress_sink(False, f"preview {ref}"))
-        try:
-            results.append(run(app, runner, ref, diff=diff, on_progress=sink))
-        finally:
-            if done:
-                done()
-    _report(results, as_json, diff, detailed)
+        return ((json_lines_sink(sys.stderr), None) if as_json
+                else progress_sink(False, f"preview {ref}"))
+
+    _report(backend_from(ctx).preview(refs, addons=addons, diff=diff, engine=engine,
+                                      progress=progress), as_json, diff, detailed)
 
 
 _engine = engine_option
@@ -143,9 +134,7 @@ def preview(ctx: click.Context, ref: str, diff: bool, detailed: bool, engine: st
 def preview_all(ctx: click.Context, all_: bool, diff: bool, detailed: bool, engine: str | None,
                 as_json: bool) -> None:
     """Preview every node-pool stack (for CI)."""
-    from automation.stack_targets import live_pool_ids
-
-    _preview(ctx, live_pool_ids(app_from(ctx)), diff, as_json, detailed, engine)
+    _preview(ctx, None, diff, as_json, detailed, engine)
 
 
 @click.command("preview")
@@ -199,19 +188,9 @@ def adopt(ctx: click.Context, ref: str, engine: str | None, simulate: bool,
           as_json: bool) -> None:
     """Rebuild the pool's lost engine state (STATE_MISSING) from what the cloud holds: its
     VMs by their attempt tag, the rest by identity. Buys nothing."""
-    from automation.engine.select import make_runner
-    from automation.services.pool_adopt import adopt_pool
+    from automation.cli.backend import backend_from
 
-    app = app_from(ctx)
-
-    def runner() -> StackRunner:
-        if not simulate:
-            return make_runner(app.home, engine)
-        from automation.simulators.world import SimWorld
-
-        return make_runner(app.home, "mock", cloud=SimWorld(app.home / "sim").cloud)
-
-    result = adopt_pool(app, runner, ref)
+    result = backend_from(ctx).adopt_pool(ref, engine, simulate)
     if as_json:
         print_json(result)
         return
@@ -228,18 +207,13 @@ def adopt(ctx: click.Context, ref: str, engine: str | None, simulate: bool,
 @click.pass_context
 def unlock_addons(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> None:
     """Clear a lock left on the cluster's add-on stack by a killed run (pulumi cancel)."""
-    from automation.engine.select import make_runner
-    from automation.services.clusters import cluster_row
-    from automation.stack_targets import addons_target
+    from automation.cli.backend import backend_from
 
-    app = app_from(ctx)
-    target = addons_target(app.with_kubeconfig(cluster_row(app, ref)))
-    runner = make_runner(app.home, engine)
-    unlocked = runner.unlock(target)
+    done = backend_from(ctx).unlock_addons(ref, engine)
     if as_json:
-        print_json({"stack": target.stack_name, "engine": runner.engine, "unlocked": unlocked})
+        print_json(done)
         return
-    _say_unlocked(target.stack_name, unlocked, runner.engine)
+    _say_unlocked(done.stack, done.unlocked, done.engine)
 
 
 def _print_policy(reports: list[PolicyReport]) -> None:
@@ -271,14 +245,10 @@ def check(ctx: click.Context, ref: str | None, all_: bool, as_json: bool) -> Non
 
     if bool(ref) == all_:
         raise InvalidInput("node_pool", ref, "give one node pool or --all, not both or neither")
-    if all_:
-        from automation.services.rollout import check_all
+    from automation.cli.backend import backend_from
 
-        reports = check_all(app_from(ctx))
-    else:
-        from automation.cli.backend import backend_from
-
-        reports = [backend_from(ctx).check_pool_policy(ref or "")]
+    backend = backend_from(ctx)
+    reports = backend.check_all_policy() if all_ else [backend.check_pool_policy(ref or "")]
     if as_json:
         print_json(reports)
     else:

@@ -13,6 +13,7 @@ from automation.cli.api_token import TOKEN_ENV, required_token
 from automation.cli.output import handle_errors, info, json_option
 
 POLL_WAIT = 20.0  # seconds each long poll may wait at the broker
+LOCAL_BROKER = "http://127.0.0.1:50051"  # `anycloud broker`'s own default
 
 
 @click.group()
@@ -25,26 +26,25 @@ def session() -> None:
               "--namespace) or NAMESPACE/NAME.")
 @click.option("--namespace", default="default", show_default=True)
 @click.option("--broker", "broker_address", envvar="ANYCLOUD_BROKER",
-              default="http://127.0.0.1:50051", show_default=True,
-              help="The broker's URL or HOST:PORT (env ANYCLOUD_BROKER).")
+              help="The broker's URL or HOST:PORT (env ANYCLOUD_BROKER). Default: in remote "
+                   f"mode the API (which serves the broker), else {LOCAL_BROKER}.")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
-def run(pool: str, namespace: str, broker_address: str, as_json: bool,
-        command: tuple[str, ...]) -> None:
+@click.pass_context
+def run(ctx: click.Context, pool: str, namespace: str, broker_address: str | None,
+        as_json: bool, command: tuple[str, ...]) -> None:
     """Acquire a slot in the pool (waiting while none is free), run COMMAND on the agent
     that holds it, stream its output here as the agent sends it, release the slot and exit
     with the command's exit code. Give the command after `--`. Ctrl-C cancels: the agent
-    stops the command. --json: one JSON line per output chunk, then the session. The
-    broker takes a member token from ANYCLOUD_TOKEN."""
-    from automation.agentpools.client import BrokerClient
-    from automation.agentpools.config import broker_url, qualified_pool
+    stops the command. --json: one JSON line per output chunk, then the session. It sends
+    a member token: ANYCLOUD_TOKEN, or in remote mode the one `anycloud login` kept."""
+    from automation.agentpools.config import qualified_pool
     from automation.agentpools.wire import check_pool
     from automation.errors import AnycloudError
 
     full_pool = check_pool(qualified_pool(pool, namespace), "--pool")
-    client = BrokerClient(broker_url(broker_address, "--broker"),
-                          token=required_token(TOKEN_ENV))
+    client = _broker_client(ctx, broker_address)
 
     def emit(obj: dict[str, Any]) -> None:
         click.echo(json.dumps(obj))
@@ -95,3 +95,21 @@ def run(pool: str, namespace: str, broker_address: str, as_json: bool,
         sys.exit(130)  # interrupted, as a shell says it, whatever the stopped command said
     code = s.exit_code if s.exit_code is not None else 1
     sys.exit(128 - code if code < 0 else code)
+
+
+def _broker_client(ctx: click.Context, broker_address: str | None) -> Any:
+    """The broker --broker (or ANYCLOUD_BROKER) names, with ANYCLOUD_TOKEN; else in remote
+    mode the API's, with remote mode's token and CA; else the local broker."""
+    from automation.agentpools.client import BrokerClient
+    from automation.agentpools.config import broker_url
+    from automation.cli.context import endpoint_from
+
+    endpoint = endpoint_from(ctx) if broker_address is None else None
+    if endpoint is not None and endpoint.url is not None:
+        from automation.cli.backend import remote_token
+        from automation.client.http import tls_verify
+
+        return BrokerClient(endpoint.url, token=remote_token(endpoint),
+                            verify=tls_verify(endpoint.ca_file))
+    return BrokerClient(broker_url(broker_address or LOCAL_BROKER, "--broker"),
+                        token=required_token(TOKEN_ENV))

@@ -31,24 +31,29 @@ class RemoteError(AnycloudError):
         self.exit_code = EXIT_BAD_INPUT if 400 <= status < 500 else EXIT_FAILURE
 
 
+def tls_verify(ca_file: str | None) -> Any:
+    """What httpx verifies the server's certificate with: the system's CAs, or ``ca_file``'s
+    (``anycloud api use --ca-file``)."""
+    if not ca_file:
+        return True
+    import ssl
+
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise InvalidInput("caFile", ca_file, f"must be a readable PEM CA certificate "
+                           f"({exc})") from None
+
+
 class ApiClient:
     def __init__(self, base_url: str, token: str | None, *, ca_file: str | None = None,
                  timeout: float = 30.0) -> None:
-        import ssl
-
         self.base_url = base_url.rstrip("/")
         headers = {CLIENT_VERSION_HEADER: __version__}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        verify: Any = True
-        if ca_file:
-            try:
-                verify = ssl.create_default_context(cafile=ca_file)
-            except (ssl.SSLError, OSError, ValueError) as exc:
-                raise InvalidInput("caFile", ca_file, f"must be a readable PEM CA certificate "
-                                   f"({exc})") from None
         self._http = httpx2.Client(base_url=self.base_url + "/v1", headers=headers,
-                                   timeout=timeout, verify=verify)
+                                   timeout=timeout, verify=tls_verify(ca_file))
         self.server_version: str | None = None
 
     def close(self) -> None:

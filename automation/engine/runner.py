@@ -13,9 +13,13 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from automation.models import CamelModel, PolicyFinding
-
-Operation = Literal["preview", "up", "destroy", "refresh", "adopt"]
+from automation.models import (  # noqa: F401  (the results live with the other models)
+    CamelModel,
+    ChangeSummary,
+    Operation,
+    PolicyFinding,
+    RunResult,
+)
 
 
 class StackKind(StrEnum):
@@ -64,8 +68,8 @@ class StackTarget(BaseModel):
         return build_program(self.config)
 
 
-# ProgressEvent, ChangeSummary, PolicyFinding and RunResult are what ``preview --json`` and
-# the JSON progress lines print: camelCase keys, like every ``--json`` output.
+# ProgressEvent is what the JSON progress lines print (and ``automation.models.RunResult``
+# what ``preview --json`` does): camelCase keys, like every ``--json`` output.
 class ProgressEvent(CamelModel):
     """One line of progress: a resource step, a diagnostic, or a policy finding."""
 
@@ -80,39 +84,6 @@ class ProgressEvent(CamelModel):
 
 
 ProgressSink = Callable[[ProgressEvent], None]
-
-
-class ChangeSummary(CamelModel):
-    create: int = 0
-    update: int = 0
-    replace: int = 0
-    delete: int = 0
-    same: int = 0
-
-    @property
-    def changes(self) -> int:
-        return self.create + self.update + self.replace + self.delete
-
-    @classmethod
-    def from_op_counts(cls, counts: Any) -> ChangeSummary:
-        """From the engine's change summary (operation → count); the step-level operations
-        (create-replacement, delete-replaced, …) are already folded into ``replace`` there."""
-        plain = {str(getattr(op, "value", op)): int(n) for op, n in dict(counts or {}).items()}
-        return cls(**{k: plain.get(k, 0) for k in cls.model_fields})
-
-
-class RunResult(CamelModel):
-    engine: Literal["pulumi", "mock"]
-    operation: Operation
-    stack: str
-    summary: ChangeSummary = Field(default_factory=ChangeSummary)
-    diff: str = ""
-    outputs: dict[str, Any] = Field(default_factory=dict)
-    policy: list[PolicyFinding] = Field(default_factory=list)
-
-    @property
-    def mandatory_violations(self) -> list[PolicyFinding]:
-        return [p for p in self.policy if p.enforcement == "mandatory"]
 
 
 class StackRunner(Protocol):

@@ -7,20 +7,18 @@ from typing import Any
 
 from automation.app import App
 from automation.engine.mock.runner import MockEngineRunner
-from automation.engine.runner import (
-    PolicyFinding,
-    ProgressSink,
-    RunResult,
-    StackRunner,
-    StackTarget,
-)
+from automation.engine.runner import ProgressSink, StackRunner, StackTarget
 from automation.errors import AnycloudError
 from automation.models import (
     Cost,
+    EngineUnlock,
     Plan,
     PlannedResource,
+    PolicyFinding,
     PolicyReport,
+    PoolPreview,
     PoolUnlock,
+    RunResult,
     StackUnlock,
 )
 from automation.services.cost import pool_rate
@@ -32,13 +30,6 @@ from automation.stack_targets import (
     pool_target,
     pool_warnings,
 )
-
-
-class PoolPreview(RunResult):
-    """A node-pool stack's preview, with what its VMs will cost once applied."""
-
-    pool: str
-    cost: Cost
 
 
 def stack_cost(target: StackTarget) -> Cost:
@@ -58,14 +49,23 @@ def plan_pool(app: App, ref: str) -> Plan:
     ])
 
 
-def preview_pool(app: App, runner: StackRunner, ref: str, *, diff: bool = False,
+RunnerFor = Callable[[], StackRunner]  # called once the stack is found: a bad reference is a
+# 404 (exit 2) wherever the engine is missing
+
+
+def preview_pool(app: App, runner_for: RunnerFor, ref: str, *, diff: bool = False,
                  on_progress: ProgressSink | None = None) -> PoolPreview:
     target = pool_target(app, ref)
-    result = runner.preview(target, diff=diff, on_progress=on_progress)
+    result = runner_for().preview(target, diff=diff, on_progress=on_progress)
     return PoolPreview(**dict(result), pool=target.key, cost=stack_cost(target))
 
 
-def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = False,
+def preview_all(app: App, runner_for: RunnerFor, *, diff: bool = False) -> list[PoolPreview]:
+    """Every live pool's stack (``preview --all``, for CI)."""
+    return [preview_pool(app, runner_for, pool, diff=diff) for pool in live_pool_ids(app)]
+
+
+def preview_addons(app: App, runner_for: RunnerFor, ref: str, *, diff: bool = False,
                    on_progress: ProgressSink | None = None) -> RunResult:
     """Preview the cluster's NVIDIA add-on stack as the reconciler would apply it: the
     cluster's add-on objects are read first (K3s's own RuntimeClass, objects to adopt)."""
@@ -78,6 +78,7 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
 
     row = cluster_row(app, ref)
     row = app.with_kubeconfig(row)  # type: ignore[assignment]
+    runner = runner_for()
     port = KubernetesCluster(Path(row["kubeconfig_path"] or ""), row["kube_context"])
     try:
         target = AddonEnsurer(app, runner).preview_target(row, port)
@@ -88,11 +89,9 @@ def preview_addons(app: App, runner: StackRunner, ref: str, *, diff: bool = Fals
     return runner.preview(target, diff=diff, on_progress=on_progress)
 
 
-def unlock_pool(app: App, runner_for: Callable[[], StackRunner], ref: str) -> PoolUnlock:
+def unlock_pool(app: App, runner_for: RunnerFor, ref: str) -> PoolUnlock:
     """Clear a lock a killed run left on the pool's stack and, for a pool that hosts a
-    Service, on its ingress release's (``pulumi cancel``; the mock engine keeps none).
-    ``runner_for`` is called once the pool is found: a bad reference is a 404 wherever the
-    engine is missing."""
+    Service, on its ingress release's (``pulumi cancel``; the mock engine keeps none)."""
     target = pool_target(app, ref)
     release = pool_release_target(app, ref)
     runner = runner_for()
@@ -100,6 +99,16 @@ def unlock_pool(app: App, runner_for: Callable[[], StackRunner], ref: str) -> Po
     return PoolUnlock(stack=target.stack_name, engine=runner.engine, unlocked=unlocked,
                       ingress_release=None if release is None else StackUnlock(
                           stack=release.stack_name, unlocked=runner.unlock(release)))
+
+
+def unlock_addons(app: App, runner_for: RunnerFor, ref: str) -> EngineUnlock:
+    """The same for a cluster's NVIDIA add-on stack."""
+    from automation.services.clusters import cluster_row
+
+    target = addons_target(app.with_kubeconfig(cluster_row(app, ref)))
+    runner = runner_for()
+    return EngineUnlock(stack=target.stack_name, engine=runner.engine,
+                        unlocked=runner.unlock(target))
 
 
 def _check(app: App, target: StackTarget) -> list[PolicyFinding]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,21 @@ def in_each_mode(request: pytest.FixtureRequest, run: Any, tmp_path: Path,
     if request.param == "embedded":
         yield "embedded"
         return
+    with _remote(tmp_path, monkeypatch):
+        yield "remote"
+
+
+@pytest.fixture
+def remote_mode(run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Only the remote half of ``in_each_mode``: for what only remote mode does."""
+    with _remote(tmp_path, monkeypatch):
+        yield "remote"
+
+
+@contextlib.contextmanager
+def _remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI in remote mode (an admin's token) against a real server on loopback over the
+    ledger and home of ANYCLOUD_HOME."""
     import os
 
     from automation.api.app import create_api
@@ -136,7 +152,7 @@ def in_each_mode(request: pytest.FixtureRequest, run: Any, tmp_path: Path,
     monkeypatch.setenv("ANYCLOUD_TOKEN", create_token(app, "cli", "admin", by="test").token)
     monkeypatch.setenv("ANYCLOUD_CLI_CONFIG", str(tmp_path / "cli-config.json"))
     try:
-        yield "remote"
+        yield
     finally:
         server.stop()
         ledger.dispose()

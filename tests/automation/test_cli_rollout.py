@@ -69,29 +69,48 @@ def test_plan_human_tree(run, in_each_mode: str) -> None:  # type: ignore[no-unt
     assert "mock engine" in result.stdout
 
 
-def test_preview_summary_and_exit_codes(run) -> None:  # type: ignore[no-untyped-def]
-    result = run("node-pool", "preview", "cpu", "--engine", "mock", "--json")
+def test_preview_summary_and_exit_codes(run, in_each_mode: str,  # type: ignore[no-untyped-def]
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")  # remote mode: the server's choice
+    result = run("node-pool", "preview", "cpu", "--json")
     assert result.exit_code == 0, result.stderr
     (preview,) = json.loads(result.stdout)
     assert preview["engine"] == "mock" and preview["summary"]["create"] > 0
-    events = [json.loads(line)["event"] for line in result.stderr.splitlines() if line]
-    resources = [e for e in events if e["kind"] == "resource"]
-    assert len(resources) == preview["summary"]["create"]
     # The join token is drawn at apply time: as in the engine's preview, the policy pack
     # cannot verify the user data and token Secret that carry it, and says so (advisory).
-    policy = [e for e in events if e["kind"] == "policy"]
-    assert len(policy) + len(resources) == len(events) and policy
-    assert all(e["severity"] == "advisory" and e["message"].startswith("not verified: ")
-               for e in policy)
-    assert run("node-pool", "preview", "cpu", "--engine", "mock",
-               "--detailed-exitcode").exit_code == 2
-    text = run("node-pool", "preview", "cpu", "--engine", "mock", "--diff")
+    assert preview["policy"] and all(
+        f["enforcement"] == "advisory" and f["message"].startswith("not verified: ")
+        for f in preview["policy"])
+    if in_each_mode == "embedded":  # progress streams from this machine's engine only
+        events = [json.loads(line)["event"] for line in result.stderr.splitlines() if line]
+        resources = [e for e in events if e["kind"] == "resource"]
+        assert len(resources) == preview["summary"]["create"]
+        policy = [e for e in events if e["kind"] == "policy"]
+        assert len(policy) + len(resources) == len(events)
+        assert len(policy) == len(preview["policy"])
+    assert run("node-pool", "preview", "cpu", "--detailed-exitcode").exit_code == 2
+    text = run("node-pool", "preview", "cpu", "--diff")
     assert "[mock engine]" in text.stdout and "+ aws:ec2/instance:Instance" in text.stdout
-    everything = json.loads(run("preview", "--all", "--engine", "mock", "--json").stdout)
-    assert len(everything) == 2
+    everything = json.loads(run("preview", "--all", "--json").stdout)
+    assert sorted(p["pool"] for p in everything) == sorted(
+        p["id"] for p in json.loads(run("node-pool", "list", "--json").stdout))
+    assert run("preview", "--all", "--detailed-exitcode").exit_code == 2
+    assert run("node-pool", "preview", "nope").exit_code == 2
 
 
-def test_policy_check_passes_compliant_pools(run) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.usefixtures("remote_mode")
+def test_remote_mode_leaves_the_engine_to_the_server(run) -> None:  # type: ignore[no-untyped-def]
+    for command in (("node-pool", "preview", "cpu"), ("preview", "--all"),
+                    ("node-pool", "unlock", "cpu"), ("cluster", "unlock", "prod"),
+                    ("node-pool", "adopt", "cpu")):
+        result = run(*command, "--engine", "mock", "--json")
+        assert result.exit_code == 2, (command, result.output)
+        assert json.loads(result.stdout)["error"]["field"] == "--engine"
+    simulated = run("node-pool", "adopt", "cpu", "--simulate", "--json")
+    assert simulated.exit_code == 2 and "--simulate" in simulated.stdout
+
+
+def test_policy_check_passes_compliant_pools(run, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
     result = run("policy", "check", "--all", "--json")
     assert result.exit_code == 0, result.stdout
     reports = json.loads(result.stdout)
@@ -118,8 +137,8 @@ def test_policy_check_fails_a_tampered_pool_naming_the_rule(
     result = run("policy", "check", "cpu")
     assert result.exit_code == 3
     assert "mandatory: no-public-ingress" in result.stdout and "FAIL" in result.stdout
-    if in_each_mode == "embedded":  # the API serves no preview yet
-        assert run("node-pool", "preview", "cpu", "--engine", "mock").exit_code == 3
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")  # remote mode: the server's choice
+    assert run("node-pool", "preview", "cpu").exit_code == 3
 
 
 def test_policy_check_needs_one_target(run, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
@@ -158,6 +177,15 @@ def test_unlock_with_the_mock_engine(run, in_each_mode: str,  # type: ignore[no-
     assert json.loads(result.stdout) == {"stack": json.loads(result.stdout)["stack"],
                                          "engine": "mock", "unlocked": False,
                                          "ingressRelease": None}  # it hosts no Service
+
+
+def test_cluster_addons_unlock_with_the_mock_engine(  # type: ignore[no-untyped-def]
+        run, in_each_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")
+    done = json.loads(run("cluster", "unlock", "prod", "--json").stdout)
+    assert done["stack"].startswith("cluster-addons-")
+    assert (done["engine"], done["unlocked"]) == ("mock", False)
+    assert run("cluster", "unlock", "nope").exit_code == 2
 
 
 def test_unlock_of_a_service_pool_also_unlocks_its_ingress_release(  # type: ignore[no-untyped-def]
@@ -309,18 +337,18 @@ def _list_price(vm_type: str, region: str) -> tuple[float, str, str]:
     return price, source, as_of
 
 
-def test_plan_and_preview_carry_the_cost_of_the_planned_vms(run, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
+def test_plan_and_preview_carry_the_cost_of_the_planned_vms(  # type: ignore[no-untyped-def]
+        run, in_each_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")  # remote mode: the server's choice
     price, source, as_of = _list_price("m7i.large", "us-east-1")
     expected = {"vms": 2, "hourlyUsd": round(2 * price, 6),
                 "monthlyUsd": round(2 * price * 720, 6), "source": source, "asOf": as_of}
     plan = json.loads(run("node-pool", "plan", "cpu", "--json").stdout)
     assert {k: plan["cost"][k] for k in expected} == expected
-    if in_each_mode == "embedded":  # the API serves no preview yet
-        (preview,) = json.loads(run("node-pool", "preview", "cpu", "--engine", "mock",
-                                    "--json").stdout)
-        assert {k: preview["cost"][k] for k in expected} == expected and preview["pool"]
-        text = run("node-pool", "preview", "cpu", "--engine", "mock").stdout
-        assert f"cost once applied: ${2 * price:.4f}/hour" in text
+    (preview,) = json.loads(run("node-pool", "preview", "cpu", "--json").stdout)
+    assert {k: preview["cost"][k] for k in expected} == expected and preview["pool"]
+    text = run("node-pool", "preview", "cpu").stdout
+    assert f"cost once applied: ${2 * price:.4f}/hour" in text
     gpu_price, _, _ = _list_price("g2-standard-4", "us-central1")
     gpu_plan = json.loads(run("node-pool", "plan", "gpu", "--json").stdout)
     assert gpu_plan["cost"]["vms"] == 1 and gpu_plan["cost"]["hourlyUsd"] == round(gpu_price, 6)

@@ -1,5 +1,6 @@
 """Clusters: read by any reader, registered and deleted by an admin (the kubeconfig sent is
-sealed under the server's key and never returned), refreshed by a member.
+sealed under the server's key and never returned), refreshed by a member; the preview of
+its NVIDIA add-on stack (any reader) and unlocking it (admin), with the server's engine.
 
 A cluster registered on the server's own host names its kubeconfig file there; that path is
 the server's business, shown to admins only (``kubeconfigPath`` is null for anyone else)."""
@@ -9,11 +10,12 @@ from __future__ import annotations
 from fastapi import Request, Response
 
 from automation.api import etags
+from automation.api.engines import stack_runner
 from automation.api.idempotency import once
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.auth.roles import Principal
-from automation.models import Cluster, RegisterClusterRequest
+from automation.models import Cluster, EngineUnlock, RegisterClusterRequest, RunResult
 from automation.services import clusters
 
 router = v1("clusters")
@@ -60,3 +62,23 @@ def delete_cluster(request: Request, ref: str, _: Admin, if_match: etags.IfMatch
                    ) -> Cluster:
     """Refused while it has node pools; its sealed kubeconfig goes with it."""
     return clusters.delete_cluster(request.app.state.ctx, ref, etags.expectation(if_match))
+
+
+@router.get("/clusters/{ref}/addons/preview")
+def preview_addons(request: Request, ref: str, _: Reader, diff: bool = False) -> RunResult:
+    """The cluster's NVIDIA add-on stack as the control loop would apply it (the cluster's
+    objects are read first)."""
+    from automation.services.rollout import preview_addons
+
+    state = request.app.state
+    return preview_addons(state.ctx, lambda: stack_runner(state), ref, diff=diff)
+
+
+@router.post("/clusters/{ref}/addons/unlock")
+def unlock_addons(request: Request, ref: str, _: Admin) -> EngineUnlock:
+    """Clear a lock a killed run left on the add-on stack. Admin: cancelling a run that is
+    still alive corrupts its state."""
+    from automation.services.rollout import unlock_addons
+
+    state = request.app.state
+    return unlock_addons(state.ctx, lambda: stack_runner(state), ref)

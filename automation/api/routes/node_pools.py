@@ -1,14 +1,16 @@
 """Node pools: create (durable intent), list (paged), status with the ingress view, delete;
 the plan and the policy check of a pool's stack (evaluated offline under the mock engine, as
-``node-pool plan`` and ``policy check`` do), and unlocking its stacks after a killed run."""
+``node-pool plan`` and ``policy check`` do), its preview with the server's engine, and
+unlocking its stacks after a killed run."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 from fastapi import Query, Request, Response
 
 from automation.api import etags
+from automation.api.engines import stack_runner
 from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, page_of
 from automation.api.routers import v1
@@ -20,14 +22,13 @@ from automation.models import (
     NodePoolStatus,
     Plan,
     PolicyReport,
+    PoolPreview,
     PoolUnlock,
+    RunResult,
 )
 from automation.services import node_pools
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_status import list_node_pools
-
-if TYPE_CHECKING:
-    from automation.engine.runner import StackRunner
 
 router = v1("node pools")
 
@@ -93,6 +94,17 @@ def pool_policy(request: Request, ref: str, _: Reader) -> PolicyReport:
     return check_pool_policy(request.app.state.ctx, ref)
 
 
+@router.get("/node-pools/{ref}/preview")
+def pool_preview(request: Request, ref: str, _: Reader, diff: bool = False) -> PoolPreview:
+    """The pool's stack previewed with the server's engine (``ANYCLOUD_ENGINE``): what an
+    up would change, the policy pack's findings, and the cost once applied. Changes
+    nothing; ``diff``: the detailed diff too."""
+    from automation.services.rollout import preview_pool
+
+    state = request.app.state
+    return preview_pool(state.ctx, lambda: stack_runner(state), ref, diff=diff)
+
+
 @router.post("/node-pools/{ref}/unlock")
 def pool_unlock(request: Request, ref: str, _: Admin) -> PoolUnlock:
     """Clear a lock a killed run left on the pool's stacks (``pulumi cancel``), with the
@@ -103,11 +115,12 @@ def pool_unlock(request: Request, ref: str, _: Admin) -> PoolUnlock:
     return unlock_pool(state.ctx, lambda: stack_runner(state), ref)
 
 
-def stack_runner(state: Any) -> StackRunner:
-    """The server's engine (``ANYCLOUD_ENGINE``), made when first needed."""
-    if getattr(state, "runner", None) is None:
-        from automation.engine.select import make_runner
+@router.post("/node-pools/{ref}/adopt")
+def pool_adopt(request: Request, ref: str, _: Admin) -> RunResult:
+    """Rebuild the pool's lost engine state (STATE_MISSING) from what the cloud holds, with
+    the server's engine: its VMs by their attempt tag, the rest by identity. Buys nothing.
+    Admin: it rewrites the stack's state."""
+    from automation.services.pool_adopt import adopt_pool
 
-        state.runner = make_runner(state.ctx.home)
-    found: StackRunner = state.runner
-    return found
+    state = request.app.state
+    return adopt_pool(state.ctx, lambda: stack_runner(state), ref)

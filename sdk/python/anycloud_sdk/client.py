@@ -110,6 +110,17 @@ class Client:
         params = {"by": by} | ({"since": since} if since is not None else {})
         return self.request("GET", "/cost", models.CostReport, params=params)
 
+    def preview(self, *, diff: bool = False) -> list[models.PoolPreview]:
+        """Every live pool's stack previewed with the server's engine (what CI runs before a
+        rollout): changes, policy findings, cost once applied."""
+        return [models.PoolPreview.model_validate(p) for p in self.request(
+            "GET", "/preview", _List, params={"diff": "true"} if diff else None).root]
+
+    def policy(self) -> list[models.PolicyReport]:
+        """The policy pack over every live pool's stack and GPU clusters' add-on stacks."""
+        return [models.PolicyReport.model_validate(r)
+                for r in self.request("GET", "/policy", _List).root]
+
     def request(self, method: str, path: str, answer: type[M], *, json: Any = None,
                 params: dict[str, Any] | None = None,
                 headers: dict[str, str] | None = None) -> M:
@@ -186,9 +197,19 @@ class NodePools:
         """The policy pack's findings over the pool's stack (a mandatory one blocks it)."""
         return self._c.request("GET", f"/node-pools/{ref}/policy", models.PolicyReport)
 
+    def preview(self, ref: str, *, diff: bool = False) -> models.PoolPreview:
+        """The pool's stack previewed with the server's engine; changes nothing."""
+        return self._c.request("GET", f"/node-pools/{ref}/preview", models.PoolPreview,
+                               params={"diff": "true"} if diff else None)
+
     def unlock(self, ref: str) -> models.PoolUnlock:
         """Clear a lock a killed run left on the pool's stacks (admin)."""
         return self._c.request("POST", f"/node-pools/{ref}/unlock", models.PoolUnlock)
+
+    def adopt(self, ref: str) -> models.RunResult:
+        """Rebuild the pool's lost engine state from what the cloud holds; buys nothing
+        (admin)."""
+        return self._c.request("POST", f"/node-pools/{ref}/adopt", models.RunResult)
 
 
 class Clusters:
@@ -219,6 +240,16 @@ class Clusters:
     def delete(self, ref: str, *, if_match: str | None = None) -> models.Cluster:
         return self._c.request("DELETE", f"/clusters/{ref}", models.Cluster,
                                headers=_if_match(if_match))
+
+    def preview_addons(self, ref: str, *, diff: bool = False) -> models.RunResult:
+        """The cluster's NVIDIA add-on stack previewed with the server's engine."""
+        return self._c.request("GET", f"/clusters/{ref}/addons/preview", models.RunResult,
+                               params={"diff": "true"} if diff else None)
+
+    def unlock_addons(self, ref: str) -> models.EngineUnlock:
+        """Clear a lock a killed run left on the add-on stack (admin)."""
+        return self._c.request("POST", f"/clusters/{ref}/addons/unlock",
+                               models.EngineUnlock)
 
 
 class Credentials:

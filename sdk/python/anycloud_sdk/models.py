@@ -2,8 +2,51 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, SecretStr
 from typing import Annotated, Any, Literal
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, SecretStr
+
+
+class AcquireBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    command: Annotated[list[str], Field(min_length=1, title="Command")]
+    pool: Annotated[str, Field(title="Pool")]
+
+
+class Agent(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    busy_slots: Annotated[int, Field(alias="busySlots", title="Busyslots")]
+    gone_at: Annotated[AwareDatetime | None, Field(alias="goneAt", title="Goneat")] = (
+        None
+    )
+    id: Annotated[str, Field(title="Id")]
+    idle_since: Annotated[
+        AwareDatetime | None, Field(alias="idleSince", title="Idlesince")
+    ] = None
+    last_heartbeat_at: Annotated[
+        AwareDatetime, Field(alias="lastHeartbeatAt", title="Lastheartbeatat")
+    ]
+    pod_name: Annotated[str, Field(alias="podName", title="Podname")]
+    pool: Annotated[str, Field(title="Pool")]
+    registered_at: Annotated[
+        AwareDatetime, Field(alias="registeredAt", title="Registeredat")
+    ]
+    reported_busy_slots: Annotated[
+        int, Field(alias="reportedBusySlots", title="Reportedbusyslots")
+    ]
+    slots: Annotated[int, Field(title="Slots")]
+    state: Annotated[
+        Literal["ready", "draining", "unknown", "gone", "retired"] | str,
+        Field(title="State"),
+    ]
+    unknown_since: Annotated[
+        AwareDatetime | None, Field(alias="unknownSince", title="Unknownsince")
+    ] = None
 
 
 class ApiToken(BaseModel):
@@ -25,6 +68,45 @@ class ApiToken(BaseModel):
     role: Annotated[str, Field(title="Role")]
     scope: Annotated[str | None, Field(title="Scope")] = None
     state: Annotated[str, Field(title="State")]
+
+
+class Appended(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    last: Annotated[int, Field(title="Last")]
+
+
+class ChangeSummary(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    create: Annotated[int | None, Field(title="Create")] = 0
+    delete: Annotated[int | None, Field(title="Delete")] = 0
+    replace: Annotated[int | None, Field(title="Replace")] = 0
+    same: Annotated[int | None, Field(title="Same")] = 0
+    update: Annotated[int | None, Field(title="Update")] = 0
+
+
+class Chunk(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    data: Annotated[str, Field(title="Data")]
+    id: Annotated[int, Field(title="Id")]
+    stream: Annotated[Literal["stdout", "stderr"] | str, Field(title="Stream")]
+
+
+class ChunkBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    data: Annotated[str, Field(title="Data")]
+    stream: Annotated[Literal["stdout", "stderr"] | str, Field(title="Stream")]
 
 
 class ClusterState(RootModel[Literal["pending", "ready", "deleted"] | str]):
@@ -85,12 +167,42 @@ class CostReport(BaseModel):
     until: Annotated[AwareDatetime, Field(title="Until")]
 
 
+class EngineUnlock(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    engine: Annotated[str, Field(title="Engine")]
+    stack: Annotated[str, Field(title="Stack")]
+    unlocked: Annotated[bool, Field(title="Unlocked")]
+
+
 class Health(BaseModel):
     model_config = ConfigDict(
         extra="allow",
         populate_by_name=True,
     )
     ok: Annotated[bool, Field(title="Ok")]
+
+
+class HeartbeatBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    busy_slots: Annotated[int, Field(alias="busySlots", ge=0, title="Busyslots")]
+    draining: Annotated[bool | None, Field(title="Draining")] = False
+    running: Annotated[list[str] | None, Field(title="Running")] = []
+
+
+class HeartbeatReply(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    agent: Agent
+    assigned: Annotated[int | None, Field(title="Assigned")] = 0
+    cancel: Annotated[list[str], Field(title="Cancel")]
 
 
 class HelmJob(BaseModel):
@@ -306,6 +418,15 @@ class Org(BaseModel):
     name: Annotated[str, Field(title="Name")]
 
 
+class OutputBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    agent_id: Annotated[str, Field(alias="agentId", title="Agentid")]
+    chunks: Annotated[list[ChunkBody], Field(title="Chunks")]
+
+
 class PlannedResource(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -341,6 +462,25 @@ class PolicyReport(BaseModel):
     stack: Annotated[str, Field(title="Stack")]
 
 
+class PoolPreview(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cost: Cost
+    diff: Annotated[str | None, Field(title="Diff")] = ""
+    engine: Annotated[Literal["pulumi", "mock"] | str, Field(title="Engine")]
+    operation: Annotated[
+        Literal["preview", "up", "destroy", "refresh", "adopt"] | str,
+        Field(title="Operation"),
+    ]
+    outputs: Annotated[dict[str, Any] | None, Field(title="Outputs")] = None
+    policy: Annotated[list[PolicyFinding] | None, Field(title="Policy")] = None
+    pool: Annotated[str, Field(title="Pool")]
+    stack: Annotated[str, Field(title="Stack")]
+    summary: ChangeSummary | None = None
+
+
 class PoolState(
     RootModel[
         Literal["pending", "provisioning", "ready", "failed", "deleting", "deleted"]
@@ -352,6 +492,25 @@ class PoolState(
         | str,
         Field(title="PoolState"),
     ]
+
+
+class PoolView(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    agents: Annotated[list[Agent], Field(title="Agents")]
+    busy_slots: Annotated[int, Field(alias="busySlots", title="Busyslots")]
+    idle_slots: Annotated[int, Field(alias="idleSlots", title="Idleslots")]
+    pending_sessions: Annotated[
+        int, Field(alias="pendingSessions", title="Pendingsessions")
+    ]
+    pool: Annotated[str, Field(title="Pool")]
+    ready_agents: Annotated[int, Field(alias="readyAgents", title="Readyagents")]
+    running_sessions: Annotated[
+        int, Field(alias="runningSessions", title="Runningsessions")
+    ]
+    slots: Annotated[int, Field(title="Slots")]
 
 
 class Problem(BaseModel):
@@ -409,6 +568,17 @@ class ProjectDeployment(BaseModel):
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
 
 
+class RegisterBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    agent_id: Annotated[str, Field(alias="agentId", title="Agentid")]
+    pod: Annotated[str | None, Field(title="Pod")] = None
+    pool: Annotated[str, Field(title="Pool")]
+    slots: Annotated[int | None, Field(ge=1, le=1024, title="Slots")] = 1
+
+
 class RegisterClusterRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -433,6 +603,33 @@ class RegisterClusterRequest(BaseModel):
     server_url: Annotated[str | None, Field(alias="serverUrl", title="Serverurl")] = (
         None
     )
+
+
+class ReleaseBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    agent_id: Annotated[str | None, Field(alias="agentId", title="Agentid")] = None
+    error: Annotated[str | None, Field(title="Error")] = None
+    exit_code: Annotated[int | None, Field(alias="exitCode", title="Exitcode")] = None
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    diff: Annotated[str | None, Field(title="Diff")] = ""
+    engine: Annotated[Literal["pulumi", "mock"] | str, Field(title="Engine")]
+    operation: Annotated[
+        Literal["preview", "up", "destroy", "refresh", "adopt"] | str,
+        Field(title="Operation"),
+    ]
+    outputs: Annotated[dict[str, Any] | None, Field(title="Outputs")] = None
+    policy: Annotated[list[PolicyFinding] | None, Field(title="Policy")] = None
+    stack: Annotated[str, Field(title="Stack")]
+    summary: ChangeSummary | None = None
 
 
 class RuntimeHealth(BaseModel):
@@ -480,6 +677,41 @@ class SecretSummary(BaseModel):
     stored_at: Annotated[AwareDatetime, Field(alias="storedAt", title="Storedat")]
 
 
+class Session(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    agent_id: Annotated[str | None, Field(alias="agentId", title="Agentid")]
+    ahead: Annotated[int | None, Field(title="Ahead")] = None
+    assigned_at: Annotated[
+        AwareDatetime | None, Field(alias="assignedAt", title="Assignedat")
+    ] = None
+    cancel_requested_at: Annotated[
+        AwareDatetime | None,
+        Field(alias="cancelRequestedAt", title="Cancelrequestedat"),
+    ] = None
+    client_seen_at: Annotated[
+        AwareDatetime | None, Field(alias="clientSeenAt", title="Clientseenat")
+    ] = None
+    command: Annotated[list[str], Field(title="Command")]
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    delivered_at: Annotated[
+        AwareDatetime | None, Field(alias="deliveredAt", title="Deliveredat")
+    ] = None
+    error: Annotated[str | None, Field(title="Error")] = None
+    exit_code: Annotated[int | None, Field(alias="exitCode", title="Exitcode")] = None
+    finished_at: Annotated[
+        AwareDatetime | None, Field(alias="finishedAt", title="Finishedat")
+    ] = None
+    id: Annotated[str, Field(title="Id")]
+    pool: Annotated[str, Field(title="Pool")]
+    state: Annotated[
+        Literal["pending", "running", "done", "failed", "cancelled"] | str,
+        Field(title="State"),
+    ]
+
+
 class SetProvisioner(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -505,6 +737,14 @@ class VmCounts(BaseModel):
     draining: Annotated[int | None, Field(title="Draining")] = 0
     ready: Annotated[int | None, Field(title="Ready")] = 0
     starting: Annotated[int | None, Field(title="Starting")] = 0
+
+
+class Work(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    sessions: Annotated[list[Session], Field(title="Sessions")]
 
 
 class WorkloadKind(RootModel[Literal["deployment", "service"] | str]):
@@ -697,6 +937,17 @@ class NodePoolStatus(BaseModel):
     vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
     vms: Annotated[int, Field(title="Vms")]
     zone: Annotated[str | None, Field(title="Zone")]
+
+
+class Output(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    chunks: Annotated[list[Chunk], Field(title="Chunks")]
+    complete: Annotated[bool, Field(title="Complete")]
+    next_after: Annotated[int, Field(alias="nextAfter", title="Nextafter")]
+    session: Session
 
 
 class Plan(BaseModel):

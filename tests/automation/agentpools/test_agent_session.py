@@ -261,6 +261,9 @@ def test_config_file_refusals_name_the_file_and_the_field(tmp_path: Path) -> Non
     path.write_text("broker:\n  address: anycloud-broker.anycloud.svc.cluster.local:50051\n")
     assert load_config(path).broker_url == \
         "http://anycloud-broker.anycloud.svc.cluster.local:50051"
+    # The API's URL as `serve` prints it (the API serves the broker too): /v1 is the client's.
+    path.write_text("broker:\n  address: https://cp.example.com:8443/v1/\n")
+    assert load_config(path).broker_url == "https://cp.example.com:8443"
 
 
 def test_the_example_configmaps_file_is_read_as_is(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from automation.agentpools.broker import BrokerThread, create_app
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
 from automation.agentpools.registry import Registry
 from automation.agentpools.wire import AgentRetired
+from automation.api.broker import BrokerThread, create_app
 from automation.errors import (
     AnycloudError,
     Conflict,
@@ -163,8 +163,9 @@ def test_refusals_name_field_value_and_rule(api: TestClient, agents: TestClient,
     client = agents if path.startswith("/v1/agents") else api
     resp = client.request(method.upper(), path, json=body)
     assert resp.status_code == status, resp.text
-    err = resp.json()["error"]
-    assert err["field"] == field and err["rule"] and err["code"]
+    assert resp.headers["content-type"] == "application/problem+json"
+    err = resp.json()
+    assert err["field"] == field and err["rule"] and err["code"] and err["status"] == status
     assert "value" in err
 
 
@@ -174,7 +175,7 @@ def test_conflicts_are_409(api: TestClient, agents: TestClient) -> None:
     s = api.post("/v1/sessions", json={"pool": POOL, "command": ["x"]}).json()
     resp = agents.post(f"/v1/sessions/{s['id']}/release", json={"agentId": "pod-b",
                                                              "exitCode": 0})
-    assert resp.status_code == 409 and resp.json()["error"]["field"] == "agentId"
+    assert resp.status_code == 409 and resp.json()["field"] == "agentId"
 
 
 def test_a_retired_agent_is_410_agent_retired(agents: TestClient, registry: Registry) -> None:
@@ -185,9 +186,9 @@ def test_a_retired_agent_is_410_agent_retired(agents: TestClient, registry: Regi
                                ("post", "/v1/agents", {"pool": POOL, "agentId": "pod-a"})):
         resp = agents.request(method.upper(), path, json=body)
         assert resp.status_code == 410, resp.text
-        err = resp.json()["error"]
+        err = resp.json()
         assert (err["code"], err["field"], err["value"]) == ("AGENT_RETIRED", "agent", "pod-a")
-        assert POOL in err["message"] and err["rule"]
+        assert POOL in err["detail"] and err["rule"]
 
 
 def test_the_waiting_clients_polls_keep_its_session_wanted(ledger_url: str) -> None:

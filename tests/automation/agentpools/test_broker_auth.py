@@ -15,8 +15,10 @@ import sqlalchemy as sa
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
-from automation.agentpools.broker import ROUTE_ACCESS, create_app
 from automation.agentpools.registry import Registry
+from automation.api.app import create_api
+from automation.api.broker import Broker, create_app
+from automation.app import App
 from automation.auth import tokens
 from automation.auth.roles import Access
 from automation.clock import SystemClock
@@ -47,12 +49,33 @@ def _token(ledger: Ledger, name: str, *, expires_in: timedelta | None = None,
     return token
 
 
-@pytest.fixture
-def world(ledger_url: str) -> Iterator[tuple[Registry, TestClient, dict[str, Any]]]:
-    """POOL with agent pod-a registered and one session running on it; a caller of each kind."""
+# Who may call each route, written out: a new route, or a rule changed, is a conscious edit.
+# A frozenset: any of these (the agent's pool is checked by the handler).
+EXPECTED: dict[tuple[str, str], Access | frozenset[Access] | str] = {
+    ("GET", "/v1/healthz"): "public",
+    ("POST", "/v1/agents"): Access.AGENT,
+    ("POST", "/v1/agents/{agent_id}/heartbeat"): Access.AGENT,
+    ("GET", "/v1/agents/{agent_id}/work"): Access.AGENT,
+    ("DELETE", "/v1/agents/{agent_id}"): Access.AGENT,
+    ("POST", "/v1/sessions"): Access.WRITE,
+    ("GET", "/v1/sessions/{session_id}"): Access.WRITE,
+    ("POST", "/v1/sessions/{session_id}/output"): Access.AGENT,
+    ("GET", "/v1/sessions/{session_id}/output"): Access.WRITE,
+    ("POST", "/v1/sessions/{session_id}/release"): frozenset({Access.AGENT, Access.WRITE}),
+    ("GET", "/v1/pools/{namespace}/{name}"): Access.READ,
+}
+
+
+@pytest.fixture(params=["broker", "api"])
+def world(request: pytest.FixtureRequest,
+          ledger_url: str) -> Iterator[tuple[Registry, TestClient, dict[str, Any]]]:
+    """POOL with agent pod-a registered and one session running on it; a caller of each kind.
+    The broker on its own, and the same routes served by the API."""
     ledger = open_ledger(ledger_url)
     registry = Registry(ledger)
-    app = create_app(registry, expire_every=None, poll_interval=0.05)
+    settings: dict[str, Any] = {"expire_every": None, "poll_interval": 0.05}
+    app = create_app(registry, **settings) if request.param == "broker" else \
+        create_api(App(ledger=ledger), limiter=None, broker=Broker(registry, **settings))
     registry.register(POOL, "pod-a", "pod-a", 2)
     registry.register(OTHER, "pod-g", "pod-g", 1)
     session = registry.acquire(POOL, ["sh", "-c", "echo $SECRET"])
@@ -114,11 +137,14 @@ def _may(caller: str, needs: frozenset[Access]) -> bool | None:
 def test_every_route_has_a_rule() -> None:
     app = create_app(Registry.__new__(Registry), expire_every=None)
     routes = {(m, r.path) for r in app.routes if isinstance(r, APIRoute) for m in r.methods}
-    assert routes == set(ROUTE_ACCESS), "a route without an access rule (or a stale rule)"
+    assert app.state.route_access == EXPECTED and routes == set(EXPECTED)
     tried = {(m, p) for m, p, _, _ in _requests("{session_id}")}
     named = {(m, p.replace("pod-a", "{agent_id}").replace("default/cpu", "{namespace}/{name}"))
              for m, p in tried}
-    assert named == set(ROUTE_ACCESS), "the matrix below must try every route"
+    assert named == set(EXPECTED), "the matrix below must try every route"
+    # The API serves the same routes under the same rules (its own health probe aside).
+    api = create_api(App(ledger=Ledger("sqlite://")), limiter=None)
+    assert {k: v for k, v in api.state.route_access.items() if k in EXPECTED} == EXPECTED
 
 
 def test_auth_matrix_every_route_every_caller(
@@ -142,8 +168,9 @@ def test_auth_matrix_every_route_every_caller(
             elif expected == 401 and resp.headers.get("www-authenticate") is None:
                 wrong.append(f"{caller}: {method} {path}: 401 without WWW-Authenticate")
             else:
-                err = resp.json()["error"]
-                if not (err["code"] and err["message"] and err["rule"]):
+                err = resp.json()
+                if not (err["code"] and err["detail"] and err["rule"]
+                        and resp.headers["content-type"] == "application/problem+json"):
                     wrong.append(f"{caller}: {method} {path}: refusal without code/rule")
     # Allowed calls last (they change the world): past the gate, and never a server error.
     for method, path, body, caller in allowed:

@@ -34,10 +34,10 @@ from typing import Any
 import pytest
 import yaml
 
-from automation.agentpools.broker import BrokerThread, create_app
 from automation.agentpools.operator import ControlPlaneConfig, assemble
 from automation.agentpools.pods import AGENT_POOL_LABEL, CONFIG_MOUNT, agent_container
 from automation.agentpools.registry import Registry
+from automation.api.broker import BrokerThread, create_app
 from automation.devcluster.control_plane import KWOK_ANNOTATION, ControlPlane
 from automation.kube.port import MANAGED_BY, MANAGER
 from automation.ledger import open_ledger

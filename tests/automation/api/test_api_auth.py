@@ -10,9 +10,10 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
-from automation.api.app import route_access
+from automation.api.security import RouteAccess, route_access
 from automation.app import App
 from automation.auth.roles import Access
+from tests.automation.agentpools.test_broker_auth import EXPECTED as BROKER_EXPECTED
 from tests.automation.conftest import snapshot
 
 BAD = ("none", "malformed", "not bearer", "unknown", "revoked", "expired")
@@ -20,13 +21,18 @@ HAS = {"viewer": {Access.READ}, "member": {Access.READ, Access.WRITE},
        "admin": {Access.READ, Access.WRITE, Access.ADMIN}, "agent": set()}
 
 
-def _expected(caller: str, access: Access | str) -> int | None:
-    """401, 403, or None (past the gate)."""
+def _expected(caller: str, access: RouteAccess) -> int | bool | None:
+    """401, 403, None (past the gate), or False: an agent let through to a handler that
+    checks the pool concerned (tests/automation/agentpools/test_broker_auth.py tries those
+    with agents of that pool and of another)."""
     if access == "public":
         return None
     if caller in BAD:
         return 401
-    return None if access in HAS[caller] else 403
+    needs = access if isinstance(access, frozenset) else {access}
+    if caller == "agent" and Access.AGENT in needs:
+        return False
+    return None if needs & HAS[caller] else 403
 
 
 def test_auth_matrix_every_route_every_caller(api: FastAPI, http: TestClient, app: App,
@@ -36,9 +42,14 @@ def test_auth_matrix_every_route_every_caller(api: FastAPI, http: TestClient, ap
     wrong: list[str] = []
     allowed: list[tuple[str, str, dict[str, str]]] = []
     for (method, path), access in sorted(table.items()):
-        url = path.replace("{ref}", "nothing-here").replace("{name:path}", "nothing-here")
+        url = path
+        for param in ("{ref}", "{name:path}", "{agent_id}", "{session_id}", "{namespace}",
+                      "{name}"):
+            url = url.replace(param, "nothing-here")
         for caller, headers in callers.items():
             expected = _expected(caller, access)
+            if expected is False:
+                continue
             if expected is None:
                 allowed.append((method, url, headers))
                 continue
@@ -141,8 +152,16 @@ EXPECTED = {
     ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
     ("GET", "/v1/node-pools/{ref}/plan"): Access.READ,
     ("GET", "/v1/node-pools/{ref}/policy"): Access.READ,
+    ("GET", "/v1/node-pools/{ref}/preview"): Access.READ,
     ("POST", "/v1/node-pools/{ref}/unlock"): Access.ADMIN,
+    ("POST", "/v1/node-pools/{ref}/adopt"): Access.ADMIN,
+    ("GET", "/v1/clusters/{ref}/addons/preview"): Access.READ,
+    ("POST", "/v1/clusters/{ref}/addons/unlock"): Access.ADMIN,
+    ("GET", "/v1/preview"): Access.READ,
+    ("GET", "/v1/policy"): Access.READ,
     ("GET", "/v1/cost"): Access.READ,
+    # The agent broker's routes, served by the API too.
+    **{route: rule for route, rule in BROKER_EXPECTED.items() if route[1] != "/v1/healthz"},
 }
 
 

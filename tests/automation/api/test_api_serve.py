@@ -151,6 +151,16 @@ def _cli(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+def _laptop(tmp_path: Path, url: str, token: str) -> dict[str, str]:
+    """The environment of a laptop with no ledger, switched to ``url`` and logged in."""
+    laptop = {k: v for k, v in os.environ.items() if not k.startswith("ANYCLOUD_")}
+    laptop |= {"ANYCLOUD_HOME": str(tmp_path / "laptop"),
+               "ANYCLOUD_CLI_CONFIG": str(tmp_path / "laptop" / "cli.json")}
+    _cli(laptop, "api", "use", url)
+    _cli(laptop, "login", stdin=token + "\n")
+    return laptop
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("memory_runtime_dir")  # where the server opens the kubeconfig
 def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
@@ -173,11 +183,7 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         url, _ = listening(proc)
-        laptop = {k: v for k, v in os.environ.items() if not k.startswith("ANYCLOUD_")}
-        laptop |= {"ANYCLOUD_HOME": str(tmp_path / "laptop"),
-                   "ANYCLOUD_CLI_CONFIG": str(tmp_path / "laptop" / "cli.json")}
-        _cli(laptop, "api", "use", url)
-        _cli(laptop, "login", stdin=root + "\n")
+        laptop = _laptop(tmp_path, url, root)
         assert json.loads(_cli(laptop, "api", "status", "--json"))["role"] == "admin"
         kubeconfig = tmp_path / "prod.yaml"
         kubeconfig.write_text(self_contained_kubeconfig())  # certificates and token inline
@@ -215,6 +221,63 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
                 for secret in (b"laptopSecret", CLUSTER_TOKEN.encode()):
                     assert secret not in data, path  # sealed, never in plaintext
     finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
+@pytest.mark.slow
+def test_sessions_run_through_the_api_in_remote_mode(tmp_path: Path) -> None:
+    """The API serves the agent broker: an agent registers at the API's URL with its pool's
+    agent token, and `session run` from a laptop in remote mode (no --broker) reaches it
+    with the member token `login` kept; the agent's token opens nothing else."""
+    import json
+
+    server = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "server")}
+    server.pop("ANYCLOUD_DATABASE_URL", None)
+    root = _cli(server, "token", "create", "root", "--role", "admin", "--bootstrap").strip()
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
+                             "127.0.0.1:0"], env=server, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    agent: subprocess.Popen[str] | None = None
+    try:
+        url, _ = listening(proc)
+        laptop = _laptop(tmp_path, url, root)
+        member = _cli(laptop, "token", "create", "dev", "--role", "member").strip()
+        agent_token = _cli(laptop, "token", "create", "cpu-agent", "--role", "agent",
+                           "--pool", "default/cpu").strip()
+        _cli(laptop, "login", stdin=member + "\n")
+        agent = subprocess.Popen(
+            [ANYCLOUD, "agent", "--pool", "cpu", "--broker", url, "--agent-id", "agent-a",
+             "--heartbeat-interval", "0.3s", "--data-dir", str(tmp_path / "agent")],
+            env={k: v for k, v in laptop.items() if k != "ANYCLOUD_CLI_CONFIG"} | {
+                "POD_NAME": "agent-a", "POD_NAMESPACE": "default",
+                "ANYCLOUD_AGENT_TOKEN": agent_token},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        base = url.removesuffix("/v1")
+        with httpx2.Client(base_url=base, headers={"Authorization": f"Bearer {member}"}) as api:
+            deadline = time.monotonic() + 60
+            while api.get("/v1/pools/default/cpu").json()["readyAgents"] < 1:
+                assert time.monotonic() < deadline, "the agent never registered"
+                time.sleep(0.2)
+        done = subprocess.run([ANYCLOUD, "session", "run", "--pool", "cpu", "--json", "--",
+                               "sh", "-c", "echo hi; exit 3"], env=laptop,
+                              capture_output=True, text=True, timeout=120)
+        docs = [json.loads(line) for line in done.stdout.splitlines()]
+        assert done.returncode == 3, done.stderr
+        assert docs[0] == {"stream": "stdout", "data": "hi\n"}
+        assert docs[-1]["session"]["state"] == "done"
+        with httpx2.Client(base_url=base,
+                           headers={"Authorization": f"Bearer {agent_token}"}) as as_agent:
+            for path in ("/v1/node-pools", "/v1/me", "/v1/pools/default/gpu"):
+                refused = as_agent.get(path)
+                assert refused.status_code == 403, (path, refused.text)
+                assert refused.headers["content-type"] == "application/problem+json"
+            assert as_agent.get("/v1/pools/default/cpu").status_code == 200  # its own pool
+    finally:
+        if agent is not None:
+            agent.terminate()
+            agent.wait(timeout=30)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]

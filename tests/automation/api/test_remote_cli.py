@@ -415,8 +415,8 @@ def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
         remote: tuple[str, Run, App]) -> None:
     _, run, app = remote
     before = snapshot(app)
-    error = refused(run("preview", "--all", "--json"), "UNIMPLEMENTED", 1)
-    assert "`preview` is not served by the API yet" in error["message"]
+    error = refused(run("catalog", "refreshes", "--json"), "UNIMPLEMENTED", 1)
+    assert "`catalog refreshes` is not served by the API yet" in error["message"]
     assert snapshot(app) == before
 
 

@@ -57,6 +57,31 @@ def test_the_readme_example(server: tuple[str, App]) -> None:
             api.node_pools.unlock("gpu")  # an admin's
 
 
+def test_previews_and_policy_with_the_servers_engine(server: tuple[str, App],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    url, app = server
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")  # the server's engine
+    viewer = create_token(app, "ci", "viewer", by="test").token
+    admin = create_token(app, "root", "admin", by="test").token
+    with Client(url, admin) as root:
+        made = root.node_pools.create("gpu", credentials="team-aws", region="us-east-1",
+                                      vm_type="m7i.large", vms=2)
+    with Client(url, viewer) as ci:  # a viewer's token is enough for what CI runs
+        one = ci.node_pools.preview("gpu", diff=True)
+        assert isinstance(one, models.PoolPreview) and one.pool == made.id
+        assert one.engine == "mock" and one.summary.create > 0 and one.cost.vms == 2
+        assert "aws:ec2/instance:Instance" in one.diff
+        assert [p.pool for p in ci.preview()] == [made.id]
+        assert [r.pool for r in ci.policy()] == [made.id]
+        with pytest.raises(PermissionDenied):
+            ci.node_pools.adopt("gpu")
+    with Client(url, admin) as root:
+        addons = root.clusters.unlock_addons("prod")
+        assert isinstance(addons, models.EngineUnlock) and addons.engine == "mock"
+        with pytest.raises(NotFound):
+            root.clusters.preview_addons("no-such-cluster")
+
+
 def test_lists_follow_pages(server: tuple[str, App]) -> None:
     url, app = server
     with Client(url, create_token(app, "sdk", "member", by="test").token) as api:

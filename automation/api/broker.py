@@ -1,0 +1,350 @@
+"""The agent broker's routes over the registry: agents register, heartbeat and take work;
+sessions acquire a slot, stream output and release it. The API serves them (``create_api``),
+and so does the broker on its own (``create_app``, ``anycloud broker``): the same routes, gates
+and errors either way.
+
+Every body and answer is camelCase JSON; refusals are the API's problem+json
+(``automation.api.problems``): 422 for a body or query of the wrong shape, 400 for a rule of
+the registry (InvalidInput), 404 for an unknown agent or session, 409 for a state that refuses
+the request (Conflict), 410 (code AGENT_RETIRED) for an agent the operator retired: its pod
+is being deleted, or its pool was, and it may not register again under that id.
+
+Every endpoint but ``/v1/healthz`` takes ``Authorization: Bearer <token>`` (issue 20): 401
+(code UNAUTHENTICATED) with no token or one that is malformed, unknown, revoked or expired;
+403 (PERMISSION_DENIED) for a role the route does not take. The agent endpoints take only the
+agent token of the pool concerned (the operator mints one per AgentPool into a Secret its pods
+read), so an agent of one pool can neither register in, take work from, post output to nor
+read another; sessions need a member token (or admin); the pool view a viewer's, or the
+pool's own agent's. Each route's gate (``automation.api.security``) says which.
+
+Long polls (``?wait=S``, at most 60 s): the handler re-reads the ledger when this process
+changed something and at least every ``poll_interval`` seconds (another replica, or another
+process, may have), and answers as soon as there is news or the wait is over. Registry
+calls are blocking (SQLAlchemy): they run in worker threads, never on the event loop.
+
+Endpoints:
+- ``POST /v1/agents`` {pool, agentId, pod, slots}: register (again), ready with free slots.
+  410: retired, never again under this id.
+- ``POST /v1/agents/{id}/heartbeat`` {busySlots, running, draining}: alive; the answer lists
+  sessions the agent must stop (``cancel``). 404: register again. 410: retired, stop.
+- ``GET /v1/agents/{id}/work?wait=S``: sessions assigned to the agent, each given once.
+- ``DELETE /v1/agents/{id}``: the agent leaves (its running sessions fail).
+- ``POST /v1/sessions?wait=S`` {pool, command}: acquire; waits up to S while pending.
+- ``GET /v1/sessions/{id}?wait=S``: the session; waits up to S while it is pending. The
+  waiting client's polls keep a pending session wanted: one whose client has not asked for
+  ``client_gone_after`` (90 s) is cancelled.
+- ``POST /v1/sessions/{id}/output`` {agentId, chunks: [{stream, data}]}: the agent's output.
+- ``GET /v1/sessions/{id}/output?after=N&wait=S``: output after chunk N; waits for news.
+- ``POST /v1/sessions/{id}/release`` {agentId?, exitCode?, error?}: from the agent, the
+  command ended (or could not run); from the client (no agentId), cancel.
+- ``GET /v1/pools/{namespace}/{name}``: agents, idle/busy slots, pending sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import FastAPI, Query
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import BaseRoute
+
+from automation import serving
+from automation.agentpools.registry import DEFAULT_HEARTBEAT_TIMEOUT, Registry
+from automation.agentpools.wire import (
+    MAX_SLOTS,
+    Agent,
+    HeartbeatReply,
+    Output,
+    PoolView,
+    Session,
+)
+from automation.api import problems
+from automation.api.routers import v1
+from automation.api.security import (
+    PREFIX,
+    Member,
+    PoolAgent,
+    PoolAgentOrMember,
+    PoolReader,
+    Public,
+    route_access,
+)
+from automation.auth import tokens
+from automation.auth.roles import Access, Principal, authorize
+
+T = TypeVar("T")
+MAX_WAIT = 60.0
+Wait = Annotated[float, Query(ge=0, le=MAX_WAIT, description="Seconds to wait for news.")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, extra="forbid")
+
+
+class RegisterBody(_Body):
+    pool: str
+    agent_id: str
+    pod: str | None = None  # default: the agent id (agents are named after their pods)
+    slots: int = Field(1, ge=1, le=MAX_SLOTS)
+
+
+class HeartbeatBody(_Body):
+    busy_slots: int = Field(ge=0)
+    running: list[str] = []
+    draining: bool = False
+
+
+class AcquireBody(_Body):
+    pool: str
+    command: list[str] = Field(min_length=1)
+
+
+class ChunkBody(_Body):
+    stream: Literal["stdout", "stderr"]
+    data: str
+
+
+class OutputBody(_Body):
+    agent_id: str
+    chunks: list[ChunkBody]
+
+
+class ReleaseBody(_Body):
+    agent_id: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+
+class Work(BaseModel):
+    """The sessions newly assigned to an agent (each given once)."""
+
+    sessions: list[Session]
+
+
+class Appended(BaseModel):
+    """The number of the session's last output chunk, after the agent's were appended."""
+
+    last: int
+
+
+class _Changes:
+    """Wakes this process's long polls when one of its own requests changed something."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def bump(self) -> None:
+        self.event.set()
+        self.event = asyncio.Event()
+
+
+class Broker:
+    """The broker's routes over ``registry``, and its expiry loop (``running``): every
+    ``expire_every`` seconds (None: never, for tests that call ``expire_unknown`` themselves),
+    agents silent for ``heartbeat_timeout`` become unknown, the sessions of agents unknown
+    for ``give_up_after`` are failed, and pending sessions whose client has not polled for
+    ``client_gone_after`` (above the longest ``wait``, 60 s) are cancelled."""
+
+    def __init__(self, registry: Registry, *,
+                 heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT,
+                 give_up_after: timedelta | None = timedelta(minutes=5),
+                 client_gone_after: timedelta = timedelta(seconds=90),
+                 expire_every: float | None = 5.0, poll_interval: float = 0.5) -> None:
+        self.registry = registry
+        self.heartbeat_timeout = heartbeat_timeout
+        self.give_up_after = give_up_after
+        self.client_gone_after = client_gone_after
+        self.expire_every = expire_every
+        self.poll_interval = poll_interval
+        self._changes: _Changes | None = None
+
+    def principal_of(self, authorization: str | None) -> Principal:
+        """The caller a request's Authorization header names (``Unauthenticated`` if none)."""
+        return tokens.principal(self.registry.ledger, authorization, self.registry.clock.now())
+
+    @property
+    def changes(self) -> _Changes:
+        # Made on first use: an asyncio.Event belongs to the loop that runs the app.
+        if self._changes is None:
+            self._changes = _Changes()
+        return self._changes
+
+    async def _expire_loop(self, every: float) -> None:
+        registry = self.registry
+        while True:
+            await asyncio.sleep(every)
+            try:
+                now = registry.clock.now()
+                became = await run_in_threadpool(
+                    registry.expire_unknown, now, self.heartbeat_timeout, self.give_up_after)
+                dropped = await run_in_threadpool(registry.expire_pending, now,
+                                                  self.client_gone_after)
+            except Exception:  # the ledger blinked: the next round tries again
+                continue
+            if became or dropped:
+                self.changes.bump()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The expiry loop, for the lifespan of the app that serves the routes."""
+        every = self.expire_every
+        task = asyncio.create_task(self._expire_loop(every)) if every else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def routes(self) -> list[BaseRoute]:
+        registry = self.registry
+        router = v1("agent broker")
+
+        async def call(fn: Callable[..., T], *args: Any, changed: bool = False, **kw: Any) -> T:
+            result = await run_in_threadpool(fn, *args, **kw)
+            if changed:
+                self.changes.bump()
+            return result
+
+        async def until(read: Callable[[], T], done: Callable[[T], bool], wait: float) -> T:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait
+            while True:
+                event = self.changes.event  # taken before the read: a change after it wakes us
+                result = await run_in_threadpool(read)
+                left = deadline - loop.time()
+                if done(result) or left <= 0:
+                    return result
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), timeout=min(self.poll_interval, left))
+
+        async def agent_of_agent(who: Principal, agent_id: str) -> None:
+            """The caller is the agent token of the pool ``agent_id`` is registered in."""
+            authorize(who, Access.AGENT, pool=await call(registry.pool_of_agent, agent_id))
+
+        async def agent_of_session(who: Principal, session_id: str) -> None:
+            found: Session = await call(registry.session, session_id)
+            authorize(who, Access.AGENT, pool=found.pool)
+
+        @router.post("/agents", response_model=Agent)
+        async def register(body: RegisterBody, who: PoolAgent) -> Agent:
+            authorize(who, Access.AGENT, pool=body.pool)
+            return await call(registry.register, body.pool, body.agent_id,
+                              body.pod or body.agent_id, body.slots, changed=True)
+
+        @router.post("/agents/{agent_id}/heartbeat", response_model=HeartbeatReply)
+        async def heartbeat(agent_id: str, body: HeartbeatBody,
+                            who: PoolAgent) -> HeartbeatReply:
+            await agent_of_agent(who, agent_id)
+            reply = await call(registry.heartbeat, agent_id, body.busy_slots, body.running,
+                               body.draining)
+            if reply.assigned:  # heartbeats come often: wake the waiters only for news
+                self.changes.bump()
+            return reply
+
+        @router.get("/agents/{agent_id}/work", response_model=Work)
+        async def work(agent_id: str, who: PoolAgent, wait: Wait = 0) -> Work:
+            await agent_of_agent(who, agent_id)
+            return Work(sessions=await until(lambda: registry.work(agent_id), bool, wait))
+
+        @router.delete("/agents/{agent_id}", response_model=Agent)
+        async def deregister(agent_id: str, who: PoolAgent) -> Agent:
+            await agent_of_agent(who, agent_id)
+            return await call(registry.deregister, agent_id, changed=True)
+
+        @router.post("/sessions", response_model=Session, status_code=201)
+        async def acquire(body: AcquireBody, _: Member, wait: Wait = 0) -> Session:
+            session = await call(registry.acquire, body.pool, body.command, changed=True)
+            if session.state == "pending" and wait:
+                session = await until(lambda: registry.session(session.id),
+                                      lambda s: s.state != "pending", wait)
+            return session
+
+        @router.get("/sessions/{session_id}", response_model=Session)
+        async def get_session(session_id: str, _: Member, wait: Wait = 0) -> Session:
+            # Its client asking keeps a pending session wanted (once a request, not per poll).
+            session: Session = await call(registry.session, session_id, seen=True)
+            if session.state == "pending" and wait:
+                session = await until(lambda: registry.session(session_id),
+                                      lambda s: s.state != "pending", wait)
+            return session
+
+        @router.post("/sessions/{session_id}/output", response_model=Appended)
+        async def post_output(session_id: str, body: OutputBody,
+                              who: PoolAgent) -> Appended:
+            await agent_of_session(who, session_id)
+            last = await call(registry.append_output, session_id, body.agent_id,
+                              [(c.stream, c.data) for c in body.chunks], changed=True)
+            return Appended(last=last)
+
+        @router.get("/sessions/{session_id}/output", response_model=Output)
+        async def get_output(session_id: str, _: Member,
+                             after: Annotated[int, Query(ge=0)] = 0,
+                             wait: Wait = 0) -> Output:
+            return await until(lambda: registry.output(session_id, after),
+                               lambda o: bool(o.chunks) or o.complete, wait)
+
+        @router.post("/sessions/{session_id}/release", response_model=Session)
+        async def release(session_id: str, who: PoolAgentOrMember,
+                          body: ReleaseBody | None = None) -> Session:
+            """From the agent that ran it (agentId), the command ended; from a member (no
+            agentId), cancel."""
+            body = body or ReleaseBody()
+            if body.agent_id is not None:
+                await agent_of_session(who, session_id)
+            else:
+                authorize(who, Access.WRITE)
+            return await call(registry.release, session_id, body.exit_code,
+                              agent=body.agent_id, error=body.error, changed=True)
+
+        @router.get("/pools/{namespace}/{name}", response_model=PoolView)
+        async def pool(namespace: str, name: str, _: PoolReader) -> PoolView:
+            return await call(registry.pool_view, f"{namespace}/{name}")
+
+        return list(router.routes)
+
+
+def create_app(registry: Registry, **settings: Any) -> FastAPI:
+    """The broker on its own (``anycloud broker``): its routes and the health probe, no OpenAPI
+    page (every route but the probe is closed). ``settings``: ``Broker``'s."""
+    broker = Broker(registry, **settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with broker.running():
+            yield
+
+    app = FastAPI(title="anycloud broker", version="1", lifespan=lifespan, openapi_url=None,
+                  docs_url=None, redoc_url=None)
+    problems.install(app)
+    app.state.principal_of = broker.principal_of
+
+    @app.get(f"{PREFIX}/healthz")
+    async def healthz(_: Public) -> dict[str, bool]:
+        return {"ok": True}
+
+    app.router.routes.extend(broker.routes())
+    app.state.registry = registry
+    app.state.route_access = route_access(app)
+    return app
+
+
+def serve(app: FastAPI, listen: str, on_ready: Callable[[str], None]) -> None:
+    """Run the broker until SIGINT or SIGTERM (``automation.serving``)."""
+    serving.serve_foreground(app, listen, on_ready)
+
+
+class BrokerThread(serving.ServerThread):
+    """The broker served from a thread of another command (``anycloud serve`` beside the
+    operator, over the same registry)."""
+
+
+parse_listen = serving.parse_listen

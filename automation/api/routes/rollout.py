@@ -1,0 +1,29 @@
+"""What CI runs before a rollout, over every live pool: ``preview --all`` (the server's
+engine) and ``policy check --all`` (offline, with the add-on stacks of GPU clusters). Any
+reader: neither changes anything."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from automation.api.engines import stack_runner
+from automation.api.routers import v1
+from automation.api.security import Reader
+from automation.models import PolicyReport, PoolPreview
+
+router = v1("rollout")
+
+
+@router.get("/preview")
+def preview_every_pool(request: Request, _: Reader, diff: bool = False) -> list[PoolPreview]:
+    from automation.services.rollout import preview_all
+
+    state = request.app.state
+    return preview_all(state.ctx, lambda: stack_runner(state), diff=diff)
+
+
+@router.get("/policy")
+def check_every_stack(request: Request, _: Reader) -> list[PolicyReport]:
+    from automation.services.rollout import check_all
+
+    return check_all(request.app.state.ctx)
