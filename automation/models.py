@@ -392,6 +392,104 @@ class PoolUnlock(EngineUnlock):
     ingress_release: StackUnlock | None = None
 
 
+class CatalogSource(CamelModel):
+    """Where a catalog figure comes from and the date it was true: a row of the shipped
+    catalog's sources (an integer id) or a live refresh (``refresh-…/prices``)."""
+
+    id: int | str
+    name: str
+    url: str
+    licence: str
+    as_of: str
+    stale: bool
+    note: str | None = None
+
+
+class CatalogSpecs(CamelModel):
+    provider: str
+    vm_type: str
+    arch: str
+    vcpus: int
+    memory_gib: float
+    gpus: int
+    gpu_model: str | None
+    family: str
+
+
+class CatalogEntry(CatalogSpecs):
+    """``catalog list``: a type in one region (``region`` asked) or in its cheapest region
+    with a known price; ``regions``: how many regions offer it within the filter."""
+
+    region: str
+    regions: int
+    zones: list[str] | None  # None: unknown
+    price_usd_hour: float | None
+    price_source: CatalogSource | None
+
+
+class CatalogOffering(CamelModel):
+    region: str
+    zones: list[str] | None
+    zones_source_id: int | str | None
+    price_usd_hour: float | None
+    price_source_id: int | str | None
+
+
+class CatalogType(CatalogSpecs):
+    """``catalog show``: a type, every region offering it, and the sources of its figures."""
+
+    spec_source_id: int | str | None
+    offerings: list[CatalogOffering]
+    sources: list[CatalogSource]
+
+
+class CatalogPriceChange(CamelModel):
+    vm_type: str
+    old_usd_hour: float | None
+    new_usd_hour: float | None
+
+
+class CatalogRegionRefresh(CamelModel):
+    region: str
+    types: int
+    offerings: int
+    prices: int
+    new_types: list[str]
+    gone_offerings: list[str]
+    price_changes: list[CatalogPriceChange]
+    compared_with: str  # where the data in use before came from
+
+
+class CatalogRefreshed(CamelModel):
+    """``catalog refresh``: what one refresh read from a cloud's APIs, region by region."""
+
+    id: str
+    provider: str
+    credential: str
+    fetched_at: str  # UTC, to the second
+    sources: list[str]
+    warnings: list[str]
+    regions: list[CatalogRegionRefresh]
+
+
+class CatalogRefresh(CamelModel):
+    """``catalog refreshes``: a stored refresh (the newest of each region is in use)."""
+
+    id: str
+    provider: str
+    credential: str
+    regions: list[str]
+    fetched_at: str
+    counts: dict[str, Any]
+
+
+class RefreshCatalog(CamelRequest):
+    credentials: str = Field(description="The stored credential (name or id) to read the "
+                                         "cloud with; it fixes the cloud.")
+    regions: list[str] = Field(default_factory=list, description="Regions to read; none: "
+                               "the cloud's regions with live pools, else every region.")
+
+
 class Workload(_Record):
     id: str
     name: str

@@ -19,6 +19,7 @@ from automation.api import limits, links, problems
 from automation.api.broker import Broker
 from automation.api.limits import Limiter
 from automation.api.routes import (
+    catalog,
     clusters,
     cost,
     credentials,
@@ -64,7 +65,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments, sudo, cost, rollout):
+                   deployments, sudo, cost, rollout, catalog):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(broker.routes())
 

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from automation.engine.runner import ProgressSink
     from automation.models import (
         ApiToken,
+        CatalogEntry,
+        CatalogRefresh,
+        CatalogRefreshed,
+        CatalogType,
         Cluster,
         CostReport,
         Credential,
@@ -303,6 +307,46 @@ class Embedded:
 
         return check_all(self._app())
 
+    def _catalog(self) -> Any:
+        """The shipped catalog under the ledger's refreshes; the bare shipped one when there
+        is no ledger yet (no refresh can exist, and a read-only command creates none)."""
+        import os
+
+        from automation.catalog.overlay import LedgerOverlay
+        from automation.catalog.store import load_catalog
+        from automation.ledger.db import _sqlite_path
+        from automation.settings import Settings
+
+        url = Settings.from_env(self.ctx.find_root().obj.get("home")).database_url
+        path = _sqlite_path(url) if url.startswith("sqlite") else None
+        if url.startswith("sqlite") and (path is None or not os.path.exists(path)):
+            return load_catalog()
+        # App.catalog's overlay, without the App (its cluster probe costs ~15 ms to import).
+        return load_catalog().with_overlay(LedgerOverlay(self._ledger()))
+
+    def catalog_list(self, filters: dict[str, Any]) -> list[CatalogEntry]:
+        """``filters``: ``automation.catalog.store.ListFilter``'s fields."""
+        from automation.catalog.store import ListFilter
+        from automation.services.catalog_view import list_types
+
+        return list_types(self._catalog(), ListFilter(**filters))
+
+    def catalog_show(self, vm_type: str, provider: str | None) -> CatalogType:
+        from automation.services.catalog_view import show_type
+
+        return show_type(self._catalog(), vm_type, provider)
+
+    def catalog_refresh(self, credentials: str, regions: list[str]) -> CatalogRefreshed:
+        from automation.services import catalog_refresh
+        from automation.services.catalog_view import refreshed
+
+        return refreshed(catalog_refresh.refresh(self._app(), credentials, tuple(regions)))
+
+    def catalog_refreshes(self) -> list[CatalogRefresh]:
+        from automation.services.catalog_view import refreshes
+
+        return refreshes(self._app())
+
     def cost_report(self, by: str, since: str | None) -> CostReport:
         from automation.clock import SystemClock
         from automation.services import cost_report as costs
@@ -583,6 +627,30 @@ class Remote:
 
         return self.client.call("GET", "/policy", list[PolicyReport])
 
+    def catalog_list(self, filters: dict[str, Any]) -> list[CatalogEntry]:
+        from automation.models import CatalogEntry
+
+        params = {_CATALOG_QUERY.get(k, k): v for k, v in filters.items() if v is not None}
+        return self.client.call("GET", "/catalog", list[CatalogEntry], params=params)
+
+    def catalog_show(self, vm_type: str, provider: str | None) -> CatalogType:
+        from automation.models import CatalogType
+
+        return self.client.call("GET", f"/catalog/{_segment(vm_type)}", CatalogType,
+                                params={"provider": provider} if provider else None)
+
+    def catalog_refresh(self, credentials: str, regions: list[str]) -> CatalogRefreshed:
+        from automation.client.http import dump
+        from automation.models import CatalogRefreshed, RefreshCatalog
+
+        return self.client.call("POST", "/catalog/refreshes", CatalogRefreshed, json=dump(
+            RefreshCatalog(credentials=credentials, regions=regions)))
+
+    def catalog_refreshes(self) -> list[CatalogRefresh]:
+        from automation.models import CatalogRefresh
+
+        return self.client.call("GET", "/catalog/refreshes", list[CatalogRefresh])
+
     def cost_report(self, by: str, since: str | None) -> CostReport:
         from automation.models import CostReport
 
@@ -631,6 +699,11 @@ def _deployment(doc: dict[str, Any]) -> ProjectDeployment | Workload:
     from automation.models import ProjectDeployment, Workload
 
     return (ProjectDeployment if "projectId" in doc else Workload).model_validate(doc)
+
+
+# ListFilter's fields as GET /v1/catalog names them.
+_CATALOG_QUERY = {"min_gpus": "minGpus", "min_vcpus": "minVcpus",
+                  "min_memory_gib": "minMemoryGib", "max_price": "maxPriceUsdHour"}
 
 
 def _servers_engine(engine: str | None) -> None:

@@ -3,7 +3,7 @@ their prices, and live refreshes of them from the clouds' own APIs.
 
 The catalog module is imported on use: ``--help`` and the other commands never open it.
 ``list`` and ``show`` read the shipped catalog under the ledger's newest refreshes (when a
-ledger exists; they never create one).
+ledger exists; they never create one); in remote mode, the server's (``automation.cli.backend``).
 """
 
 from __future__ import annotations
@@ -22,65 +22,32 @@ from automation.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from automation.catalog.store import Catalog, Listed, Offering, Source, VmType
-    from automation.services.catalog_refresh import RefreshResult
+    from automation.models import CatalogEntry, CatalogSource
 
 
-def _catalog(ctx: click.Context) -> Catalog:
-    """The catalog with the ledger's refreshes over it; the bare shipped one when there is no
-    ledger yet (no refresh can exist, and a read-only command creates none)."""
-    import os
-
-    from automation.catalog.overlay import LedgerOverlay
-    from automation.catalog.store import load_catalog
-    from automation.cli.context import ledger_from
-    from automation.ledger.db import _sqlite_path
-    from automation.settings import Settings
-
-    url = Settings.from_env(ctx.find_root().obj.get("home")).database_url
-    path = _sqlite_path(url) if url.startswith("sqlite") else None
-    if url.startswith("sqlite") and (path is None or not os.path.exists(path)):
-        return load_catalog()
-    # The overlay App.catalog has, without the App (its cluster probe costs ~15 ms to import).
-    return load_catalog().with_overlay(LedgerOverlay(ledger_from(ctx)))
+# The service names each filter as the API's query does; the CLI names its own flags.
+_FLAGS = {"provider": "--provider", "region": "--region", "zone": "--zone",
+          "vmType": "VM_TYPE", "credentials": "--credentials"}
 
 
-def _source_json(source: Source | None) -> dict[str, Any] | None:
-    if source is None:
-        return None
-    return {"id": source.id, "name": source.name, "url": source.url, "licence": source.licence,
-            "asOf": source.as_of, "stale": source.stale, "note": source.note or None}
+def _as_flags(run: Any) -> Any:
+    """``run()``, a refusal naming the flag the user typed (the same in both modes: here it
+    comes from the service, or from the API as its problem)."""
+    from automation.errors import AnycloudError, InvalidInput
+
+    try:
+        return run()
+    except AnycloudError as err:
+        if err.field not in _FLAGS or err.rule is None:
+            raise
+        raise InvalidInput(_FLAGS[err.field], err.value, err.rule, code=err.code) from None
 
 
-def _specs_json(provider: str, vm: VmType) -> dict[str, Any]:
-    return {"provider": provider, "vmType": vm.name, "arch": vm.arch, "vcpus": vm.vcpus,
-            "memoryGib": vm.memory_gib, "gpus": vm.gpus, "gpuModel": vm.gpu_model,
-            "family": vm.family}
-
-
-def _price_text(price: float | None, source: Source | None) -> str:
+def _price_text(price: float | None, source: CatalogSource | None) -> str:
     if price is None:
         return "unknown"
     dated = f" ({source.as_of}{', stale' if source.stale else ''})" if source else ""
     return f"{price:.4f}{dated}"
-
-
-def _check_filters(catalog: Catalog, provider: str | None, region: str | None,
-                   zone: str | None) -> None:
-    from automation.errors import InvalidInput
-
-    if provider is not None and provider not in catalog.providers:
-        raise InvalidInput("--provider", provider,
-                           f"must be one of {', '.join(sorted(catalog.providers))}")
-    clouds = [catalog.providers[provider]] if provider else list(catalog.providers.values())
-    if region is not None and not any(region in c.regions for c in clouds):
-        raise InvalidInput("--region", region,
-                           f"must be a region of {provider or 'a provider'} in the catalog")
-    if zone is not None:
-        if region is None:
-            raise InvalidInput("--zone", zone, "needs --region (the zone's region)")
-        if not any(zone in c.regions.get(region, []) for c in clouds):
-            raise InvalidInput("--zone", zone, f"must be a zone of --region {region}")
 
 
 @click.group()
@@ -110,32 +77,23 @@ def list_(ctx: click.Context, provider: str | None, region: str | None, zone: st
           arch: str | None, max_price: float | None, as_json: bool) -> None:
     """Types matching the filters, cheapest first (unknown prices last). Without --region,
     one row per type, priced in its cheapest region with a known price."""
-    from automation.catalog.store import ListFilter
+    from automation.cli.backend import backend_from
 
-    cat = _catalog(ctx)
-    _check_filters(cat, provider, region, zone)
-    listed = cat.listing(ListFilter(
+    listed = _as_flags(lambda: backend_from(ctx).catalog_list(dict(
         provider=provider, region=region, zone=zone, gpu=gpu, min_gpus=min_gpus,
-        min_vcpus=min_vcpus, min_memory_gib=min_memory, arch=arch, max_price=max_price,
-    ))
+        min_vcpus=min_vcpus, min_memory_gib=min_memory, arch=arch, max_price=max_price)))
     if as_json:
-        print_json([_listed_json(x) for x in listed])
+        print_json(listed)
         return
     print_table(None, ["PROVIDER", "VM TYPE", "ARCH", "VCPUS", "MEMORY GIB", "GPUS",
                        "REGION" if region else "CHEAPEST REGION", "ZONES" if region else "REGIONS",
                        "USD/HOUR"], [_listed_row(x, bool(region)) for x in listed])
 
 
-def _listed_json(x: Listed) -> dict[str, Any]:
-    return {**_specs_json(x.provider, x.vm), "region": x.region, "regions": x.regions,
-            "zones": x.zones, "priceUsdHour": x.price_usd_hour,
-            "priceSource": _source_json(x.price_source) if x.price_usd_hour is not None else None}
-
-
-def _listed_row(x: Listed, in_region: bool) -> tuple[object, ...]:
-    gpus = f"{x.vm.gpus} x {x.vm.gpu_model}" if x.vm.gpus else "0"
+def _listed_row(x: CatalogEntry, in_region: bool) -> tuple[object, ...]:
+    gpus = f"{x.gpus} x {x.gpu_model}" if x.gpus else "0"
     where = (" ".join(x.zones) if x.zones is not None else "unknown") if in_region else x.regions
-    return (x.provider, x.vm.name, x.vm.arch, x.vm.vcpus, f"{x.vm.memory_gib:g}", gpus,
+    return (x.provider, x.vm_type, x.arch, x.vcpus, f"{x.memory_gib:g}", gpus,
             x.region, where, _price_text(x.price_usd_hour, x.price_source))
 
 
@@ -147,60 +105,36 @@ def _listed_row(x: Listed, in_region: bool) -> tuple[object, ...]:
 @click.pass_context
 def show(ctx: click.Context, vm_type: str, provider: str | None, as_json: bool) -> None:
     """One type: specs, every region offering it with zones and price, and their sources."""
-    from automation.errors import InvalidInput
+    from automation.cli.backend import backend_from
 
-    cat = _catalog(ctx)
-    _check_filters(cat, provider, None, None)
-    found = cat.find(vm_type, provider)
-    if not found:
-        near = sorted({n for key in ([provider] if provider else cat.providers)
-                       for n in cat.providers[key].closest(vm_type)})
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
-        raise InvalidInput("VM_TYPE", vm_type, f"must be a VM type in the catalog{hint}")
-    if len(found) > 1:
-        raise InvalidInput("VM_TYPE", vm_type,
-                           f"exists on {', '.join(k for k, _ in found)}: add --provider")
-    key, vm = found[0]
-    cloud = cat.providers[key]
-    offerings = cloud.offerings(vm.name)
-    spec_source = cloud.spec_source(vm.name)
-    used = {s.id: s for o in offerings for s in (o.zones_source, o.price_source) if s}
-    if spec_source:
-        used[spec_source.id] = spec_source
+    vm = _as_flags(lambda: backend_from(ctx).catalog_show(vm_type, provider))
     if as_json:
-        print_json({**_specs_json(key, vm), "specSourceId": spec_source and spec_source.id,
-                    "offerings": [_offering_json(o) for o in offerings],
-                    "sources": [_source_json(used[i]) for i in sorted(used, key=str)]})
+        print_json(vm)
         return
+    sources = {s.id: s for s in vm.sources}
     gpus = f"{vm.gpus} x {vm.gpu_model}" if vm.gpus else "0"
-    print_fields(f"{vm.name} ({cloud.name})", [
+    print_fields(f"{vm.vm_type} ({vm.provider})", [
         ("arch", vm.arch), ("vCPUs", vm.vcpus), ("memory GiB", f"{vm.memory_gib:g}"),
         ("GPUs", gpus), ("family", vm.family),
-        ("specs from", _ref(spec_source.id) if spec_source else None),
+        ("specs from", _ref(vm.spec_source_id) if vm.spec_source_id is not None else None),
         ("node pools", "accepted" if vm.arch == "x86_64" else
          "refused: the agent runs on x86_64 only"),
     ])
     print_table("Regions", ["REGION", "ZONES", "USD/HOUR", "SOURCES"], [
         (o.region, " ".join(o.zones) if o.zones is not None else "unknown",
-         _price_text(o.price_usd_hour, o.price_source),
-         " ".join(_ref(s.id) for s in (o.zones_source, o.price_source) if s))
-        for o in offerings])
+         _price_text(o.price_usd_hour, sources.get(o.price_source_id)
+                     if o.price_source_id is not None else None),
+         " ".join(_ref(i) for i in (o.zones_source_id, o.price_source_id) if i is not None))
+        for o in vm.offerings])
     print_table("Sources", ["ID", "SOURCE", "AS OF", "URL"], [
         (_ref(s.id), s.name + (f" ({s.note})" if s.note else ""),
          s.as_of + (" (stale)" if s.stale else ""), s.url or s.note)
-        for _, s in sorted(used.items(), key=lambda kv: str(kv[0]))])
+        for s in vm.sources])
 
 
 def _ref(source_id: int | str) -> str:
     """``[5]`` or ``[refresh-…/prices]``, escaped: rich would take the latter for markup."""
     return rf"\[{source_id}]"
-
-
-def _offering_json(o: Offering) -> dict[str, Any]:
-    return {"region": o.region, "zones": o.zones,
-            "zonesSourceId": o.zones_source.id if o.zones_source else None,
-            "priceUsdHour": o.price_usd_hour,
-            "priceSourceId": o.price_source.id if o.price_source else None}
 
 
 @catalog.command()
@@ -221,23 +155,21 @@ def refresh(ctx: click.Context, credentials: str, regions: tuple[str, ...],
     the Retail Prices API) and store them in the ledger, dated: validation and prices use the
     newest data of each region from then on. A refresh that fails stores nothing and says
     which API and region failed and why (exit 1)."""
-    from automation.cli.context import app_from
-    from automation.services import catalog_refresh
+    from automation.cli.backend import backend_from
 
-    app = app_from(ctx)
-    result = catalog_refresh.refresh(app, credentials, regions)
+    result = _as_flags(lambda: backend_from(ctx).catalog_refresh(credentials, list(regions)))
     if as_json:
-        print_json(_refresh_json(result))
+        print_json(result)
         return
     for warning in result.warnings:
         info(f"warning: {warning}")
-    info(f"refresh {result.refresh_id}: {result.provider} via credential {result.credential}, "
-         f"{result.fetched_at:%Y-%m-%dT%H:%M:%SZ} ({', '.join(result.sources)})")
+    info(f"refresh {result.id}: {result.provider} via credential {result.credential}, "
+         f"{result.fetched_at} ({', '.join(result.sources)})")
     print_table(None, ["REGION", "TYPES", "OFFERINGS", "PRICES", "NEW TYPES",
                        "GONE OFFERINGS", "PRICE CHANGES", "COMPARED WITH"], [
         (r.region, r.types, r.offerings, r.prices, _few(r.new_types), _few(r.gone_offerings),
          _few([f"{c.vm_type} {_usd(c.old_usd_hour)}->{_usd(c.new_usd_hour)}"
-               for c in r.price_changes]), r.before)
+               for c in r.price_changes]), r.compared_with)
         for r in result.regions])
 
 
@@ -252,34 +184,17 @@ def _few(names: list[str], limit: int = 5) -> str:
     return shown if len(names) <= limit else f"{shown} (+{len(names) - limit})"
 
 
-def _refresh_json(result: RefreshResult) -> dict[str, Any]:
-    return {
-        "id": result.refresh_id, "provider": result.provider, "credential": result.credential,
-        "fetchedAt": result.fetched_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "sources": result.sources, "warnings": result.warnings,
-        "regions": [{
-            "region": r.region, "types": r.types, "offerings": r.offerings, "prices": r.prices,
-            "newTypes": r.new_types, "goneOfferings": r.gone_offerings,
-            "priceChanges": [{"vmType": c.vm_type, "oldUsdHour": c.old_usd_hour,
-                              "newUsdHour": c.new_usd_hour} for c in r.price_changes],
-            "comparedWith": r.before,
-        } for r in result.regions],
-    }
-
-
 @catalog.command()
 @json_option
 @handle_errors
 @click.pass_context
 def refreshes(ctx: click.Context, as_json: bool) -> None:
     """Every stored refresh, newest first (the newest of each region is the one in use)."""
-    from automation.cli.context import app_from
-    from automation.services import catalog_refresh
+    from automation.cli.backend import backend_from
 
-    rows = catalog_refresh.history(app_from(ctx))
+    rows = backend_from(ctx).catalog_refreshes()
     if as_json:
-        print_json([{**r, "fetchedAt": f"{r['fetchedAt']:%Y-%m-%dT%H:%M:%SZ}"} for r in rows])
+        print_json(rows)
         return
     print_table(None, ["ID", "PROVIDER", "CREDENTIAL", "FETCHED AT", "REGIONS"], [
-        (r["id"], r["provider"], r["credential"], f"{r['fetchedAt']:%Y-%m-%dT%H:%M:%SZ}",
-         _few(list(r["regions"]))) for r in rows])
+        (r.id, r.provider, r.credential, r.fetched_at, _few(r.regions)) for r in rows])

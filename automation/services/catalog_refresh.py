@@ -58,6 +58,7 @@ class RefreshFailed(AnycloudError):
     """A cloud API failed: exit 1, one line naming the API, the region and the answer."""
 
     default_code = "CATALOG_REFRESH_FAILED"
+    http_status = 503  # the API: a cloud's API failed, not the request; retry later
 
 
 def credential(app: App, ref: str) -> Credential:
@@ -140,6 +141,9 @@ def refresh(app: App, credentials: str, regions: tuple[str, ...] = ()) -> Refres
                             f"answered for {snapshot.provider} {list(snapshot.regions)}")
     regions_changed = changes(catalog, snapshot)
     refresh_id = write_snapshot(app.ledger, snapshot, cred.id)
+    # App.catalog is cached with the refreshes it found: this process (a server's API and
+    # control loop share the App) uses the new data from its next read on.
+    app.__dict__.pop("catalog", None)
     return RefreshResult(
         refresh_id=refresh_id, provider=cred.provider, credential=cred.name,
         fetched_at=snapshot.fetched_at, sources=list(snapshot.sources),

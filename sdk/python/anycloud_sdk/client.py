@@ -121,6 +121,20 @@ class Client:
         return [models.PolicyReport.model_validate(r)
                 for r in self.request("GET", "/policy", _List).root]
 
+    def catalog(self, **filters: Any) -> list[models.CatalogEntry]:
+        """VM types matching ``filters`` (the query of ``GET /v1/catalog``: ``provider``,
+        ``region``, ``zone``, ``gpu``, ``minGpus``, ``minVcpus``, ``minMemoryGib``, ``arch``,
+        ``maxPriceUsdHour``), cheapest first."""
+        return [models.CatalogEntry.model_validate(e) for e in self.request(
+            "GET", "/catalog", _List, params={k: v for k, v in filters.items()
+                                              if v is not None}).root]
+
+    def catalog_type(self, vm_type: str, *, provider: str | None = None
+                     ) -> models.CatalogType:
+        """One VM type: specs, every region offering it, prices and their sources."""
+        return self.request("GET", f"/catalog/{vm_type}", models.CatalogType,
+                            params={"provider": provider} if provider else None)
+
     def request(self, method: str, path: str, answer: type[M], *, json: Any = None,
                 params: dict[str, Any] | None = None,
                 headers: dict[str, str] | None = None) -> M:

@@ -78,6 +78,100 @@ class Appended(BaseModel):
     last: Annotated[int, Field(title="Last")]
 
 
+class CatalogOffering(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    price_source_id: Annotated[
+        int | str | None, Field(alias="priceSourceId", title="Pricesourceid")
+    ]
+    price_usd_hour: Annotated[
+        float | None, Field(alias="priceUsdHour", title="Priceusdhour")
+    ]
+    region: Annotated[str, Field(title="Region")]
+    zones: Annotated[list[str] | None, Field(title="Zones")]
+    zones_source_id: Annotated[
+        int | str | None, Field(alias="zonesSourceId", title="Zonessourceid")
+    ]
+
+
+class CatalogPriceChange(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    new_usd_hour: Annotated[float | None, Field(alias="newUsdHour", title="Newusdhour")]
+    old_usd_hour: Annotated[float | None, Field(alias="oldUsdHour", title="Oldusdhour")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+
+
+class CatalogRefresh(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    counts: Annotated[dict[str, Any], Field(title="Counts")]
+    credential: Annotated[str, Field(title="Credential")]
+    fetched_at: Annotated[str, Field(alias="fetchedAt", title="Fetchedat")]
+    id: Annotated[str, Field(title="Id")]
+    provider: Annotated[str, Field(title="Provider")]
+    regions: Annotated[list[str], Field(title="Regions")]
+
+
+class CatalogRegionRefresh(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    compared_with: Annotated[str, Field(alias="comparedWith", title="Comparedwith")]
+    gone_offerings: Annotated[
+        list[str], Field(alias="goneOfferings", title="Goneofferings")
+    ]
+    new_types: Annotated[list[str], Field(alias="newTypes", title="Newtypes")]
+    offerings: Annotated[int, Field(title="Offerings")]
+    price_changes: Annotated[
+        list[CatalogPriceChange], Field(alias="priceChanges", title="Pricechanges")
+    ]
+    prices: Annotated[int, Field(title="Prices")]
+    region: Annotated[str, Field(title="Region")]
+    types: Annotated[int, Field(title="Types")]
+
+
+class CatalogSource(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    as_of: Annotated[str, Field(alias="asOf", title="Asof")]
+    id: Annotated[int | str, Field(title="Id")]
+    licence: Annotated[str, Field(title="Licence")]
+    name: Annotated[str, Field(title="Name")]
+    note: Annotated[str | None, Field(title="Note")] = None
+    stale: Annotated[bool, Field(title="Stale")]
+    url: Annotated[str, Field(title="Url")]
+
+
+class CatalogType(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    arch: Annotated[str, Field(title="Arch")]
+    family: Annotated[str, Field(title="Family")]
+    gpu_model: Annotated[str | None, Field(alias="gpuModel", title="Gpumodel")]
+    gpus: Annotated[int, Field(title="Gpus")]
+    memory_gib: Annotated[float, Field(alias="memoryGib", title="Memorygib")]
+    offerings: Annotated[list[CatalogOffering], Field(title="Offerings")]
+    provider: Annotated[str, Field(title="Provider")]
+    sources: Annotated[list[CatalogSource], Field(title="Sources")]
+    spec_source_id: Annotated[
+        int | str | None, Field(alias="specSourceId", title="Specsourceid")
+    ]
+    vcpus: Annotated[int, Field(title="Vcpus")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+
+
 class ChangeSummary(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -568,6 +662,27 @@ class ProjectDeployment(BaseModel):
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
 
 
+class RefreshCatalog(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    credentials: Annotated[
+        str,
+        Field(
+            description="The stored credential (name or id) to read the cloud with; it fixes the cloud.",
+            title="Credentials",
+        ),
+    ]
+    regions: Annotated[
+        list[str] | None,
+        Field(
+            description="Regions to read; none: the cloud's regions with live pools, else every region.",
+            title="Regions",
+        ),
+    ] = None
+
+
 class RegisterBody(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -755,6 +870,42 @@ class WorkloadState(RootModel[Literal["active", "terminated", "removed"] | str])
     root: Annotated[
         Literal["active", "terminated", "removed"] | str, Field(title="WorkloadState")
     ]
+
+
+class CatalogEntry(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    arch: Annotated[str, Field(title="Arch")]
+    family: Annotated[str, Field(title="Family")]
+    gpu_model: Annotated[str | None, Field(alias="gpuModel", title="Gpumodel")]
+    gpus: Annotated[int, Field(title="Gpus")]
+    memory_gib: Annotated[float, Field(alias="memoryGib", title="Memorygib")]
+    price_source: Annotated[CatalogSource | None, Field(alias="priceSource")]
+    price_usd_hour: Annotated[
+        float | None, Field(alias="priceUsdHour", title="Priceusdhour")
+    ]
+    provider: Annotated[str, Field(title="Provider")]
+    region: Annotated[str, Field(title="Region")]
+    regions: Annotated[int, Field(title="Regions")]
+    vcpus: Annotated[int, Field(title="Vcpus")]
+    vm_type: Annotated[str, Field(alias="vmType", title="Vmtype")]
+    zones: Annotated[list[str] | None, Field(title="Zones")]
+
+
+class CatalogRefreshed(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    credential: Annotated[str, Field(title="Credential")]
+    fetched_at: Annotated[str, Field(alias="fetchedAt", title="Fetchedat")]
+    id: Annotated[str, Field(title="Id")]
+    provider: Annotated[str, Field(title="Provider")]
+    regions: Annotated[list[CatalogRegionRefresh], Field(title="Regions")]
+    sources: Annotated[list[str], Field(title="Sources")]
+    warnings: Annotated[list[str], Field(title="Warnings")]
 
 
 class Cluster(BaseModel):

@@ -44,7 +44,7 @@ def test_auth_matrix_every_route_every_caller(api: FastAPI, http: TestClient, ap
     for (method, path), access in sorted(table.items()):
         url = path
         for param in ("{ref}", "{name:path}", "{agent_id}", "{session_id}", "{namespace}",
-                      "{name}"):
+                      "{name}", "{vm_type}"):
             url = url.replace(param, "nothing-here")
         for caller, headers in callers.items():
             expected = _expected(caller, access)
@@ -160,6 +160,10 @@ EXPECTED = {
     ("GET", "/v1/preview"): Access.READ,
     ("GET", "/v1/policy"): Access.READ,
     ("GET", "/v1/cost"): Access.READ,
+    ("GET", "/v1/catalog"): Access.READ,
+    ("GET", "/v1/catalog/{vm_type}"): Access.READ,
+    ("GET", "/v1/catalog/refreshes"): Access.READ,
+    ("POST", "/v1/catalog/refreshes"): Access.ADMIN,
     # The agent broker's routes, served by the API too.
     **{route: rule for route, rule in BROKER_EXPECTED.items() if route[1] != "/v1/healthz"},
 }

@@ -411,13 +411,25 @@ def test_plan_policy_and_unlock_in_both_modes(mode: tuple[str, Run, App],
     assert snapshot(app) == before
 
 
-def test_a_command_the_api_does_not_serve_yet_is_refused_in_remote_mode(
-        remote: tuple[str, Run, App]) -> None:
-    _, run, app = remote
-    before = snapshot(app)
-    error = refused(run("catalog", "refreshes", "--json"), "UNIMPLEMENTED", 1)
-    assert "`catalog refreshes` is not served by the API yet" in error["message"]
-    assert snapshot(app) == before
+def test_a_command_without_an_api_route_is_refused_in_remote_mode(
+        server: tuple[str, App], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every command has a route or runs on the control plane's host on purpose (serve,
+    reconcile, broker, operator); one added without either would reach for the local ledger,
+    and is refused instead."""
+    import click
+
+    from automation.cli.context import ledger_from
+    from automation.errors import AnycloudError
+
+    url, _ = server
+    monkeypatch.setenv("ANYCLOUD_CLI_CONFIG", str(tmp_path / "cli.json"))
+    root = click.Context(cli, info_name="anycloud", obj={"home": str(tmp_path), "api": url})
+    fresh = click.Context(click.Command("fresh"), parent=root, info_name="fresh")
+    with pytest.raises(AnycloudError) as err:
+        ledger_from(fresh)
+    assert err.value.code == "UNIMPLEMENTED"
+    assert "`fresh` is not served by the API yet" in err.value.message
+    assert not (tmp_path / "anycloud.db").exists()
 
 
 def test_bootstrap_in_remote_mode_writes_the_servers_own_ledger(
@@ -496,3 +508,28 @@ def test_an_agent_pools_token_is_revoked_by_its_name_remotely(
     mint_agent_token(app.ledger, "ml/gpu", by="operator", now=app.clock.now())
     done = ok(run("token", "revoke", "agentpool/ml/gpu", "--json"))
     assert (done["name"], done["state"]) == ("agentpool/ml/gpu", "revoked")
+
+
+def test_the_catalog_in_both_modes(mode: tuple[str, Run, App]) -> None:
+    """The same rows, the same refusals naming the flag typed, in both modes."""
+    _, run, app = mode
+    before = snapshot(app)
+    rows = ok(run("catalog", "list", "--gpu", "H100", "--provider", "aws", "--min-memory",
+                  "64", "--max-price", "1000", "--json"))
+    assert rows and all(r["provider"] == "aws" and r["gpus"] >= 1 for r in rows)
+    assert rows[0]["priceSource"]["asOf"] and rows[0]["memoryGib"] >= 64
+    shown = ok(run("catalog", "show", "m7i.large", "--json"))
+    assert shown["vmType"] == "m7i.large" and shown["offerings"] and shown["sources"]
+    assert ok(run("catalog", "refreshes", "--json")) == []
+    for args, field in ((("list", "--provider", "oracle"), "--provider"),
+                        (("list", "--zone", "us-east-1a"), "--zone"),
+                        (("show", "m7i.larg"), "VM_TYPE")):
+        error = refused(run("catalog", *args, "--json"), "INVALID_ARGUMENT")
+        assert error["field"] == field and error["rule"], error
+    assert "did you mean m7i.large" in refused(
+        run("catalog", "show", "m7i.larg", "--json"), "INVALID_ARGUMENT")["rule"]
+    error = refused(run("catalog", "refresh", "--credentials", "nope", "--json"), "NOT_FOUND")
+    assert "nope" in error["message"]
+    text = run("catalog", "show", "m7i.large")
+    assert text.exit_code == 0 and "us-east-1" in text.stdout and "Sources" in text.stdout
+    assert snapshot(app) == before

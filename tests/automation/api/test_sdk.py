@@ -75,6 +75,10 @@ def test_previews_and_policy_with_the_servers_engine(server: tuple[str, App],
         assert [r.pool for r in ci.policy()] == [made.id]
         with pytest.raises(PermissionDenied):
             ci.node_pools.adopt("gpu")
+        h100 = ci.catalog(gpu="H100", provider="aws", minGpus=8)
+        assert h100 and all(e.gpus >= 8 for e in h100) and h100[0].price_source is not None
+        m7i = ci.catalog_type("m7i.large")
+        assert m7i.vcpus == 2 and any(o.region == "us-east-1" for o in m7i.offerings)
     with Client(url, admin) as root:
         addons = root.clusters.unlock_addons("prod")
         assert isinstance(addons, models.EngineUnlock) and addons.engine == "mock"

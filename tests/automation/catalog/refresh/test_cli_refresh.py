@@ -40,7 +40,7 @@ def pricing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 
 
 def test_refresh_stores_reports_and_is_used(app: App, run: Any, pricing: PricingServer,
-                                            kubeconfig: Path) -> None:
+                                            kubeconfig: Path, in_each_mode: str) -> None:
     credential(app)
     out = ok_json(run("catalog", "refresh", "--credentials", "team-aws",
                       "--region", "us-east-1", "--json"))
