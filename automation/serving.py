@@ -82,8 +82,11 @@ class ServerThread:
     left alone."""
 
     def __init__(self, app: Any, listen: str, tls: Tls | None = None,
-                 field: str = "--listen") -> None:
-        self._sock, self.url = listen_socket(listen, tls, field)
+                 field: str = "--listen", *,
+                 bound: tuple[socket.socket, str] | None = None) -> None:
+        """``bound``: a socket already listening (one a parent process handed down) and the
+        URL it serves, instead of binding ``listen``."""
+        self._sock, self.url = bound or listen_socket(listen, tls, field)
         self._server = uvicorn_server(app, tls)
         self._thread = threading.Thread(target=self._server.run, kwargs={
             "sockets": [self._sock]}, name="http", daemon=True)

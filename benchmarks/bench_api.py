@@ -3,13 +3,15 @@
 1. ``GET /v1/node-pools?pageSize=1000`` and one pool's ``GET /v1/node-pools/{id}``: p50/p99
    latency, beside the same service call in-process in the same run (the baseline; goal:
    status p50 within 2x of in-process, the list of 1,000 under 100 ms p50);
-2. requests per second for that status with 1 and 4 concurrent clients;
+2. requests per second for that status with 1 and 4 concurrent clients, against one server
+   process and against ``--api-workers 4`` (four processes on the one address);
 3. ``node-pool list --json`` as a cold process, embedded and remote, beside ``python -c pass``;
 4. the SDK's ``Client.node_pools.list()`` of every pool (pages of 1,000, models built), beside
    the raw GET of the same page.
 
 The server: ``anycloud serve --no-control-loop --api-listen 127.0.0.1:0`` (one uvicorn worker
-process) over a SQLite ledger seeded with BENCH_POOLS pools of two VMs (default 1000).
+process; and with ``--api-workers 4`` for the throughput table) over a SQLite ledger seeded
+with BENCH_POOLS pools of two VMs (default 1000).
 
     .venv/bin/python benchmarks/bench_api.py [--smoke]   (BENCH_RUNS=5, BENCH_REQUESTS=200)
 
@@ -52,6 +54,21 @@ def _throughput(make: Callable[[], Callable[[], object]], clients: int, n: int) 
     return each * clients / (time.perf_counter() - began)
 
 
+def _serve(env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``serve --no-control-loop --api-listen 127.0.0.1:0`` and the base URL it printed."""
+    server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
+                               "127.0.0.1:0", *extra], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    assert server.stderr is not None
+    line = server.stderr.readline()
+    return server, line.split("listening on ")[1].split()[0].removesuffix("/v1")
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=30)
+
+
 def main() -> None:
     global RUNS, REQUESTS
     if _cli.parse(__doc__, MARKS).smoke:
@@ -76,13 +93,9 @@ def main() -> None:
         token = subprocess.run([ANYCLOUD, "token", "create", "bench", "--role", "admin",
                                 "--bootstrap"], env=env, check=True, capture_output=True,
                                text=True).stdout.strip()
-        server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
-                                   "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+        server, url = _serve(env)
+        workers: subprocess.Popen[str] | None = None
         try:
-            assert server.stderr is not None
-            line = server.stderr.readline()
-            url = line.split("listening on ")[1].split()[0].removesuffix("/v1")
             headers = {"Authorization": f"Bearer {token}"}
             client = httpx2.Client(base_url=url, headers=headers)
             ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
@@ -96,9 +109,11 @@ def main() -> None:
                     return resp
                 return call
 
-            def status_client() -> Callable[[], object]:
-                own = httpx2.Client(base_url=url, headers=headers)
-                return lambda: own.get(f"/v1/node-pools/{pool}").raise_for_status()
+            def status_client(base: str) -> Callable[[], Callable[[], object]]:
+                def make() -> Callable[[], object]:
+                    own = httpx2.Client(base_url=base, headers=headers)
+                    return lambda: own.get(f"/v1/node-pools/{pool}").raise_for_status()
+                return make
 
             rows = []
             cases = [
@@ -125,10 +140,22 @@ def main() -> None:
             print_table(f"API latency, {pools} pools, loopback, one server process, rate limit "
                         "off (ms)",
                         ("call", "p50", "p99", "vs in-process"), rows)
-            rates = [(f"{n} client(s)", f"{_throughput(status_client, n, REQUESTS):.0f}")
-                     for n in (1, 4)]
-            print_table("GET /v1/node-pools/{id}, requests per second", ("clients", "req/s"),
-                        rates)
+            workers, many = _serve(env, "--api-workers", "4")
+            httpx2.get(f"{many}/v1/healthz")  # up (each worker warms on its first requests)
+            _throughput(status_client(many), 4, 40)
+            rates = []
+            for n in (1, 4):
+                one = median([_throughput(status_client(url), n, REQUESTS)
+                              for _ in range(RUNS)])
+                four = median([_throughput(status_client(many), n, REQUESTS)
+                               for _ in range(RUNS)])
+                rates += [(f"{n} client(s)", "1 process (baseline)", f"{one:.0f}", "1.0x"),
+                          (f"{n} client(s)", "--api-workers 4", f"{four:.0f}",
+                           f"{four / one:.1f}x")]
+            print_table(f"GET /v1/node-pools/{{id}}, requests per second, median of {RUNS} "
+                        f"runs of {REQUESTS} requests ({os.cpu_count()} cores; the clients are "
+                        "threads of this process)",
+                        ("clients", "server", "req/s", "vs 1 process"), rates)
             client.close()
             sdk.close()
             ledger.dispose()
@@ -142,8 +169,9 @@ def main() -> None:
             ]
             times = [(name, time_command(args, RUNS, e, RUNS > 1)) for name, args, e in cold]
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+            _stop(server)
+            if workers is not None:
+                _stop(workers)
     base = median(times[0][1])
     print_table(f"cold CLI, {pools} pools, median of {RUNS} (ms)",
                 ("command", "median", "vs python -c pass"),

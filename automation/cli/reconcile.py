@@ -120,32 +120,52 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
             click.echo(f"{pool_id}\t{state}")
 
 
-def _api(app: Any, api_listen: str | None, tls_cert: Path | None,
-         tls_key: Path | None, runner: Any = None) -> list[Any]:
+def _api(app: Any, api_listen: str | None, tls_cert: Path | None, tls_key: Path | None,
+         runner: Any = None, *, workers: int = 1, home: str | None = None,
+         handed: tuple[int, str] | None = None) -> list[Any]:
     """The HTTP API (with --api-listen) in a thread of this process, over its App; its
     engine routes (preview, unlock, adopt) use ``runner``, the control loop's engine (None:
-    ANYCLOUD_ENGINE's, made when first needed)."""
+    ANYCLOUD_ENGINE's, made when first needed). ``workers`` > 1: in that many processes
+    instead (``automation.cli.api_workers``). ``handed``: this process is one of them, given
+    the parent's listening socket (its fd) and URL."""
     if (tls_cert is None) != (tls_key is None):
         from automation.errors import InvalidInput
 
         raise InvalidInput("--tls-cert" if tls_cert is None else "--tls-key", None,
                            "give both --tls-cert and --tls-key, or neither")
-    if api_listen is None:
-        if tls_cert is not None:
-            from automation.errors import InvalidInput
+    if api_listen is None and handed is None:
+        from automation.errors import InvalidInput
 
+        if tls_cert is not None:
             raise InvalidInput("--tls-cert", str(tls_cert), "is for --api-listen")
+        if workers > 1:
+            raise InvalidInput("--api-workers", workers, "is for --api-listen")
         return []
     from automation.api.app import create_api
     from automation.serving import ServerThread, Tls
 
     key = app.sealing  # a bad key file fails the start, not the first credential
     tls = Tls(tls_cert, tls_key) if tls_cert is not None and tls_key is not None else None
-    api = create_api(app)
-    api.state.runner = runner
-    server = ServerThread(api, api_listen, tls, field="--api-listen")
     how = "TLS" if tls else ("plain HTTP: put it behind a TLS-terminating ingress, or give "
                              "--tls-cert/--tls-key")
+    if handed is not None:
+        import socket
+
+        fd, url = handed
+        api = create_api(app)
+        server: Any = ServerThread(api, "", tls, bound=(socket.socket(fileno=fd), url))
+        info(f"API worker {os.getpid()} serving {url}/v1")
+        return [server]
+    if workers > 1:
+        from automation.cli.api_workers import ApiWorkers
+
+        server = ApiWorkers(api_listen or "", workers, tls_cert=tls_cert, tls_key=tls_key,
+                            home=home)
+        how += f"; {workers} worker processes"
+    else:
+        api = create_api(app)
+        api.state.runner = runner
+        server = ServerThread(api, api_listen or "", tls, field="--api-listen")
     info(f"API listening on {server.url}/v1 ({how})")
     info(f"credentials' secrets sealed under key {key.key_id.hex()}" if key else
          "no secrets key (ANYCLOUD_SECRETS_KEY_FILE): credentials that carry a secret are "
@@ -188,6 +208,12 @@ def _agent_pools(ctx: click.Context, config: Path | None, broker_listen: str | N
 @click.option("--api-listen", metavar="HOST:PORT",
               help="Also serve the HTTP API here (/v1; every call takes a token: "
                    "anycloud token create).")
+@click.option("--api-workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --api-listen: serve the API from this many processes sharing the "
+                   "address (each its own App over the same ledger; PostgreSQL for more than "
+                   "one host). The control loop stays in this process.")
+@click.option("--api-fd", type=int, hidden=True)  # an API worker: its parent's socket
+@click.option("--api-url", hidden=True)  # ... and the URL that socket serves
 @click.option("--tls-cert", type=InputPath(dir_okay=False, exists=True, path_type=Path),
               help="With --api-listen: serve HTTPS with this certificate (PEM).")
 @click.option("--tls-key", type=InputPath(dir_okay=False, exists=True, path_type=Path),
@@ -206,7 +232,8 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
           broker_listen: str | None, api_listen: str | None, tls_cert: Path | None,
           tls_key: Path | None, engine: str | None, simulate: bool,
           concurrency: int | None, per_credential: int | None, no_loop: bool,
-          as_json: bool) -> None:
+          as_json: bool, api_workers: int = 1, api_fd: int | None = None,
+          api_url: str | None = None) -> None:
     """Run the control loop until SIGINT/SIGTERM, one pass every --interval seconds (and,
     when asked, the API, the AgentPool operator and the agent broker beside it)."""
     gc_mode.long_running()
@@ -216,25 +243,36 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
     def _stop(*_: object) -> None:
         stop["now"] = True
 
+    home = ctx.find_root().obj.get("home")
+    if simulate and api_workers > 1:
+        from automation.errors import InvalidInput
+
+        raise InvalidInput("--api-workers", api_workers, "must be 1 with --simulate: the "
+                           "simulated cloud lives in this process")
+    handed = (api_fd, api_url or "") if api_fd is not None else None
     if no_loop:
-        if not (api_listen or broker_listen or operator_config):
+        if not (api_listen or broker_listen or operator_config or handed):
             from automation.errors import InvalidInput
 
             raise InvalidInput("--no-control-loop", True, "needs something to serve: "
                                "--api-listen, --broker-listen or --operator-config")
         app = app_from(ctx, local=True)
-        beside = _api(app, api_listen, tls_cert, tls_key)
+        beside = _api(app, api_listen, tls_cert, tls_key, workers=api_workers, home=home,
+                      handed=handed)
         beside += _agent_pools(ctx, operator_config, broker_listen, app.ledger)
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        info("no control loop in this process (--no-control-loop); SIGTERM to stop")
-        while not stop["now"]:
-            time.sleep(0.2)
+        if handed is None:
+            info("no control loop in this process (--no-control-loop); SIGTERM to stop")
+        parent = os.getppid()
+        while not stop["now"] and (handed is None or os.getppid() == parent):
+            time.sleep(0.2)  # a worker whose parent is gone stops too
         for part in reversed(beside):
             part.stop()
         return
     reconciler, world = _setup(ctx, engine, simulate, as_json, concurrency, per_credential)
-    beside = _api(reconciler.app, api_listen, tls_cert, tls_key, reconciler.ports.runner)
+    beside = _api(reconciler.app, api_listen, tls_cert, tls_key, reconciler.ports.runner,
+                  workers=api_workers, home=home)
     beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)

@@ -281,3 +281,70 @@ def test_sessions_run_through_the_api_in_remote_mode(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":  # a zombie: dead, not yet reaped
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+def test_api_workers_share_the_address_and_are_restarted(tmp_path: Path) -> None:
+    """`serve --api-workers 3`: three processes answer on the one address the parent printed,
+    over one ledger (a token made through one is honoured by all, an idempotency key holds
+    across them); a worker killed is replaced; SIGTERM stops them all."""
+    server = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "server")}
+    server.pop("ANYCLOUD_DATABASE_URL", None)
+    root = _cli(server, "token", "create", "root", "--role", "admin", "--bootstrap").strip()
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
+                             "127.0.0.1:0", "--api-workers", "3"], env=server,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url, line = listening(proc)
+        assert "3 worker processes" in line
+        base = url.removesuffix("/v1")
+
+        def answering(gone: int | None = None) -> set[int]:
+            """Three live workers (``gone`` not among them: a killed one takes a moment to
+            die), all answering."""
+            deadline = time.monotonic() + 60
+            while True:
+                workers = _children(proc.pid)
+                try:
+                    # A fresh connection each time: the kernel spreads them over the workers.
+                    if len(workers) == 3 and gone not in workers and all(httpx2.get(
+                            f"{base}/v1/healthz").status_code == 200 for _ in range(6)):
+                        return workers
+                except httpx2.TransportError:
+                    pass
+                assert time.monotonic() < deadline, f"workers: {workers}"
+                time.sleep(0.2)
+
+        first = answering()
+        admin = {"Authorization": f"Bearer {root}"}
+        made = httpx2.post(f"{base}/v1/tokens", headers=admin | {"Idempotency-Key": "k1"},
+                           json={"name": "dev", "role": "member"})
+        assert made.status_code == 201, made.text
+        member = {"Authorization": f"Bearer {made.json()['token']}"}
+        for _ in range(12):  # every worker knows the new token and the key
+            assert httpx2.get(f"{base}/v1/me", headers=member).json()["name"] == "dev"
+            again = httpx2.post(f"{base}/v1/orgs", headers=admin | {"Idempotency-Key": "o1"},
+                                json={"name": "acme"})
+            assert again.status_code == 201, again.text
+        assert len(httpx2.get(f"{base}/v1/orgs", headers=member).json()) == 1
+        victim = sorted(first)[0]
+        os.kill(victim, signal.SIGKILL)
+        second = answering(gone=victim)
+        assert len(second & first) == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert "exited" in err and not _children(proc.pid)
