@@ -13,6 +13,7 @@ from typing import Any
 
 from automation.app import App
 from automation.errors import InvalidInput, NotFound
+from automation.ledger.records import Expectation
 from automation.models import (
     DeploymentStatus,
     NewDeployment,
@@ -99,15 +100,19 @@ def create(app: App, req: NewDeployment, provisioning: Provisioning) -> Found:
     return workloads.create_workload(app, req.name, str(req.node_pool), kind)
 
 
-def start(app: App, ref: str, provisioning: Provisioning, *,
-          restart: bool = False) -> ProjectDeployment:
+def start(app: App, ref: str, provisioning: Provisioning, *, restart: bool = False,
+          expect: Expectation | None = None) -> ProjectDeployment:
+    """``expect``: the If-Match check (``automation.api.etags``), under the row's lock."""
     dep = project_deployment(app, ref, "restart" if restart else "start")
-    run = deployments.restart_deployment if restart else deployments.start_deployment
-    return run(app, dep.id, provisioning.provisioner_set, provisioning)
+    if restart:
+        return deployments.restart_deployment(app, dep.id, provisioning.provisioner_set,
+                                              provisioning, expect)
+    return deployments.start_deployment(app, dep.id, provisioning.provisioner_set,
+                                        provisioning, expect=expect)
 
 
-def stop(app: App, ref: str) -> ProjectDeployment:
-    return deployments.stop_deployment(app, project_deployment(app, ref, "stop").id)
+def stop(app: App, ref: str, expect: Expectation | None = None) -> ProjectDeployment:
+    return deployments.stop_deployment(app, project_deployment(app, ref, "stop").id, expect)
 
 
 def status(app: App, ref: str, provisioning: Provisioning) -> DeploymentStatus | Workload:
@@ -130,10 +135,11 @@ def list_all(app: App, project: str | None = None) -> list[Found]:
     return mine + ([] if project else list(workloads.list_workloads(app)))
 
 
-def delete(app: App, ref: str, provisioning: Provisioning) -> Found:
+def delete(app: App, ref: str, provisioning: Provisioning,
+           expect: Expectation | None = None) -> Found:
     """A project deployment's runtime released, then forgotten; a placement removed (a
     service keeps counting until its objects are gone)."""
     found = find(app, ref)
     if isinstance(found, ProjectDeployment):
-        return deployments.delete_deployment(app, found.id, provisioning)
-    return workloads.delete_workload(app, found.id)
+        return deployments.delete_deployment(app, found.id, provisioning, expect)
+    return workloads.delete_workload(app, found.id, expect)

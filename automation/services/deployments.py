@@ -24,7 +24,12 @@ from automation.app import App
 from automation.crash import crashpoint
 from automation.errors import AnycloudError, InvalidInput
 from automation.ledger import schema
-from automation.ledger.records import check_deployment_name_free, find_live, record_event
+from automation.ledger.records import (
+    Expectation,
+    check_deployment_name_free,
+    find_live,
+    record_event,
+)
 from automation.models import ProjectDeployment
 from automation.provisioners.base import Health, ProvisionRequest
 from automation.provisioners.provisioner_set import ProvisionerSet
@@ -98,10 +103,12 @@ def choice_for(app: App, dep: ProjectDeployment, provisioner_set: ProvisionerSet
 
 def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
                      provisioners: Provisioners,
-                     request: ProvisionRequest | None = None) -> ProjectDeployment:
+                     request: ProvisionRequest | None = None,
+                     expect: Expectation | None = None) -> ProjectDeployment:
     """stopped -> running. A running deployment is left as it is (its provisioner kept); an
-    interrupted move is finished first, to the provisioner it was moving to."""
-    dep = get_deployment(app, ref)
+    interrupted move is finished first, to the provisioner it was moving to. ``expect``: a
+    check of the locked record before anything is written or provisioned (``If-Match``)."""
+    dep = check_version(app, ref, expect)
     request = request or ProvisionRequest(**(dep.resources or {}))
     if dep.state == "running" and dep.move is None:
         return dep
@@ -111,7 +118,8 @@ def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
         dep = _write(app, dep, move={"from": dep.provisioner, "to": target, "step": step},
                      event=("move_started" if step == "deprovision" else "starting",
                             f"to {target}" + (f" from {dep.provisioner}"
-                                              if step == "deprovision" else "")))
+                                              if step == "deprovision" else "")),
+                     expect=expect)
         crashpoint("after-move-intent")
     return _finish_move(app, dep, provisioners, request)
 
@@ -140,17 +148,19 @@ def _finish_move(app: App, dep: ProjectDeployment, provisioners: Provisioners,
                          + "".join(f"; warning: {w}" for w in held.warnings)))
 
 
-def stop_deployment(app: App, ref: str) -> ProjectDeployment:
+def stop_deployment(app: App, ref: str, expect: Expectation | None = None
+                    ) -> ProjectDeployment:
     """running -> stopped; the runtime stays provisioned (a later start may move it)."""
-    dep = get_deployment(app, ref)
+    dep = check_version(app, ref, expect)
     if dep.state == "stopped":
         return dep
-    return _write(app, dep, state="stopped", event=("stopped", "runtime kept"))
+    return _write(app, dep, state="stopped", event=("stopped", "runtime kept"), expect=expect)
 
 
 def restart_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
-                       provisioners: Provisioners) -> ProjectDeployment:
-    stop_deployment(app, ref)
+                       provisioners: Provisioners, expect: Expectation | None = None
+                       ) -> ProjectDeployment:
+    stop_deployment(app, ref, expect)
     return start_deployment(app, ref, provisioner_set, provisioners)
 
 
@@ -164,10 +174,11 @@ def restart_project(app: App, project: str, provisioner_set: ProvisionerSet,
     return [restart_deployment(app, d.id, provisioner_set, provisioners) for d in running]
 
 
-def delete_deployment(app: App, ref: str, provisioners: Provisioners) -> ProjectDeployment:
+def delete_deployment(app: App, ref: str, provisioners: Provisioners,
+                      expect: Expectation | None = None) -> ProjectDeployment:
     """Release what the runtime holds (with whichever provisioner holds or may hold it),
-    then forget the deployment."""
-    dep = get_deployment(app, ref)
+    then forget the deployment. ``expect`` is checked before anything is released."""
+    dep = check_version(app, ref, expect)
     holders = {dep.provisioner} | ({(dep.move or {}).get("from"), (dep.move or {}).get("to")}
                                    if dep.move else set())
     for name in sorted(h for h in holders if h):
@@ -183,17 +194,33 @@ def deployment_health(dep: ProjectDeployment, provisioners: Provisioners) -> Hea
     return provisioners(dep.provisioner).check(dep.provision_id)
 
 
-def _row(conn: Any, ref: str) -> Any:
-    return find_live(conn, _dep, ref, live=_LIVE, kind="deployment", field="deployment")
+def check_version(app: App, ref: str, expect: Expectation | None) -> ProjectDeployment:
+    """The deployment, once ``expect`` passed on its locked row (None: no check)."""
+    if expect is None:
+        return get_deployment(app, ref)
+    with app.ledger.write() as conn:
+        dep = ProjectDeployment.model_validate(dict(_row(conn, ref, lock=True)))
+        expect(dep)
+    return dep
+
+
+def _row(conn: Any, ref: str, *, lock: bool = False) -> Any:
+    return find_live(conn, _dep, ref, live=_LIVE, kind="deployment", field="deployment",
+                     lock=lock)
 
 
 def _write(app: App, dep: ProjectDeployment, *, event: tuple[str, str],
-           deleted: bool = False, **values: Any) -> ProjectDeployment:
+           deleted: bool = False, expect: Expectation | None = None,
+           **values: Any) -> ProjectDeployment:
+    """``expect``: checked again under the lock of this write, so a change that landed since
+    the request's first check refuses it here instead of being overwritten."""
     now = app.clock.now()
     values["updated_at"] = now
     if deleted:
         values["deleted_at"] = now
     with app.ledger.write() as conn:
+        if expect is not None:
+            expect(ProjectDeployment.model_validate(dict(_row(conn, dep.id, lock=True))))
         conn.execute(_dep.update().where(_dep.c.id == dep.id).values(**values))
         record_event(conn, now, "deployment", dep.id, event[0], event[1])
         row = conn.execute(sa.select(_dep).where(_dep.c.id == dep.id)).mappings().one()

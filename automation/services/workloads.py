@@ -8,7 +8,12 @@ from automation import ids
 from automation.app import App
 from automation.errors import Conflict
 from automation.ledger import schema
-from automation.ledger.records import check_deployment_name_free, find_live, record_event
+from automation.ledger.records import (
+    Expectation,
+    check_deployment_name_free,
+    find_live,
+    record_event,
+)
 from automation.models import PoolState, Workload, WorkloadKind, WorkloadState
 from automation.services.node_pools import lock_live_pool
 from automation.validation import check_name
@@ -43,13 +48,16 @@ def create_workload(app: App, name: str, pool: str, kind: WorkloadKind) -> Workl
     return Workload.model_validate(rec)
 
 
-def delete_workload(app: App, ref: str) -> Workload:
+def delete_workload(app: App, ref: str, expect: Expectation | None = None) -> Workload:
     """A deployment stops targeting its pool at once; a service counts until the cluster
-    confirms its objects removed (the reconciler's job)."""
+    confirms its objects removed (the reconciler's job). ``expect``: a check of the locked
+    record first (``If-Match``)."""
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = find_live(conn, workloads, ref, live=_LIVE, kind="deployment", field="deployment",
                         lock=True)
+        if expect is not None:
+            expect(Workload.model_validate(row))
         if row["kind"] == WorkloadKind.SERVICE:
             state, stamp = WorkloadState.TERMINATED, {"terminated_at": now}
         else:

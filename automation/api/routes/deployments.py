@@ -1,6 +1,10 @@
 """Deployments: a project's runtime from the server's provisioner set, or work placed on a
 node pool. Read by any reader; created, started, stopped and deleted by a member. The same
-operations as ``deployment …`` (``automation.services.deployment_ops``)."""
+operations as ``deployment …`` (``automation.services.deployment_ops``).
+
+``GET /deployments/{ref}`` carries the record's ETag (of the deployment as the ledger holds
+it, not of its provisioner's health, which the answer adds); start, restart, stop and delete
+take ``If-Match`` and answer 412, changing and releasing nothing, when it is stale."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Query, Request, Response
 
+from automation.api import etags
 from automation.api.idempotency import once
 from automation.api.provisioning import provisioning
 from automation.api.routers import v1
@@ -37,29 +42,46 @@ def create_deployment(request: Request, body: NewDeployment, who: Member) -> Res
 
 
 @router.get("/deployments/{ref}")
-def deployment_status(request: Request, ref: str, _: Reader) -> DeploymentStatus | Workload:
+def deployment_status(request: Request, response: Response, ref: str, _: Reader
+                      ) -> DeploymentStatus | Workload:
+    ctx = request.app.state.ctx
+    etags.tag(response, deployment_ops.find(ctx, ref))
     with provisioning(request) as found:
-        return deployment_ops.status(request.app.state.ctx, ref, found)
+        return deployment_ops.status(ctx, ref, found)
 
 
-@router.post("/deployments/{ref}/start")
-def start_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment:
+@router.post("/deployments/{ref}/start", responses=etags.STALE)
+def start_deployment(request: Request, response: Response, ref: str, _: Member,
+                     if_match: etags.IfMatch = None) -> ProjectDeployment:
     with provisioning(request) as found:
-        return deployment_ops.start(request.app.state.ctx, ref, found)
+        done = deployment_ops.start(request.app.state.ctx, ref, found,
+                                    expect=etags.expectation(if_match))
+    etags.tag(response, done)
+    return done
 
 
-@router.post("/deployments/{ref}/restart")
-def restart_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment:
+@router.post("/deployments/{ref}/restart", responses=etags.STALE)
+def restart_deployment(request: Request, response: Response, ref: str, _: Member,
+                       if_match: etags.IfMatch = None) -> ProjectDeployment:
     with provisioning(request) as found:
-        return deployment_ops.start(request.app.state.ctx, ref, found, restart=True)
+        done = deployment_ops.start(request.app.state.ctx, ref, found, restart=True,
+                                    expect=etags.expectation(if_match))
+    etags.tag(response, done)
+    return done
 
 
-@router.post("/deployments/{ref}/stop")
-def stop_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment:
-    return deployment_ops.stop(request.app.state.ctx, ref)
+@router.post("/deployments/{ref}/stop", responses=etags.STALE)
+def stop_deployment(request: Request, response: Response, ref: str, _: Member,
+                    if_match: etags.IfMatch = None) -> ProjectDeployment:
+    done = deployment_ops.stop(request.app.state.ctx, ref,
+                               etags.expectation(if_match))
+    etags.tag(response, done)
+    return done
 
 
-@router.delete("/deployments/{ref}")
-def delete_deployment(request: Request, ref: str, _: Member) -> ProjectDeployment | Workload:
+@router.delete("/deployments/{ref}", responses=etags.STALE)
+def delete_deployment(request: Request, ref: str, _: Member, if_match: etags.IfMatch = None
+                      ) -> ProjectDeployment | Workload:
     with provisioning(request) as found:
-        return deployment_ops.delete(request.app.state.ctx, ref, found)
+        return deployment_ops.delete(request.app.state.ctx, ref, found,
+                                     etags.expectation(if_match))

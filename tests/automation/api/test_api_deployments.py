@@ -1,0 +1,86 @@
+"""Deployments through the API: the record's ETag, and If-Match on start, stop, restart and
+delete (412, nothing changed or released, when another client changed it since)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+
+from automation.app import App
+from tests.automation.api.conftest import POOL
+from tests.automation.conftest import snapshot
+
+
+@pytest.fixture
+def running(world: App, http: TestClient, callers: dict[str, dict[str, str]],
+            monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Deployment ``api`` of project ``web``, running on the server's static provisioner."""
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"a": {
+        "type": "static", "spec": {"runtimes": [{"host": "a1.example", "slots": 2,
+                                                 "data_dir": "/data/a",
+                                                 "audience_url": "https://a1.example"}]}}}))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    member = callers["member"]
+    assert http.post("/v1/orgs", json={"name": "acme"}, headers=callers["admin"]).is_success
+    assert http.post("/v1/projects", json={"name": "web", "org": "acme"},
+                     headers=member).is_success
+    made = http.post("/v1/deployments", json={"name": "api", "project": "web", "start": True},
+                     headers=member)
+    assert made.status_code == 201 and made.json()["state"] == "running", made.text
+    return member
+
+
+def _tick(world: App) -> None:
+    world.clock.advance(timedelta(seconds=5))  # type: ignore[attr-defined]
+
+
+def test_if_match_on_every_change_of_a_deployment(world: App, http: TestClient,
+                                                  running: dict[str, str]) -> None:
+    member = running
+    read = http.get("/v1/deployments/api", headers=member)
+    etag = read.headers["etag"]
+    assert read.json()["health"]["ok"] is True  # the answer adds health; the ETag is not of it
+    _tick(world)
+    assert http.post("/v1/deployments/api/restart", headers=member).is_success  # someone else
+    for method, path in (("POST", "/v1/deployments/api/stop"),
+                         ("POST", "/v1/deployments/api/restart"),
+                         ("DELETE", "/v1/deployments/api")):
+        before = snapshot(world)
+        stale = http.request(method, path, headers=member | {"If-Match": etag})
+        assert stale.status_code == 412, (path, stale.text)
+        assert (stale.json()["code"], stale.json()["field"]) == ("PRECONDITION_FAILED",
+                                                                 "If-Match")
+        assert snapshot(world) == before, path  # nothing written, nothing released
+    fresh = http.get("/v1/deployments/api", headers=member).headers["etag"]
+    _tick(world)
+    stopped = http.post("/v1/deployments/api/stop", headers=member | {"If-Match": fresh})
+    assert stopped.status_code == 200 and stopped.json()["state"] == "stopped"
+    now = stopped.headers["etag"]
+    assert now == http.get("/v1/deployments/api", headers=member).headers["etag"] != fresh
+    started = http.post("/v1/deployments/api/start", headers=member | {"If-Match": now})
+    assert started.status_code == 200 and started.json()["state"] == "running"
+    assert http.post("/v1/deployments/api/start",
+                     headers=member | {"If-Match": now}).status_code == 412
+    gone = http.delete("/v1/deployments/api",
+                       headers=member | {"If-Match": started.headers["etag"]})
+    assert gone.status_code == 200 and gone.json()["state"] == "deleted"
+    assert http.delete("/v1/deployments/api", headers=member | {"If-Match": "*"}
+                       ).status_code == 404
+
+
+def test_if_match_on_a_placement(world: App, http: TestClient,
+                                 callers: dict[str, dict[str, str]]) -> None:
+    member = callers["member"]
+    assert http.post("/v1/node-pools", json=POOL, headers=member).status_code == 201
+    made = http.post("/v1/deployments", json={"name": "edge", "nodePool": "gpu"},
+                     headers=member)
+    assert made.status_code == 201, made.text
+    etag = http.get("/v1/deployments/edge", headers=member).headers["etag"]
+    before = snapshot(world)
+    stale = http.delete("/v1/deployments/edge", headers=member | {"If-Match": '"old"'})
+    assert stale.status_code == 412 and snapshot(world) == before
+    gone = http.delete("/v1/deployments/edge", headers=member | {"If-Match": etag})
+    assert gone.status_code == 200, gone.text
