@@ -72,9 +72,15 @@ def test_full_flow_json(run, control_plane: ControlPlane) -> None:  # type: igno
     assert ok_json(run("node-pool", "rm", pool["id"], "--json"))["state"] == "deleting"
 
 
-def test_bad_input_exit_2_names_field_value_rule(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+# A credential both modes take: a role the server (or this machine) assumes with its own
+# identity. A --profile names a file on this machine: refused in remote mode, on purpose.
+AWS_ROLE = ("credentials", "new", "team", "--provider", "aws", "--role-arn",
+            "arn:aws:iam::123456789012:role/anycloud")
+
+
+def test_bad_input_exit_2_names_field_value_rule(run, tmp_path: Path, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
     _register_offline(run, tmp_path)
-    ok_json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
+    ok_json(run(*AWS_ROLE, "--json"))
     result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
                  "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "3")
     assert result.exit_code == 2 and result.stdout == ""
@@ -83,11 +89,12 @@ def test_bad_input_exit_2_names_field_value_rule(run, tmp_path: Path) -> None:  
     assert ok_json(run("node-pool", "list", "--json")) == []
 
 
-def test_pending_cluster_gives_node_pools_unavailable(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pending_cluster_gives_node_pools_unavailable(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path, in_each_mode: str) -> None:
     kc = _offline_kubeconfig(tmp_path / "kc", ca=False)
     c = ok_json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline", "--json"))
     assert c["state"] == "pending"
-    ok_json(run("credentials", "new", "team", "--provider", "aws", "--profile", "team", "--json"))
+    ok_json(run(*AWS_ROLE, "--json"))
     result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
                  "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1", "--json")
     assert result.exit_code == 2
@@ -102,9 +109,9 @@ def test_unknown_names_exit_2(run, in_each_mode: str) -> None:  # type: ignore[n
         assert json.loads(result.stdout)["error"]["code"] == "NOT_FOUND"
 
 
-def test_human_output_renders_tables(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_human_output_renders_tables(run, tmp_path: Path, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
     _register_offline(run, tmp_path)
-    run("credentials", "new", "team", "--provider", "aws", "--profile", "team")
+    run(*AWS_ROLE)
     created = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
                   "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1")
     assert created.exit_code == 0 and "created" in created.stderr

@@ -1,4 +1,5 @@
-"""``anycloud catalog list|show`` through click, and the commands that must not open the catalog."""
+"""``anycloud catalog list|show`` through click, in embedded and remote mode alike, and the
+commands that must not open the catalog."""
 
 from __future__ import annotations
 
@@ -10,23 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
-
-from automation.cli import cli
 
 
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def _json(*args: str) -> Any:
-    result = _run(*args, "--json")
+def _json(run: Any, *args: str) -> Any:
+    result = run(*args, "--json")
     assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
     return json.loads(result.stdout)
 
 
-def test_list_gpu_model_sorted_by_price_unknown_last() -> None:
-    rows = _json("catalog", "list", "--gpu", "H100")
+def test_list_gpu_model_sorted_by_price_unknown_last(run: Any, in_each_mode: str) -> None:
+    rows = _json(run, "catalog", "list", "--gpu", "H100")
     assert {r["provider"] for r in rows} == {"aws", "gcp", "azure"}
     assert all("H100" in r["gpuModel"] and r["gpus"] >= 1 for r in rows)
     prices = [r["priceUsdHour"] for r in rows]
@@ -38,8 +32,8 @@ def test_list_gpu_model_sorted_by_price_unknown_last() -> None:
     assert set(p5) >= {"vmType", "memoryGib", "gpuModel", "priceUsdHour", "priceSource", "regions"}
 
 
-def test_list_every_filter() -> None:
-    rows = _json("catalog", "list", "--provider", "aws", "--region", "us-east-1", "--zone",
+def test_list_every_filter(run: Any, in_each_mode: str) -> None:
+    rows = _json(run, "catalog", "list", "--provider", "aws", "--region", "us-east-1", "--zone",
                  "us-east-1e", "--min-vcpus", "4", "--min-memory", "16", "--arch", "x86_64",
                  "--max-price", "0.25")
     assert rows
@@ -48,10 +42,10 @@ def test_list_every_filter() -> None:
         assert "us-east-1e" in r["zones"] and r["vcpus"] >= 4 and r["memoryGib"] >= 16
         assert r["arch"] == "x86_64" and r["priceUsdHour"] <= 0.25
     assert "m5.xlarge" not in {r["vmType"] for r in rows}  # not offered in us-east-1e
-    gpus = _json("catalog", "list", "--provider", "gcp", "--min-gpus", "8", "--region",
+    gpus = _json(run, "catalog", "list", "--provider", "gcp", "--min-gpus", "8", "--region",
                  "us-central1")
     assert gpus and all(r["gpus"] >= 8 and r["provider"] == "gcp" for r in gpus)
-    arm = _json("catalog", "list", "--provider", "azure", "--arch", "arm64")
+    arm = _json(run, "catalog", "list", "--provider", "azure", "--arch", "arm64")
     assert arm and all(r["arch"] == "arm64" for r in arm)
 
 
@@ -61,23 +55,24 @@ def test_list_every_filter() -> None:
     (["--zone", "us-east-1a"], "--zone"),
     (["--region", "us-east-1", "--zone", "us-west-2a"], "--zone"),
 ])
-def test_list_bad_filters_name_field_and_value(args: list[str], field: str) -> None:
-    result = _run("catalog", "list", *args, "--json")
+def test_list_bad_filters_name_field_and_value(run: Any, in_each_mode: str, args: list[str],
+                                                field: str) -> None:
+    result = run("catalog", "list", *args, "--json")
     assert result.exit_code != 0
     error = json.loads(result.stdout)["error"]
     assert error["field"] == field and error["value"] == args[-1]
 
 
-def test_list_human_table() -> None:
-    result = _run("catalog", "list", "--gpu", "A100", "--provider", "gcp", "--region",
+def test_list_human_table(run: Any, in_each_mode: str) -> None:
+    result = run("catalog", "list", "--gpu", "A100", "--provider", "gcp", "--region",
                   "us-central1")
     assert result.exit_code == 0
     assert "a2-highgpu-4g" in result.stdout and "4 x NVIDIA A100" in result.stdout
     assert "USD/HOUR" in result.stdout and "(2026-07-30)" in result.stdout
 
 
-def test_show_specs_regions_zones_prices_and_sources() -> None:
-    shown = _json("catalog", "show", "m5.xlarge")
+def test_show_specs_regions_zones_prices_and_sources(run: Any, in_each_mode: str) -> None:
+    shown = _json(run, "catalog", "show", "m5.xlarge")
     assert (shown["provider"], shown["vcpus"], shown["memoryGib"], shown["gpus"]) == (
         "aws", 4, 16.0, 0)
     by_region = {o["region"]: o for o in shown["offerings"]}
@@ -90,15 +85,15 @@ def test_show_specs_regions_zones_prices_and_sources() -> None:
     assert all(s["url"].startswith("https://") for s in sources.values())
 
 
-def test_show_human_and_arm64_refusal_note() -> None:
-    result = _run("catalog", "show", "Standard_D4ps_v5")
+def test_show_human_and_arm64_refusal_note(run: Any, in_each_mode: str) -> None:
+    result = run("catalog", "show", "Standard_D4ps_v5")
     assert result.exit_code == 0
     assert "refused: the agent runs on x86_64 only" in result.stdout
     assert "eastus" in result.stdout and "Sources" in result.stdout
 
 
-def test_show_unknown_type_suggests_real_ones() -> None:
-    result = _run("catalog", "show", "n2-standrd-4", "--json")
+def test_show_unknown_type_suggests_real_ones(run: Any, in_each_mode: str) -> None:
+    result = run("catalog", "show", "n2-standrd-4", "--json")
     assert result.exit_code != 0
     error = json.loads(result.stdout)["error"]
     assert error["value"] == "n2-standrd-4" and "did you mean" in error["rule"]
