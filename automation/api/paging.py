@@ -9,12 +9,15 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
+
+from fastapi import Query
 
 from automation.errors import InvalidInput
 from automation.models import CamelModel
 
 T = TypeVar("T")
+P = TypeVar("P", bound="Page[Any]")
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -22,6 +25,17 @@ MAX_PAGE_SIZE = 1000
 class Page(CamelModel, Generic[T]):
     items: list[T]
     next_page_token: str | None = None
+
+
+# Every list route's two paging parameters.
+PageSize = Annotated[int, Query(alias="pageSize", json_schema_extra={
+    "minimum": 1, "maximum": MAX_PAGE_SIZE})]
+PageToken = Annotated[str | None, Query(alias="pageToken")]
+
+
+def by_name(record: Any) -> tuple[str, str]:
+    """The order of most lists: by name, then id (names of deleted records may recur)."""
+    return (record.name, record.id)
 
 
 def _digest(filters: dict[str, Any]) -> str:
@@ -47,9 +61,10 @@ def _decode(token: str, filters: dict[str, Any]) -> list[Any]:
     return key
 
 
-def page_of(items: Sequence[T], key: Callable[[T], Sequence[Any]], *, page_size: int,
-            page_token: str | None, filters: dict[str, Any]) -> Page[T]:
-    """The page after ``page_token`` of ``items`` (sorted by ``key``)."""
+def page_of(page: type[P], items: Sequence[T], key: Callable[[T], Sequence[Any]], *,
+            page_size: int, page_token: str | None, filters: dict[str, Any]) -> P:
+    """The ``page`` (a ``Page`` of the route's own name) after ``page_token`` of ``items``
+    (sorted by ``key``)."""
     if not 1 <= page_size <= MAX_PAGE_SIZE:
         raise InvalidInput("pageSize", page_size, f"must be between 1 and {MAX_PAGE_SIZE}")
     ordered = sorted(items, key=lambda i: list(key(i)))
@@ -58,5 +73,4 @@ def page_of(items: Sequence[T], key: Callable[[T], Sequence[Any]], *, page_size:
         ordered = [i for i in ordered if list(key(i)) > after]
     chosen = ordered[:page_size]
     more = len(ordered) > page_size
-    return Page[T](items=chosen,
-                   next_page_token=_encode(key(chosen[-1]), filters) if more else None)
+    return page(items=chosen, next_page_token=_encode(key(chosen[-1]), filters) if more else None)

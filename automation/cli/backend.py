@@ -366,22 +366,26 @@ class Remote:
 
         return self.client.call("POST", "/node-pools", NodePoolCreated, json=dump(body))
 
-    def list_node_pools(self, cluster: str | None) -> list[NodePoolStatus]:
-        from automation.models import NodePoolStatus
-
-        items: list[NodePoolStatus] = []
+    def _pages(self, path: str, params: dict[str, Any] | None = None
+               ) -> list[dict[str, Any]]:
+        """Every item of a list route, page after page (the largest pages the API gives)."""
+        items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            params: dict[str, Any] = {"pageSize": PAGE}
-            if cluster is not None:
-                params["cluster"] = cluster
+            asked = {**(params or {}), "pageSize": PAGE}
             if token:
-                params["pageToken"] = token
-            page: dict[str, Any] = self.client.call("GET", "/node-pools", dict, params=params)
-            items += [NodePoolStatus.model_validate(i) for i in page["items"]]
+                asked["pageToken"] = token
+            page: dict[str, Any] = self.client.call("GET", path, dict, params=asked)
+            items += page["items"]
             token = page.get("nextPageToken")
             if not token:
                 return items
+
+    def list_node_pools(self, cluster: str | None) -> list[NodePoolStatus]:
+        from automation.models import NodePoolStatus
+
+        return [NodePoolStatus.model_validate(i) for i in self._pages(
+            "/node-pools", {"cluster": cluster} if cluster is not None else {})]
 
     def node_pool_status(self, ref: str, *, ingress: bool = True) -> NodePoolStatus:
         from automation.models import NodePoolStatus
@@ -411,8 +415,8 @@ class Remote:
     def list_tokens(self, include_revoked: bool) -> list[ApiToken]:
         from automation.models import ApiToken
 
-        return self.client.call("GET", "/tokens", list[ApiToken],
-                                params={"all": "true"} if include_revoked else None)
+        return [ApiToken.model_validate(t) for t in self._pages(
+            "/tokens", {"all": "true"} if include_revoked else {})]
 
     def revoke_token(self, name: str) -> ApiToken:
         from automation.models import ApiToken
@@ -422,7 +426,7 @@ class Remote:
     def list_clusters(self) -> list[Cluster]:
         from automation.models import Cluster
 
-        return self.client.call("GET", "/clusters", list[Cluster])
+        return [Cluster.model_validate(c) for c in self._pages("/clusters")]
 
     def get_cluster(self, ref: str) -> Cluster:
         from automation.models import Cluster
@@ -432,7 +436,7 @@ class Remote:
     def list_credentials(self) -> list[Credential]:
         from automation.models import Credential
 
-        return self.client.call("GET", "/credentials", list[Credential])
+        return [Credential.model_validate(c) for c in self._pages("/credentials")]
 
     def create_deployment(self, body: NewDeployment) -> ProjectDeployment | Workload:
         from automation.client.http import dump
@@ -458,9 +462,8 @@ class Remote:
         return (DeploymentStatus if "projectId" in doc else Workload).model_validate(doc)
 
     def list_deployments(self, project: str | None) -> list[ProjectDeployment | Workload]:
-        found: list[dict[str, Any]] = self.client.call("GET", "/deployments", list,
-                                 params={"project": project} if project else None)
-        return [_deployment(d) for d in found]
+        return [_deployment(d) for d in self._pages(
+            "/deployments", {"project": project} if project else {})]
 
     def delete_deployment(self, ref: str) -> ProjectDeployment | Workload:
         return _deployment(self.client.call("DELETE", f"/deployments/{_segment(ref)}", dict))
@@ -494,7 +497,7 @@ class Remote:
     def list_orgs(self) -> list[Org]:
         from automation.models import Org
 
-        return self.client.call("GET", "/orgs", list[Org])
+        return [Org.model_validate(o) for o in self._pages("/orgs")]
 
     def create_project(self, name: str, org: str) -> Project:
         from automation.client.http import dump
@@ -506,8 +509,8 @@ class Remote:
     def list_projects(self, org: str | None) -> list[Project]:
         from automation.models import Project
 
-        return self.client.call("GET", "/projects", list[Project],
-                                params={"org": org} if org else None)
+        return [Project.model_validate(p) for p in self._pages(
+            "/projects", {"org": org} if org else {})]
 
     def register_cluster(self, options: dict[str, Any]) -> Cluster:
         """``cluster register``'s options; the kubeconfig and CA files are read here and

@@ -12,6 +12,7 @@ from fastapi import Request, Response
 from automation.api import etags
 from automation.api.engines import stack_runner
 from automation.api.idempotency import once
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, by_name, page_of
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.auth.roles import Principal
@@ -27,9 +28,16 @@ def _shown(cluster: Cluster, who: Principal) -> Cluster:
     return cluster.model_copy(update={"kubeconfig_path": None})
 
 
+class ClusterPage(Page[Cluster]):
+    pass
+
+
 @router.get("/clusters")
-def list_clusters(request: Request, who: Reader) -> list[Cluster]:
-    return [_shown(c, who) for c in clusters.list_clusters(request.app.state.ctx)]
+def list_clusters(request: Request, who: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
+                  page_token: PageToken = None) -> ClusterPage:
+    found = [_shown(c, who) for c in clusters.list_clusters(request.app.state.ctx)]
+    return page_of(ClusterPage, found, by_name, page_size=page_size, page_token=page_token,
+                   filters={})
 
 
 @router.get("/clusters/{ref}")

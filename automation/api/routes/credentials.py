@@ -8,6 +8,7 @@ from fastapi import Request, Response
 
 from automation.api import etags
 from automation.api.idempotency import once
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, by_name, page_of
 from automation.api.routers import v1
 from automation.api.security import Admin, Reader
 from automation.errors import InvalidInput
@@ -17,9 +18,16 @@ from automation.services import credentials
 router = v1("credentials")
 
 
+class CredentialPage(Page[Credential]):
+    pass
+
+
 @router.get("/credentials")
-def list_credentials(request: Request, _: Reader) -> list[Credential]:
-    return credentials.list_credentials(request.app.state.ctx)
+def list_credentials(request: Request, _: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
+                     page_token: PageToken = None) -> CredentialPage:
+    found = credentials.list_credentials(request.app.state.ctx)
+    return page_of(CredentialPage, found, by_name, page_size=page_size,
+                   page_token=page_token, filters={})
 
 
 @router.get("/credentials/{ref}")

@@ -14,6 +14,7 @@ from fastapi import Query, Request, Response
 
 from automation.api import etags
 from automation.api.idempotency import once
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, page_of
 from automation.api.provisioning import provisioning
 from automation.api.routers import v1
 from automation.api.security import Member, Reader
@@ -23,13 +24,25 @@ from automation.services import deployment_ops
 router = v1("deployments")
 
 
+class DeploymentPage(Page[ProjectDeployment | Workload]):
+    pass
+
+
+def _listed(found: ProjectDeployment | Workload) -> tuple[int, str, str]:
+    """Project deployments first, then the placements on node pools, each by name."""
+    return (0 if isinstance(found, ProjectDeployment) else 1, found.name, found.id)
+
+
 @router.get("/deployments")
 def list_deployments(request: Request, _: Reader,
                      project: Annotated[str | None, Query(
                          description="Only this project's (name or id); without it, the "
                                      "placements on node pools follow.")] = None,
-                     ) -> list[ProjectDeployment | Workload]:
-    return deployment_ops.list_all(request.app.state.ctx, project)
+                     page_size: PageSize = DEFAULT_PAGE_SIZE, page_token: PageToken = None,
+                     ) -> DeploymentPage:
+    found = deployment_ops.list_all(request.app.state.ctx, project)
+    return page_of(DeploymentPage, found, _listed, page_size=page_size,
+                   page_token=page_token, filters={"project": project})
 
 
 @router.post("/deployments", status_code=201, response_model=ProjectDeployment | Workload)

@@ -5,14 +5,12 @@ unlocking its stacks after a killed run."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import Query, Request, Response
+from fastapi import Request, Response
 
 from automation.api import etags
 from automation.api.engines import stack_runner
 from automation.api.idempotency import once
-from automation.api.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, page_of
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, page_of
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.models import (
@@ -47,14 +45,11 @@ def create_node_pool(request: Request, body: NewNodePool, who: Member) -> Respon
 
 @router.get("/node-pools")
 def list_pools(request: Request, _: Reader, cluster: str | None = None,
-               page_size: Annotated[int, Query(alias="pageSize", json_schema_extra={
-                   "minimum": 1, "maximum": MAX_PAGE_SIZE})] = DEFAULT_PAGE_SIZE,
-               page_token: Annotated[str | None, Query(alias="pageToken")] = None,
+               page_size: PageSize = DEFAULT_PAGE_SIZE, page_token: PageToken = None,
                ) -> NodePoolPage:
     items = list_node_pools(request.app.state.ctx.ledger, cluster)
-    page = page_of(items, lambda p: (p.cluster, p.name, p.id), page_size=page_size,
-                   page_token=page_token, filters={"cluster": cluster})
-    return NodePoolPage(items=page.items, next_page_token=page.next_page_token)
+    return page_of(NodePoolPage, items, lambda p: (p.cluster, p.name, p.id),
+                   page_size=page_size, page_token=page_token, filters={"cluster": cluster})
 
 
 @router.get("/node-pools/{ref}")

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Query, Request, Response
 
 from automation.api.idempotency import once
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, by_name, page_of
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.models import NewOrg, NewProject, Org, Project
@@ -16,9 +17,19 @@ from automation.services import projects
 router = v1("projects")
 
 
+class OrgPage(Page[Org]):
+    pass
+
+
+class ProjectPage(Page[Project]):
+    pass
+
+
 @router.get("/orgs")
-def list_orgs(request: Request, _: Reader) -> list[Org]:
-    return projects.list_orgs(request.app.state.ctx)
+def list_orgs(request: Request, _: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
+              page_token: PageToken = None) -> OrgPage:
+    return page_of(OrgPage, projects.list_orgs(request.app.state.ctx), by_name,
+                   page_size=page_size, page_token=page_token, filters={})
 
 
 @router.post("/orgs", status_code=201, response_model=Org)
@@ -30,8 +41,10 @@ def create_org(request: Request, body: NewOrg, who: Admin) -> Response:
 @router.get("/projects")
 def list_projects(request: Request, _: Reader,
                   org: Annotated[str | None, Query(description="Only this org's (name or id).")]
-                  = None) -> list[Project]:
-    return projects.list_projects(request.app.state.ctx, org)
+                  = None, page_size: PageSize = DEFAULT_PAGE_SIZE, page_token: PageToken = None,
+                  ) -> ProjectPage:
+    return page_of(ProjectPage, projects.list_projects(request.app.state.ctx, org), by_name,
+                   page_size=page_size, page_token=page_token, filters={"org": org})
 
 
 @router.post("/projects", status_code=201, response_model=Project)

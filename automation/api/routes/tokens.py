@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Query, Request, Response
 
 from automation.api.idempotency import once
+from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, by_name, page_of
 from automation.api.routers import v1
 from automation.api.security import Admin
 from automation.models import ApiToken, IssuedToken, NewToken
@@ -17,11 +18,18 @@ from automation.services import tokens
 router = v1("tokens")
 
 
+class TokenPage(Page[ApiToken]):
+    pass
+
+
 @router.get("/tokens")
 def list_tokens(request: Request, _: Admin,
                 all: Annotated[bool, Query(description="Revoked tokens too.")] = False,
-                ) -> list[ApiToken]:
-    return tokens.list_tokens(request.app.state.ctx, include_revoked=all)
+                page_size: PageSize = DEFAULT_PAGE_SIZE, page_token: PageToken = None,
+                ) -> TokenPage:
+    found = tokens.list_tokens(request.app.state.ctx, include_revoked=all)
+    return page_of(TokenPage, found, by_name, page_size=page_size, page_token=page_token,
+                   filters={"all": all})
 
 
 @router.post("/tokens", status_code=201, response_model=IssuedToken)

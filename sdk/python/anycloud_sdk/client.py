@@ -168,18 +168,8 @@ class NodePools:
 
     def list(self, *, cluster: str | None = None, page_size: int = 100
              ) -> Iterator[models.NodePoolStatus]:
-        token: str | None = None
-        while True:
-            params: dict[str, Any] = {"pageSize": page_size}
-            if cluster:
-                params["cluster"] = cluster
-            if token:
-                params["pageToken"] = token
-            page = self._c.request("GET", "/node-pools", models.NodePoolPage, params=params)
-            yield from page.items
-            token = page.next_page_token
-            if not token:
-                return
+        return _pages(self._c, "/node-pools", models.NodePoolPage, page_size,
+                      {"cluster": cluster} if cluster else {})
 
     def get(self, ref: str) -> models.NodePoolStatus:
         return self._c.request("GET", f"/node-pools/{ref}", models.NodePoolStatus)
@@ -233,9 +223,8 @@ class Clusters:
     def __init__(self, client: Client) -> None:
         self._c = client
 
-    def list(self) -> list[models.Cluster]:
-        return [models.Cluster.model_validate(c)
-                for c in self._c.request("GET", "/clusters", _List).root]
+    def list(self, *, page_size: int = 100) -> Iterator[models.Cluster]:
+        return _pages(self._c, "/clusters", models.ClusterPage, page_size)
 
     def get(self, ref: str) -> models.Cluster:
         return self._c.request("GET", f"/clusters/{ref}", models.Cluster)
@@ -273,9 +262,8 @@ class Credentials:
     def __init__(self, client: Client) -> None:
         self._c = client
 
-    def list(self) -> list[models.Credential]:
-        return [models.Credential.model_validate(c)
-                for c in self._c.request("GET", "/credentials", _List).root]
+    def list(self, *, page_size: int = 100) -> Iterator[models.Credential]:
+        return _pages(self._c, "/credentials", models.CredentialPage, page_size)
 
     def create(self, name: str, provider: str, *,
                secret: models.SecretMaterial | None = None,
@@ -313,6 +301,21 @@ def _etag(client: Client, path: str) -> str:
 def _if_match(etag: str | None) -> dict[str, str] | None:
     """Change only that version (``PreconditionFailed`` if the record changed since)."""
     return {"If-Match": etag} if etag else None
+
+
+def _pages(client: Client, path: str, page: type[Any], page_size: int,
+           params: dict[str, Any] | None = None) -> Iterator[Any]:
+    """Every item of a list route, a page fetched as the iteration reaches it."""
+    token: str | None = None
+    while True:
+        asked = {**(params or {}), "pageSize": page_size}
+        if token:
+            asked["pageToken"] = token
+        found = client.request("GET", path, page, params=asked)
+        yield from found.items
+        token = found.next_page_token
+        if not token:
+            return
 
 
 class _List(RootModel[list[dict[str, Any]]]):

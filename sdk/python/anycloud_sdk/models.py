@@ -512,6 +512,17 @@ class Org(BaseModel):
     name: Annotated[str, Field(title="Name")]
 
 
+class OrgPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[Org], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
+
+
 class OutputBody(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -660,6 +671,17 @@ class ProjectDeployment(BaseModel):
     ] = None
     state: Annotated[str, Field(title="State")]
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
+
+
+class ProjectPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[Project], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
 
 
 class RefreshCatalog(BaseModel):
@@ -844,6 +866,17 @@ class StackUnlock(BaseModel):
     unlocked: Annotated[bool, Field(title="Unlocked")]
 
 
+class TokenPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[ApiToken], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
+
+
 class VmCounts(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -937,6 +970,17 @@ class Cluster(BaseModel):
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]
 
 
+class ClusterPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[Cluster], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
+
+
 class Credential(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -949,6 +993,17 @@ class Credential(BaseModel):
     reference: Annotated[dict[str, Any], Field(title="Reference")]
     secret: SecretSummary | None = None
     state: Annotated[str, Field(title="State")]
+
+
+class CredentialPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[Credential], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
 
 
 class DeploymentStatus(BaseModel):
@@ -1144,6 +1199,17 @@ class Workload(BaseModel):
     name: Annotated[str, Field(title="Name")]
     pool_id: Annotated[str, Field(alias="poolId", title="Poolid")]
     state: WorkloadState
+
+
+class DeploymentPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[ProjectDeployment | Workload], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
 
 
 class NodePoolPage(BaseModel):

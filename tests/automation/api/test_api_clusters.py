@@ -125,7 +125,7 @@ def test_a_server_side_kubeconfig_path_is_shown_to_admins_only(
     """A cluster registered on the server's host names a file there: the server's business."""
     for role, shown in (("viewer", None), ("member", None), ("admin", str(kubeconfig))):
         one = http.get("/v1/clusters/prod", headers=callers[role]).json()
-        listed = http.get("/v1/clusters", headers=callers[role]).json()
+        listed = http.get("/v1/clusters", headers=callers[role]).json()["items"]
         assert one["kubeconfigPath"] == listed[0]["kubeconfigPath"] == shown, role
         assert one["serverUrl"] == listed[0]["serverUrl"]
     refreshed = http.post("/v1/clusters/prod/refresh", headers=callers["member"]).json()

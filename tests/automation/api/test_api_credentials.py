@@ -55,7 +55,7 @@ def test_a_secret_is_sealed_and_never_answered(keyed: App, http: TestClient, bod
     cred = made.json()
     assert cred["secret"]["fingerprint"].startswith("hmac-sha256:")
     assert cred["secret"]["storedAt"] and cred["secret"]["rotatedAt"] is None
-    listed = http.get("/v1/credentials", headers=callers["viewer"]).json()
+    listed = http.get("/v1/credentials", headers=callers["viewer"]).json()["items"]
     assert [c["secret"] for c in listed] == [cred["secret"]]
     no_plaintext(made.text, listed, snapshot(keyed))
     if body is AWS:

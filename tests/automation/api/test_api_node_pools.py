@@ -78,6 +78,47 @@ def test_lists_page_with_opaque_tokens(world: App, http: TestClient,
         assert resp.status_code == 400 and resp.json()["field"] == "pageSize"
 
 
+def _every_page(http: TestClient, path: str, headers: dict[str, str],
+                params: dict[str, Any] | None = None) -> tuple[list[str], int]:
+    names, token, pages = [], None, 0
+    while True:
+        asked = {**(params or {}), "pageSize": 2} | ({"pageToken": token} if token else {})
+        got = http.get(path, params=asked, headers=headers)
+        assert got.status_code == 200, got.text
+        names += [i["name"] for i in got.json()["items"]]
+        pages += 1
+        token = got.json()["nextPageToken"]
+        if token is None:
+            return names, pages
+
+
+def test_every_list_pages(world: App, http: TestClient,
+                          callers: dict[str, dict[str, str]]) -> None:
+    """Clusters, credentials, orgs, projects, deployments and tokens page as node pools do."""
+    admin, member = callers["admin"], callers["member"]
+    for n in range(3):
+        assert http.post("/v1/orgs", json={"name": f"o{n}"}, headers=admin).is_success
+        assert http.post("/v1/projects", json={"name": f"w{n}", "org": "o0"},
+                         headers=member).is_success
+    assert http.post("/v1/node-pools", json=POOL, headers=member).is_success
+    for n in range(3):
+        assert http.post("/v1/deployments", json={"name": f"d{n}", "nodePool": "gpu"},
+                         headers=member).is_success
+    assert _every_page(http, "/v1/orgs", member) == (["o0", "o1", "o2"], 2)
+    assert _every_page(http, "/v1/projects", member, {"org": "o0"}) == (
+        ["w0", "w1", "w2"], 2)
+    assert _every_page(http, "/v1/deployments", member) == (["d0", "d1", "d2"], 2)
+    assert _every_page(http, "/v1/clusters", member)[0] == ["prod"]
+    assert _every_page(http, "/v1/credentials", member)[0] == ["team-aws"]
+    tokens, pages = _every_page(http, "/v1/tokens", admin)
+    assert tokens == sorted(tokens) and {"admin", "member", "viewer"} <= set(tokens)
+    assert pages == (len(tokens) + 1) // 2
+    first = http.get("/v1/projects", params={"pageSize": 1, "org": "o0"},
+                     headers=member).json()["nextPageToken"]
+    other = http.get("/v1/projects", params={"pageToken": first}, headers=member)
+    assert other.status_code == 400 and other.json()["field"] == "pageToken"
+
+
 @pytest.mark.parametrize(("body", "status", "code", "field"), [
     (POOL | {"minVms": 2}, 400, "INVALID_ARGUMENT", "--max-vms"),
     (POOL | {"name": "Bad_Name"}, 400, "INVALID_ARGUMENT", "name"),

@@ -338,7 +338,7 @@ def test_api_workers_share_the_address_and_are_restarted(tmp_path: Path) -> None
             again = httpx2.post(f"{base}/v1/orgs", headers=admin | {"Idempotency-Key": "o1"},
                                 json={"name": "acme"})
             assert again.status_code == 201, again.text
-        assert len(httpx2.get(f"{base}/v1/orgs", headers=member).json()) == 1
+        assert len(httpx2.get(f"{base}/v1/orgs", headers=member).json()["items"]) == 1
         victim = sorted(first)[0]
         os.kill(victim, signal.SIGKILL)
         second = answering(gone=victim)
