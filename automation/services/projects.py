@@ -10,7 +10,7 @@ from automation import ids
 from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
-from automation.ledger.records import find_live, record_event
+from automation.ledger.records import Expectation, find_live, record_event
 from automation.models import Org, Project
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.validation import check_name
@@ -60,35 +60,56 @@ def list_projects(app: App, org: str | None = None) -> list[Project]:
         return [Project.model_validate(dict(r)) for r in conn.execute(query).mappings()]
 
 
+def get_org(app: App, ref: str) -> Org:
+    with app.ledger.read() as conn:
+        return Org.model_validate(dict(find_live(conn, schema.orgs, ref, live=_ANY,
+                                                 kind="org", field="org")))
+
+
+def get_project(app: App, ref: str) -> Project:
+    with app.ledger.read() as conn:
+        return Project.model_validate(dict(find_live(conn, schema.projects, ref, live=_ANY,
+                                                     kind="project", field="project")))
+
+
 def set_project_provisioner(app: App, project: str, provisioner: str | None,
-                            provisioners: ProvisionerSet, by: str) -> Project:
-    """``sudo project edit``: applies to each deployment the next time it starts."""
+                            provisioners: ProvisionerSet, by: str,
+                            expect: Expectation | None = None) -> Project:
+    """``sudo project edit``: applies to each deployment the next time it starts.
+    ``expect``: a check of the locked record first (``If-Match``)."""
     _in_set(provisioners, provisioner, "--provisioner")
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = find_live(conn, schema.projects, project, live=_ANY, kind="project",
                         field="project", lock=True)
+        if expect is not None:
+            expect(Project.model_validate(dict(row)))
         conn.execute(schema.projects.update().where(schema.projects.c.id == row["id"])
                      .values(provisioner=provisioner, updated_at=now))
         record_event(conn, now, "project", row["id"], "provisioner_set",
                      f"provisioner {provisioner or '(unset)'} by {by}")
-        out = dict(row) | {"provisioner": provisioner}
-    return Project.model_validate(out)
+        out = conn.execute(sa.select(schema.projects).where(
+            schema.projects.c.id == row["id"])).mappings().one()
+    return Project.model_validate(dict(out))
 
 
 def set_org_default_provisioner(app: App, org: str, provisioner: str | None,
-                                provisioners: ProvisionerSet, by: str) -> Org:
+                                provisioners: ProvisionerSet, by: str,
+                                expect: Expectation | None = None) -> Org:
     """``sudo org set-default-provisioner``: for the org's projects that choose none."""
     _in_set(provisioners, provisioner, "provisioner")
     now = app.clock.now()
     with app.ledger.write() as conn:
         row = find_live(conn, schema.orgs, org, live=_ANY, kind="org", field="org", lock=True)
+        if expect is not None:
+            expect(Org.model_validate(dict(row)))
         conn.execute(schema.orgs.update().where(schema.orgs.c.id == row["id"])
                      .values(default_provisioner=provisioner, updated_at=now))
         record_event(conn, now, "org", row["id"], "default_provisioner_set",
                      f"default provisioner {provisioner or '(unset)'} by {by}")
-        out = dict(row) | {"default_provisioner": provisioner}
-    return Org.model_validate(out)
+        out = conn.execute(sa.select(schema.orgs).where(
+            schema.orgs.c.id == row["id"])).mappings().one()
+    return Org.model_validate(dict(out))
 
 
 def _unique(conn: Any, table: sa.Table, name: str, kind: str) -> None:

@@ -135,6 +135,8 @@ EXPECTED = {
     ("GET", "/v1/orgs"): Access.READ,
     ("POST", "/v1/orgs"): Access.ADMIN,
     ("GET", "/v1/projects"): Access.READ,
+    ("GET", "/v1/projects/{ref}"): Access.READ,
+    ("GET", "/v1/orgs/{ref}"): Access.READ,
     ("POST", "/v1/projects"): Access.WRITE,
     ("GET", "/v1/deployments"): Access.READ,
     ("POST", "/v1/deployments"): Access.WRITE,

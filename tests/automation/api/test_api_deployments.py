@@ -84,3 +84,21 @@ def test_if_match_on_a_placement(world: App, http: TestClient,
     assert stale.status_code == 412 and snapshot(world) == before
     gone = http.delete("/v1/deployments/edge", headers=member | {"If-Match": etag})
     assert gone.status_code == 200, gone.text
+
+
+def test_if_match_on_the_provisioner_choices(world: App, http: TestClient,
+                                             callers: dict[str, dict[str, str]],
+                                             running: dict[str, str]) -> None:
+    """``sudo`` changes of a project's provisioner or an org's default take If-Match too."""
+    admin = callers["admin"]
+    for read, change in (("/v1/projects/web", "/v1/sudo/projects/web/provisioner"),
+                         ("/v1/orgs/acme", "/v1/sudo/orgs/acme/default-provisioner")):
+        etag = http.get(read, headers=callers["viewer"]).headers["etag"]
+        _tick(world)
+        done = http.post(change, json={"provisioner": "a"}, headers=admin | {"If-Match": etag})
+        assert done.status_code == 200, done.text
+        assert done.headers["etag"] == http.get(read, headers=admin).headers["etag"] != etag
+        before = snapshot(world)
+        stale = http.post(change, json={"provisioner": None},
+                          headers=admin | {"If-Match": etag})
+        assert stale.status_code == 412 and snapshot(world) == before, stale.text
