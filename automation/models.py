@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -684,10 +684,25 @@ class RotateCredentialRequest(CamelRequest):
     secret: SecretMaterial
 
 
+# The longest a token may live (``token create --expires``): ten years. A token meant to
+# outlive that should be none with an expiry at all.
+MAX_TOKEN_SECONDS = 3650 * 86400
+
+
+def token_lifetime(seconds: float, given: str) -> timedelta:
+    """A token's lifetime: above 0 and at most MAX_TOKEN_SECONDS (``given``: as typed)."""
+    if not 0 < seconds <= MAX_TOKEN_SECONDS:
+        from automation.errors import InvalidInput
+
+        raise InvalidInput("--expires", given, "must be a duration above 0 and at most "
+                           f"{MAX_TOKEN_SECONDS // 86400}d")
+    return timedelta(seconds=seconds)
+
+
 class NewToken(CamelRequest):
     """``POST /v1/tokens`` (``token create``'s options; never --bootstrap)."""
 
     name: Name
     role: str
     pool: str | None = None  # for role agent: NAMESPACE/NAME
-    expires_in_seconds: int | None = Field(default=None, gt=0)
+    expires_in_seconds: int | None = Field(default=None, gt=0, le=MAX_TOKEN_SECONDS)

@@ -80,6 +80,7 @@ from automation.auth.roles import Access, Principal, authorize
 
 T = TypeVar("T")
 MAX_WAIT = 60.0
+INT32 = 2**31 - 1  # what the ledger's integer columns hold: larger is a 422, not a 500
 Wait = Annotated[float, Query(ge=0, le=MAX_WAIT, description="Seconds to wait for news.")]
 
 
@@ -96,7 +97,7 @@ class RegisterBody(_Body):
 
 
 class HeartbeatBody(_Body):
-    busy_slots: int = Field(ge=0)
+    busy_slots: int = Field(ge=0, le=MAX_SLOTS)
     running: list[str] = []
     draining: bool = False
 
@@ -118,7 +119,7 @@ class OutputBody(_Body):
 
 class ReleaseBody(_Body):
     agent_id: str | None = None
-    exit_code: int | None = None
+    exit_code: int | None = Field(default=None, ge=-INT32 - 1, le=INT32)
     error: str | None = None
 
 
@@ -287,7 +288,7 @@ class Broker:
 
         @router.get("/sessions/{session_id}/output", response_model=Output)
         async def get_output(session_id: str, _: Member,
-                             after: Annotated[int, Query(ge=0)] = 0,
+                             after: Annotated[int, Query(ge=0, le=INT32)] = 0,
                              wait: Wait = 0) -> Output:
             return await until(lambda: registry.output(session_id, after),
                                lambda o: bool(o.chunks) or o.complete, wait)

@@ -28,12 +28,12 @@ def token() -> None:
 def token_create(ctx: click.Context, name: str, role: str, pool: str | None,
                  expires: str | None, bootstrap: bool, as_json: bool) -> None:
     """Create a token. It is printed once, on stdout: store it now (only its hash is kept)."""
-    from datetime import timedelta
-
     from automation.agentpools.config import parse_duration
     from automation.cli.backend import Embedded, backend_from
+    from automation.models import token_lifetime
 
-    expires_in = timedelta(seconds=parse_duration(expires, "--expires")) if expires else None
+    expires_in = token_lifetime(parse_duration(expires, "--expires"), expires) if expires \
+        else None
     # --bootstrap is the server host's own step: always its local ledger.
     work = Embedded(ctx, local=True) if bootstrap else backend_from(ctx)
     made = work.create_token(name, role, pool, expires_in, bootstrap)

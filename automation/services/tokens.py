@@ -19,7 +19,7 @@ from automation.auth.roles import ROLES, Role
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
 from automation.ledger.records import find_live
-from automation.models import ApiToken, IssuedToken
+from automation.models import ApiToken, IssuedToken, token_lifetime
 from automation.validation import check_name
 
 _T = schema.api_tokens
@@ -36,8 +36,8 @@ def create_token(app: App, name: str, role: str, *, by: str, expires_in: timedel
         _check_pool(pool)
     elif pool is not None:
         raise InvalidInput("--pool", pool, "is only for --role agent")
-    if expires_in is not None and expires_in <= timedelta(0):
-        raise InvalidInput("--expires", str(expires_in), "must be a duration above 0")
+    if expires_in is not None:
+        token_lifetime(expires_in.total_seconds(), str(expires_in))
     if bootstrap and checked != "admin":
         raise InvalidInput("--bootstrap", True, "makes the first admin token: use --role admin")
     now = app.clock.now()

@@ -284,7 +284,9 @@ class HeartbeatBody(BaseModel):
         extra="allow",
         populate_by_name=True,
     )
-    busy_slots: Annotated[int, Field(alias="busySlots", ge=0, title="Busyslots")]
+    busy_slots: Annotated[
+        int, Field(alias="busySlots", ge=0, le=1024, title="Busyslots")
+    ]
     draining: Annotated[bool | None, Field(title="Draining")] = False
     running: Annotated[list[str] | None, Field(title="Running")] = []
 
@@ -465,7 +467,7 @@ class NewProject(BaseModel):
 
 
 class ExpiresInSeconds(RootModel[int]):
-    root: Annotated[int, Field(gt=0, title="Expiresinseconds")]
+    root: Annotated[int, Field(gt=0, le=315360000, title="Expiresinseconds")]
 
 
 class NewToken(BaseModel):
@@ -742,6 +744,10 @@ class RegisterClusterRequest(BaseModel):
     )
 
 
+class ExitCode(RootModel[int]):
+    root: Annotated[int, Field(ge=-2147483648, le=2147483647, title="Exitcode")]
+
+
 class ReleaseBody(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -749,7 +755,9 @@ class ReleaseBody(BaseModel):
     )
     agent_id: Annotated[str | None, Field(alias="agentId", title="Agentid")] = None
     error: Annotated[str | None, Field(title="Error")] = None
-    exit_code: Annotated[int | None, Field(alias="exitCode", title="Exitcode")] = None
+    exit_code: Annotated[ExitCode | None, Field(alias="exitCode", title="Exitcode")] = (
+        None
+    )
 
 
 class RunResult(BaseModel):

@@ -155,6 +155,10 @@ def test_work_and_output_long_polls_wake_on_news(api: TestClient, agents: TestCl
     ("post", "/v1/sessions?wait=61", {"pool": POOL, "command": ["x"]}, 422, "wait"),
     ("post", "/v1/agents/nobody/heartbeat", {"busySlots": 0}, 404, "agent"),
     ("get", "/v1/sessions/se-nope", None, 404, "session"),
+    # Numbers the ledger's columns cannot hold are refused, never a 500.
+    ("post", "/v1/agents/nobody/heartbeat", {"busySlots": 2**40}, 422, "busySlots"),
+    ("post", "/v1/sessions/se-nope/release", {"exitCode": 2**40}, 422, "exitCode"),
+    ("get", f"/v1/sessions/se-nope/output?after={2**40}", None, 422, "after"),
 ])
 def test_refusals_name_field_value_and_rule(api: TestClient, agents: TestClient, method: str,
                                             path: str, body: dict | None, status: int,

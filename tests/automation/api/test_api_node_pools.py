@@ -213,3 +213,17 @@ def test_if_match_deletes_only_the_version_that_was_read(world: App, http: TestC
     gone = http.delete("/v1/node-pools/gpu", headers=member | {"If-Match": fresh})
     assert gone.status_code == 200 and gone.json()["state"] == "deleting"
     assert gone.headers["etag"] not in (etag, fresh)
+
+
+def test_a_token_lifetime_beyond_ten_years_is_refused_not_a_500(
+        http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    """schemathesis found this: a lifetime no date can hold was an OverflowError (500)."""
+    for seconds in (2**56, 3650 * 86400 + 1):
+        resp = http.post("/v1/tokens", json={"name": "t", "role": "member",
+                                             "expiresInSeconds": seconds},
+                         headers=callers["admin"])
+        assert resp.status_code == 422 and resp.json()["field"] == "expiresInSeconds"
+    ok = http.post("/v1/tokens", json={"name": "t", "role": "member",
+                                       "expiresInSeconds": 3650 * 86400},
+                   headers=callers["admin"])
+    assert ok.status_code == 201, ok.text

@@ -112,6 +112,10 @@ def test_the_node_pool_story_in_both_modes(mode: tuple[str, Run, App]) -> None:
     (("node-pool", "list", "--cluster", "nowhere", "--json"), "NOT_FOUND", "--cluster"),
     (("token", "revoke", "nobody", "--json"), "NOT_FOUND", "name"),
     (("token", "create", "x", "--role", "root", "--json"), "INVALID_ARGUMENT", "--role"),
+    (("token", "create", "x", "--role", "member", "--expires", "99999999999d", "--json"),
+     "INVALID_ARGUMENT", "--expires"),
+    (("token", "create", "x", "--role", "member", "--expires", "inf", "--json"),
+     "INVALID_ARGUMENT", "--expires"),
 ])
 def test_refusals_are_the_same_error_in_both_modes(mode: tuple[str, Run, App],
                                                    args: tuple[str, ...], code: str,
