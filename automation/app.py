@@ -34,10 +34,19 @@ class App:
     @cached_property
     def catalog(self) -> Catalog:
         """The shipped catalog under the ledger's live refreshes (``catalog refresh``): one
-        cheap query on first use of a region, nothing more when none was ever stored."""
+        cheap query on first use of a region, nothing more when none was ever stored. Kept
+        for this App's life (``catalog_changed`` drops it)."""
+        return self.read_catalog()
+
+    def read_catalog(self) -> Catalog:
+        """The same, read afresh: the refreshes stored by now, by any process."""
         from automation.catalog.overlay import LedgerOverlay
 
         return load_catalog().with_overlay(LedgerOverlay(self.ledger))
+
+    def catalog_changed(self) -> None:
+        """A refresh was stored: this App's next use of ``catalog`` reads it."""
+        self.__dict__.pop("catalog", None)
 
     def kubeconfig_path(self, cluster: Any) -> str | None:
         """Where the Kubernetes clients and the engine read the cluster's kubeconfig: the file

@@ -4,11 +4,9 @@ probe), the server's version on every answer (``Anycloud-Version``)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import warnings
-from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request, Response
@@ -48,15 +46,9 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     """``limiter``: requests per caller (``automation.api.limits``; by default from
     ANYCLOUD_API_RATE; None: unlimited). ``broker``: the agent broker's routes and expiry
     loop, served with the rest (by default over the App's ledger and clock)."""
-    broker = broker or Broker(Registry(ctx.ledger, ctx.clock))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with broker.running():
-            yield
-
+    serving = broker or Broker(Registry(ctx.ledger, ctx.clock))
     api = FastAPI(title="anycloud", version=__version__, openapi_url=None, docs_url=None,
-                  redoc_url=None, lifespan=lifespan)
+                  redoc_url=None, lifespan=lambda _: serving.running())
     api.state.ctx = ctx
     api.state.principal_of = lambda authorization: token_auth.principal(
         ctx.ledger, authorization, ctx.clock.now())
@@ -67,7 +59,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
                    deployments, sudo, cost, rollout, catalog):
         api.router.routes.extend(module.router.routes)
-    api.router.routes.extend(broker.routes())
+    api.router.routes.extend(serving.routes())
 
     plain_openapi = api.openapi
 

@@ -317,14 +317,8 @@ def create_app(registry: Registry, **settings: Any) -> FastAPI:
     """The broker on its own (``anycloud broker``): its routes and the health probe, no OpenAPI
     page (every route but the probe is closed). ``settings``: ``Broker``'s."""
     broker = Broker(registry, **settings)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with broker.running():
-            yield
-
-    app = FastAPI(title="anycloud broker", version="1", lifespan=lifespan, openapi_url=None,
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(title="anycloud broker", version="1", openapi_url=None, docs_url=None,
+                  redoc_url=None, lifespan=lambda _: broker.running())
     problems.install(app)
     app.state.principal_of = broker.principal_of
 
@@ -333,7 +327,6 @@ def create_app(registry: Registry, **settings: Any) -> FastAPI:
         return {"ok": True}
 
     app.router.routes.extend(broker.routes())
-    app.state.registry = registry
     app.state.route_access = route_access(app)
     return app
 

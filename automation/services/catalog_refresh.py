@@ -141,9 +141,7 @@ def refresh(app: App, credentials: str, regions: tuple[str, ...] = ()) -> Refres
                             f"answered for {snapshot.provider} {list(snapshot.regions)}")
     regions_changed = changes(catalog, snapshot)
     refresh_id = write_snapshot(app.ledger, snapshot, cred.id)
-    # App.catalog is cached with the refreshes it found: this process (a server's API and
-    # control loop share the App) uses the new data from its next read on.
-    app.__dict__.pop("catalog", None)
+    app.catalog_changed()  # this process (a server's API and control loop) reads it next
     return RefreshResult(
         refresh_id=refresh_id, provider=cred.provider, credential=cred.name,
         fetched_at=snapshot.fetched_at, sources=list(snapshot.sources),

@@ -118,7 +118,11 @@ def stop(app: App, ref: str, expect: Expectation | None = None) -> ProjectDeploy
 def status(app: App, ref: str, provisioning: Provisioning) -> DeploymentStatus | Workload:
     """A project deployment with what its next start would use and what its provisioner
     finds of the runtime now; a placement as it is."""
-    found = find(app, ref)
+    return describe(app, find(app, ref), provisioning)
+
+
+def describe(app: App, found: Found, provisioning: Provisioning) -> DeploymentStatus | Workload:
+    """``status`` of a record already read."""
     if not isinstance(found, ProjectDeployment):
         return found
     nxt = deployments.choice_for(app, found, provisioning.provisioner_set)

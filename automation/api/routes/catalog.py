@@ -24,12 +24,9 @@ router = v1("catalog")
 
 
 def _catalog(request: Request) -> Any:
-    """The shipped catalog under the ledger's refreshes, read afresh for each request: a
-    refresh made since (here, or by another process over the ledger) is in the answer."""
-    from automation.catalog.overlay import LedgerOverlay
-    from automation.catalog.store import load_catalog
-
-    return load_catalog().with_overlay(LedgerOverlay(request.app.state.ctx.ledger))
+    """Read afresh for each request: a refresh made since (here, or by another process over
+    the ledger) is in the answer."""
+    return request.app.state.ctx.read_catalog()
 
 
 @router.get("/catalog")

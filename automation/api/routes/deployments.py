@@ -58,29 +58,31 @@ def create_deployment(request: Request, body: NewDeployment, who: Member) -> Res
 def deployment_status(request: Request, response: Response, ref: str, _: Reader
                       ) -> DeploymentStatus | Workload:
     ctx = request.app.state.ctx
-    etags.tag(response, deployment_ops.find(ctx, ref))
+    record = deployment_ops.find(ctx, ref)
+    etags.tag(response, record)
     with provisioning(request) as found:
-        return deployment_ops.status(ctx, ref, found)
+        return deployment_ops.describe(ctx, record, found)
+
+
+def _start(request: Request, response: Response, ref: str, if_match: str | None, *,
+           restart: bool) -> ProjectDeployment:
+    with provisioning(request) as found:
+        done = deployment_ops.start(request.app.state.ctx, ref, found, restart=restart,
+                                    expect=etags.expectation(if_match))
+    etags.tag(response, done)
+    return done
 
 
 @router.post("/deployments/{ref}/start", responses=etags.STALE)
 def start_deployment(request: Request, response: Response, ref: str, _: Member,
                      if_match: etags.IfMatch = None) -> ProjectDeployment:
-    with provisioning(request) as found:
-        done = deployment_ops.start(request.app.state.ctx, ref, found,
-                                    expect=etags.expectation(if_match))
-    etags.tag(response, done)
-    return done
+    return _start(request, response, ref, if_match, restart=False)
 
 
 @router.post("/deployments/{ref}/restart", responses=etags.STALE)
 def restart_deployment(request: Request, response: Response, ref: str, _: Member,
                        if_match: etags.IfMatch = None) -> ProjectDeployment:
-    with provisioning(request) as found:
-        done = deployment_ops.start(request.app.state.ctx, ref, found, restart=True,
-                                    expect=etags.expectation(if_match))
-    etags.tag(response, done)
-    return done
+    return _start(request, response, ref, if_match, restart=True)
 
 
 @router.post("/deployments/{ref}/stop", responses=etags.STALE)
