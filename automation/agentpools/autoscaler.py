@@ -7,17 +7,24 @@ clock, so the operator gathers the observations, calls it and carries the decisi
 
 The rules, in the order they are applied:
 
-1. *Capacity* is the ``ready`` and ``starting`` workers; ``unknown`` and ``terminating`` ones
-   are not capacity. *Idle slots* = free slots of ready workers + ``defaultSlotsPerAgent``
+0. *The hard cap*: every pod that exists counts toward ``maxReplicas``, whatever its state
+   (``ready``, ``starting``, ``unknown``, ``terminating``, and those this pass deletes, which
+   are still pods until they are gone). No pass creates a pod that would make more than
+   ``maxReplicas`` pods: a replacement waits until what it replaces is gone.
+1. *Capacity* is the ``ready`` and ``starting`` workers, and ``unknown`` ones still within
+   ``killUnknownAfterSecond``: a heartbeat gap (a control-plane restart, a network blip)
+   says nothing about the agent, so it is presumed alive, with the free slots it last
+   reported, until the timeout. *Idle slots* = those free slots + ``defaultSlotsPerAgent``
    per starting worker (its slot count is not known until it registers) - pending sessions.
    Pending sessions count against idle: a session waiting now takes the next free slot.
 2. *Timeouts* (``killUnknownAfterSecond``): a ``starting`` pod that has existed that long
    without registering, or an ``unknown`` worker whose heartbeats stopped that long ago, is
-   deleted (``>=``: exactly at the timeout, not a second before). Neither is capacity
-   meanwhile, so rule 4 may already have replaced it.
+   deleted (``>=``: exactly at the timeout, not a second before) and is no longer capacity;
+   its replacement comes once its pod is gone (rule 0).
 3. *Above maxReplicas* (the spec was lowered): the excess goes at once, no decay — starting
-   pods first (newest first: they serve nothing yet), then fully idle ready workers (longest
-   idle first). Busy workers stay until they free; the pool sits above the maximum meanwhile.
+   pods first (newest first: they serve nothing yet), then idle unknown ones, then fully
+   idle ready workers (longest idle first). Busy workers stay until they free; the pool
+   sits above the maximum meanwhile.
 4. *Scale up* to the smallest number of new agents (each counted at
    ``defaultSlotsPerAgent`` slots) that brings idle slots to ``minIdle`` and capacity to
    ``minReplicas``, never above ``maxReplicas``.
@@ -118,7 +125,9 @@ class Decision:
     """What to do this pass, and the figures behind it (for the AgentPool status).
 
     The figures are those after the decision is carried out: ``replicas`` is capacity
-    (ready + starting kept, plus the agents created), ``idle_slots`` is rule 1 with each
+    (ready, starting and presumed-alive unknown workers kept, plus the agents created),
+    ``pods`` every pod that will exist (rule 0: those deleted now included), ``idle_slots``
+    is rule 1 with each
     created agent at the default slot count, ``ready`` and ``busy_slots`` count the ready
     workers kept (every busy one is kept).
     """
@@ -131,6 +140,7 @@ class Decision:
     idle_slots: int
     busy_slots: int
     pending_sessions: int
+    pods: int = 0
 
 
 def _names(workers: Sequence[Worker]) -> str:
@@ -155,6 +165,7 @@ def decide(settings: Settings, workers: Sequence[Worker], pending_sessions: int,
     # Rule 1 and 2: sort the workers into capacity and timeouts in one pass.
     ready: list[Worker] = []
     starting: list[Worker] = []
+    presumed: list[Worker] = []  # unknown, within the timeout
     stale_starting: list[Worker] = []
     stale_unknown: list[Worker] = []
     kept_busy_unknown: list[Worker] = []
@@ -176,6 +187,11 @@ def decide(settings: Settings, workers: Sequence[Worker], pending_sessions: int,
         elif state == "unknown" and w.unknown_since is not None \
                 and w.unknown_since <= kill_before:
             (kept_busy_unknown if w.busy_slots > 0 else stale_unknown).append(w)
+        elif state == "unknown":
+            presumed.append(w)
+            busy_slots += w.busy_slots
+            if w.slots > w.busy_slots:
+                idle += w.slots - w.busy_slots
         # terminating: already going; neither capacity nor ours to delete again.
 
     kill = s.kill_unknown_after_second
@@ -195,13 +211,18 @@ def decide(settings: Settings, workers: Sequence[Worker], pending_sessions: int,
                        f"reported: kept {_names(kept_busy_unknown)}")
 
     idle += spa * len(starting)
-    n = len(ready) + len(starting)
+    n = len(ready) + len(starting) + len(presumed)
+    pods = len(workers)  # rule 0: every pod counts, deleted or not, until it is gone
 
     # Rule 3: above maxReplicas, the excess that is not busy goes at once.
     if n > s.max_replicas:
         excess = n - s.max_replicas
         starting.sort(key=lambda w: (w.created_at, w.name))
         victims = starting[::-1][:excess]  # newest first; ties: the later name first
+        if len(victims) < excess:
+            idle_unknown = sorted((w for w in presumed if w.busy_slots == 0),
+                                  key=lambda w: (w.unknown_since or now, w.name))
+            victims += idle_unknown[:excess - len(victims)]
         if len(victims) < excess:
             idle_ready = sorted((w for w in ready if w.busy_slots == 0),
                                 key=lambda w: (w.idle_since or now, w.name))
@@ -210,6 +231,7 @@ def decide(settings: Settings, workers: Sequence[Worker], pending_sessions: int,
             gone = {w.name for w in victims}
             starting = [w for w in starting if w.name not in gone]
             ready = [w for w in ready if w.name not in gone]
+            presumed = [w for w in presumed if w.name not in gone]
             for w in victims:
                 idle -= spa if w.state == "starting" else max(0, w.slots - w.busy_slots)
             delete.extend(w.name for w in victims)
@@ -229,17 +251,20 @@ def decide(settings: Settings, workers: Sequence[Worker], pending_sessions: int,
     need_idle = -(-short // spa) if short > 0 else 0
     want = max(need_min, need_idle, 0)
     if want > 0:
-        room = max(0, s.max_replicas - n)
+        room = max(0, s.max_replicas - pods)
         create = min(want, room)
         why = (f"idle slots {idle} < minIdle {s.min_idle}" if need_idle >= need_min
                else f"replicas {n} < minReplicas {s.min_replicas}")
         if pending_sessions and need_idle >= need_min:
             why += f" ({pending_sessions} pending sessions counted)"
+        # Pods that are not capacity still hold places under the cap: say how many.
+        held = f" ({pods} pods exist, {pods - n} of them going or not answering)" \
+            if pods > n else ""
         if create == 0:
-            reasons.append(f"{why}: none added, maxReplicas {s.max_replicas} reached")
+            reasons.append(f"{why}: none added, maxReplicas {s.max_replicas} reached{held}")
         elif create < want:
             reasons.append(f"{why}: +{_agents(create)}, capped by maxReplicas "
-                           f"{s.max_replicas} (wanted +{want})")
+                           f"{s.max_replicas}{held} (wanted +{want})")
         else:
             reasons.append(f"{why}: +{_agents(create)}")
         idle += create * spa
@@ -282,4 +307,5 @@ def decide(settings: Settings, workers: Sequence[Worker], pending_sessions: int,
         idle_slots=idle,
         busy_slots=busy_slots,  # every busy ready worker is kept
         pending_sessions=pending_sessions,
+        pods=pods + create,
     )

@@ -92,12 +92,36 @@ def test_gpu_pool_starting_pod_is_killed_exactly_at_900s_and_replaced() -> None:
     assert d.reasons[0] == "never registered within killUnknownAfterSecond 900s: delete gpu-0"
 
 
-def test_gpu_pool_unknown_worker_is_killed_exactly_at_900s_and_is_never_capacity() -> None:
+def test_gpu_pool_unknown_worker_is_presumed_alive_until_900s_then_killed() -> None:
     before = decide(GPU_POOL, [unknown("gpu-0", for_=899)], 0, T0)
-    assert before.delete == () and before.create == 1  # not capacity: replaced already
-    at = decide(GPU_POOL, [unknown("gpu-0", for_=900), starting("gpu-1", age=10)], 0, T0)
-    assert at.delete == ("gpu-0",) and at.create == 0
-    assert at.reasons == ("no heartbeat for killUnknownAfterSecond 900s: delete gpu-0",)
+    assert (before.create, before.delete, before.replicas, before.idle_slots) == (0, (), 1, 1)
+    at = decide(GPU_POOL, [unknown("gpu-0", for_=900)], 0, T0)
+    assert at.delete == ("gpu-0",) and at.create == 1
+    assert at.reasons[0] == "no heartbeat for killUnknownAfterSecond 900s: delete gpu-0"
+
+
+def test_a_heartbeat_gap_on_a_full_pool_creates_nothing() -> None:
+    # The issue's case: a control-plane restart left every heartbeat 40 s old on a pool at
+    # maxReplicas 10. Before, none of the 10 counted and one pass made 10 more GPU pods.
+    workers = [unknown(f"gpu-{i}", for_=40) for i in range(10)]
+    d = decide(GPU_POOL, workers, 3, T0)
+    assert (d.create, d.delete, d.pods, d.idle_slots) == (0, (), 10, 7)
+    assert d.reasons == ()  # presumed alive: 10 idle slots, 3 pending sessions
+    d = decide(GPU_POOL, workers, 12, T0)
+    assert (d.create, d.delete, d.pods) == (0, (), 10)
+    assert d.reasons == ("idle slots -2 < minIdle 1 (12 pending sessions counted): none "
+                         "added, maxReplicas 10 reached",)
+
+
+def test_a_replacement_waits_until_the_pod_it_replaces_is_gone() -> None:
+    full = [unknown("gpu-0", for_=900), *(ready(f"gpu-{i}", idle_for=5) for i in range(1, 10))]
+    d = decide(replace(GPU_POOL, min_idle=10, max_idle=10), full, 0, T0)
+    assert d.delete == ("gpu-0",) and d.create == 0 and d.pods == 10
+    assert "(10 pods exist, 1 of them going or not answering)" in d.reasons[-1]
+    going = [replace(full[0], state="terminating"), *full[1:]]
+    assert decide(replace(GPU_POOL, min_idle=10, max_idle=10), going, 0, T0).create == 0
+    gone = decide(replace(GPU_POOL, min_idle=10, max_idle=10), full[1:], 0, T0)
+    assert gone.create == 1 and gone.pods == 10
 
 
 def test_unknown_worker_that_last_reported_busy_slots_is_kept_and_said_so() -> None:
@@ -128,7 +152,8 @@ def test_shell_max_replicas_lowered_removes_idle_ones_at_once_never_busy_ones() 
     assert d.delete == ("shell-3",) and d.replicas == 3 and d.create == 0
     assert d.reasons == ("replicas 4 > maxReplicas 2: -1 agent at once (shell-3), "
                          "1 busy kept until they free",
-                         "idle slots 0 < minIdle 1: none added, maxReplicas 2 reached")
+                         "idle slots 0 < minIdle 1: none added, maxReplicas 2 reached "
+                         "(4 pods exist, 1 of them going or not answering)")
 
 
 def test_above_max_replicas_starting_pods_go_first_newest_first() -> None:
@@ -228,21 +253,29 @@ def pool_workers(draw: st.DrawFn) -> list[Worker]:
     return [draw(a_worker(f"w-{i:02d}")) for i in range(n)]
 
 
-CAPACITY = ("ready", "starting")
 PROPS = settings(max_examples=200, deadline=None)
 
 
+def is_capacity(s: Settings, w: Worker, now: datetime) -> bool:
+    """Rule 1, written out again: ready, starting and unknown within the timeout."""
+    kill_before = now - s.kill_unknown_after_second * S
+    return w.state == "ready" or (w.state == "starting" and w.created_at > kill_before) or (
+        w.state == "unknown" and w.unknown_since is not None and w.unknown_since > kill_before)
+
+
 def after(workers: list[Worker], d: Decision, now: datetime, first: int = 0) -> list[Worker]:
-    """The pool once a decision is carried out: deleted pods gone, created ones starting."""
+    """The pool once a decision is carried out: deleted pods terminating (still pods until
+    they are gone), created ones starting."""
     gone = set(d.delete)
-    return [w for w in workers if w.name not in gone] + [
+    return [replace(w, state="terminating") if w.name in gone else w for w in workers] + [
         Worker(name=f"new-{first + i:04d}", created_at=now, state="starting")
         for i in range(d.create)]
 
 
-def idle_of(s: Settings, workers: list[Worker], pending: int) -> int:
+def idle_of(s: Settings, workers: list[Worker], pending: int, now: datetime = T0) -> int:
     """Rule 1, written out again independently of the module."""
-    return sum(max(0, w.slots - w.busy_slots) for w in workers if w.state == "ready") + \
+    return sum(max(0, w.slots - w.busy_slots) for w in workers
+               if w.state in ("ready", "unknown") and is_capacity(s, w, now)) + \
         s.default_slots_per_agent * sum(w.state == "starting" for w in workers) - pending
 
 
@@ -251,12 +284,15 @@ def idle_of(s: Settings, workers: list[Worker], pending: int) -> int:
 def test_replicas_stay_within_min_and_max(s: Settings, workers: list[Worker],
                                           pending: int) -> None:
     d = decide(s, workers, pending, T0)
-    kept = [w for w in workers if w.name not in set(d.delete) and w.state in CAPACITY]
+    kept = [w for w in workers if w.name not in set(d.delete) and is_capacity(s, w, T0)]
     assert d.replicas == len(kept) + d.create
-    assert d.replicas >= s.min_replicas
+    assert d.pods == len(workers) + d.create  # the deleted are still pods, going
+    if d.create:  # the hard cap: never a pod above maxReplicas
+        assert d.pods <= s.max_replicas
+    assert d.replicas >= s.min_replicas or d.pods >= s.max_replicas
     if d.replicas > s.max_replicas:  # only busy workers may hold the pool above its maximum
         assert d.create == 0
-        assert all(w.state == "ready" and w.busy_slots > 0 for w in kept)
+        assert all(w.busy_slots > 0 for w in kept)
 
 
 @PROPS
@@ -280,7 +316,7 @@ def test_scale_up_covers_pending_sessions_with_the_fewest_agents(
     pool = after(workers, d, T0)
     idle = idle_of(s, pool, pending)
     assert d.idle_slots == idle
-    if d.replicas < s.max_replicas:  # not capped: pending sessions and minIdle are covered
+    if d.pods < s.max_replicas:  # not capped: pending sessions and minIdle are covered
         assert idle >= s.min_idle
     if d.create:  # and one agent fewer would not have done
         assert idle - s.default_slots_per_agent < s.min_idle or d.replicas - 1 < s.min_replicas
