@@ -6,9 +6,11 @@ k8s/rbac/ grants (the RBAC test runs the operator under exactly that Role).
     agentpools  patch (status subresource; kopf itself lists, watches and patches the pools)
     events      create
 
-Errors: 403 is ``ClusterForbidden`` naming the verb and resource, 422 from a pod create is
-``PodRejected`` (the template is what the API server refused), anything else
-``ClusterUnavailable`` with the API server's message.
+Errors: a 403 from RBAC is ``ClusterForbidden`` naming the verb and resource; a 403 from
+admission (PodSecurity, ResourceQuota, a missing RuntimeClass, a webhook) is
+``AdmissionRefused`` naming which, with the API server's message: granting RBAC would not
+help there. 422 from a pod create is ``PodRejected`` (the template is what the API server
+refused), anything else ``ClusterUnavailable`` with the API server's message.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from automation.agentpools.model import GROUP, KIND, VERSION
-from automation.kube.port import ClusterForbidden, ClusterUnavailable
+from automation.kube.port import ClusterForbidden, ClusterUnavailable, parse_forbidden
 
 PLURAL = "agentpools"
 COMPONENT = "anycloud-operator"
@@ -28,6 +30,31 @@ COMPONENT = "anycloud-operator"
 
 class PodRejected(ClusterUnavailable):
     """The API server refused a worker pod as invalid (422): the template is wrong."""
+
+
+# The admission plugins a refusal's text names, and what to do about each.
+_ADMISSION = (
+    ("violates PodSecurity", "PodSecurity admission",
+     "make the template meet the namespace's pod-security.kubernetes.io/enforce level"),
+    ("exceeded quota", "ResourceQuota admission",
+     "raise the namespace's ResourceQuota or lower the template's requests or maxReplicas"),
+    ("RuntimeClass", "RuntimeClass admission",
+     "install the RuntimeClass (GPU node pools install `nvidia`) or target a node pool "
+     "that has it"),
+)
+
+
+class AdmissionRefused(ClusterUnavailable):
+    """A 403 that is not RBAC's: an admission controller or webhook refused the request."""
+
+    def __init__(self, verb: str, resource: str, namespace: str, detail: str) -> None:
+        plugin, advice = next(((name, todo) for marker, name, todo in _ADMISSION
+                               if marker in detail),
+                              ("an admission controller or webhook",
+                               "read its message; RBAC is not the cause"))
+        self.plugin = plugin
+        super().__init__(f"{plugin} refused `{verb}` on `{resource}` in namespace "
+                         f"{namespace}: {detail}; {advice}")
 
 
 def _message(exc: Any) -> str:
@@ -76,6 +103,8 @@ class KubeApi:
             return found
         except ApiException as exc:
             message = _message(exc)
+            if exc.status == 403 and parse_forbidden(message) is None:
+                raise AdmissionRefused(verb, resource, namespace, message) from exc
             if exc.status == 403:
                 raise ClusterForbidden(verb, resource, namespace, message) from exc
             if exc.status in tolerate:

@@ -310,5 +310,6 @@ def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None
                        config_map=cm, after_create=after_create,
                        log=log or (lambda line: None))
         for ns, cm in config.config_maps().items()}
+    state.registry.serve_namespaces(sorted(reconcilers))  # what a refused session names
     registry = build_registry(lambda ns: reconcilers[ns], client_config, interval)
     return Operator(registry, sorted(reconcilers))

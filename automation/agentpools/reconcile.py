@@ -13,11 +13,15 @@ Before any pod, the pool's agent token: the Secret ``<pool>-agent-token`` holds 
 of this pool for the broker (minted, earlier ones revoked, when it is missing, unreadable, or
 left by an earlier pool of the same name); checked again every ``TOKEN_RECHECK``.
 
-The one condition, ``Ready``, says why the pool is not what its spec asks, first cause
-first: TemplateInvalid, NodePoolNotFound, SecretConflict, ConfigMapMissing, Forbidden,
-Unschedulable, else
-True (Reconciled). A Warning Event is posted when that cause changes, a Normal one for every
-pod created or deleted, so ``kubectl describe agentpool`` tells the story.
+Conditions: ``Ready`` says why the pool is not what its spec asks, first cause first: what
+stops the pass (TemplateInvalid, NodePoolNotFound, SecretConflict, ConfigMapMissing,
+Forbidden, AdmissionRefused), then what is wrong with its pods (``health.TYPES``:
+ImagePullFailed, CrashLooping, Unschedulable, AgentsNotRegistering), else True
+(Reconciled). Each pod problem is also a condition of its own, True while it holds, naming
+the pods. A Warning Event is posted when a cause appears, a Normal one for every pod created
+or deleted, so ``kubectl describe agentpool`` tells the story. ``idleSlots`` and
+``busySlots`` count registered agents only: a pod whose agent never registered serves
+nothing, however Ready Kubernetes says it is.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from automation.agentpools import health
 from automation.agentpools import pods as render
 from automation.agentpools.autoscaler import Decision, Settings, Worker, decide
-from automation.agentpools.kubeapi import PodRejected
+from automation.agentpools.kubeapi import AdmissionRefused, PodRejected
 from automation.agentpools.model import validate_manifest
 from automation.clock import Clock, SystemClock
 from automation.errors import AnycloudError, InvalidInput
@@ -63,6 +68,10 @@ class PoolState(Protocol):
         token; else a fresh one (earlier ones revoked) to write there."""
         ...
 
+    def observe_pool(self, pool: str, uid: str, desired: int, reason: str) -> None:
+        """The pool exists (sessions for it are taken), wanting ``desired`` agents."""
+        ...
+
 
 @dataclass
 class RegistryState:
@@ -91,6 +100,9 @@ class RegistryState:
     def agent_token(self, pool: str, current: str | None) -> str | None:
         fresh: str | None = self.registry.agent_token(pool, current)
         return fresh
+
+    def observe_pool(self, pool: str, uid: str, desired: int, reason: str) -> None:
+        self.registry.observe_pool(pool, uid, desired, reason)
 
 
 # The id of the live node pool named (NotFound, or another AnycloudError, when none).
@@ -138,6 +150,8 @@ class Outcome:
     message: str = ""
     status: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
+    problems: list[health.Problem] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
 
 
 def pool_key(pool: dict[str, Any]) -> str:
@@ -158,13 +172,6 @@ def _condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def pod_ready(pod: dict[str, Any]) -> bool:
     return _condition(pod, "Ready").get("status") == "True"
-
-
-def unschedulable(pod: dict[str, Any]) -> str | None:
-    c = _condition(pod, "PodScheduled")
-    if c.get("status") == "False" and c.get("reason") == "Unschedulable":
-        return str(c.get("message") or "no node fits")
-    return None
 
 
 def as_workers(pods: Sequence[dict[str, Any]], registered: Sequence[Worker]) -> list[Worker]:
@@ -211,12 +218,15 @@ class Reconciler:
     log: Callable[[str], None] = lambda line: None
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _token_checked: dict[str, datetime] = field(default_factory=dict)  # pool uid -> when
-    # pool uid -> the (status, reason) of Ready this process last posted an Event for. A pass
+    # "<pool uid>/<condition type>" -> the (status, reason) this process last posted an Event
+    # for. A pass
     # may read the pool as it was before the previous pass's status landed (kopf hands the
     # timer and the update handler the body they were called with): without this, one change
     # of cause would be announced twice.
     _announced: dict[str, tuple[str, str]] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    # pool uid -> the (desired, reason) last recorded in the ledger: written on change only.
+    _observed: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def _lock(self, uid: str) -> threading.Lock:
         # kopf may run a pool's timer and its update handler at once: one pass at a time.
@@ -253,6 +263,7 @@ class Reconciler:
             registered = self.state.workers(key, now)
             self._forget_lost(key, pods, registered)
             workers = as_workers(live, registered)
+            out.workers = workers
             decision = decide(settings, workers, self.state.pending_sessions(key), now)
             out.decision = decision
             missing = [cm for cm in render.config_maps(sample)
@@ -274,11 +285,9 @@ class Reconciler:
                 self._create(pool, pod, out, "; ".join(decision.reasons), now)
             if not decision.create and not decision.delete:
                 self._roll(pool, live, workers, render.template_hash(sample), out, now)
-            stuck = [(p["metadata"]["name"], unschedulable(p)) for p in live]
-            stuck = [(n, why) for n, why in stuck if why and n not in out.deleted]
-            if stuck:
-                raise Blocked("Unschedulable", f"{len(stuck)} worker pod(s) cannot be "
-                              f"scheduled: {stuck[0][0]}: {stuck[0][1]}")
+            kept = [(p, w) for p, w in zip(live, workers, strict=True)
+                    if p["metadata"]["name"] not in out.deleted]
+            out.problems = health.problems([p for p, _ in kept], [w for _, w in kept], now)
         except Blocked as exc:
             out.reason, out.message = exc.reason, exc.message
         except ClusterForbidden as exc:
@@ -364,6 +373,8 @@ class Reconciler:
         except PodRejected as exc:
             raise Blocked("TemplateInvalid", f"the API server refused the worker pod: "
                           f"{exc}") from exc
+        except AdmissionRefused as exc:
+            raise Blocked("AdmissionRefused", str(exc)) from exc
         name = pod["metadata"]["name"]
         out.created.append(name)
         self.log(f"{pool_key(pool)}: created pod {name} ({why})")
@@ -390,48 +401,70 @@ class Reconciler:
         kept = [p for p in live if p["metadata"]["name"] not in out.deleted
                 and not p["metadata"].get("deletionTimestamp")]
         d = out.decision
+        # Only registered agents serve: a starting pod's slots are the autoscaler's estimate.
+        serving = [w for w in out.workers if w.name not in out.deleted]
         status: dict[str, Any] = {
             "replicas": len(kept) + len(out.created),
             "readyReplicas": sum(1 for p in kept if pod_ready(p)),
-            "idleSlots": d.idle_slots if d else old.get("idleSlots", 0),
-            "busySlots": d.busy_slots if d else old.get("busySlots", 0),
+            "idleSlots": sum(max(0, w.slots - w.busy_slots) for w in serving
+                             if w.state == "ready") if d else old.get("idleSlots", 0),
+            "busySlots": sum(w.busy_slots for w in serving if w.state in ("ready", "unknown"))
+            if d else old.get("busySlots", 0),
             "pendingSessions": d.pending_sessions if d else old.get("pendingSessions", 0),
             "observedGeneration": meta.get("generation"),
         }
+        problems = {p.type: p for p in out.problems}
+        if out.reason == "Reconciled" and out.problems:
+            out.reason, out.message = out.problems[0].type, out.problems[0].message
         ok = out.reason == "Reconciled"
         message = out.message or (
             "; ".join(d.reasons) if d and d.reasons else "the pool is as its spec asks")
-        before: dict[str, Any] = next((c for c in old.get("conditions") or []
-                       if c.get("type") == CONDITION), {})
-        state = "True" if ok else "False"
-        changed = (before.get("status"), before.get("reason")) != (state, out.reason)
-        condition = {
-            "type": CONDITION, "status": state, "reason": out.reason,
-            "message": message[:32768], "observedGeneration": meta.get("generation"),
-            "lastTransitionTime": before.get("lastTransitionTime") if not changed and
-            before.get("lastTransitionTime") else now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
         if ok and not d:
-            condition["message"] = "the pool is as its spec asks"
-        status["conditions"] = [condition]
+            message = "the pool is as its spec asks"
+        before = {c.get("type"): c for c in old.get("conditions") or []}
+        wanted = [(CONDITION, "True" if ok else "False", out.reason, message)]
+        for kind in health.TYPES:
+            hit = problems.get(kind)
+            wanted.append((kind, "True", kind, hit.message) if hit else
+                          (kind, "False", "NoPodAffected", "no worker pod has it"))
+        conditions = []
+        announce: list[tuple[str, str, str]] = []  # Events: (type, reason, message)
+        for kind, state, reason, text in wanted:
+            prior = before.get(kind) or {}
+            changed = (prior.get("status"), prior.get("reason")) != (state, reason)
+            conditions.append({
+                "type": kind, "status": state, "reason": reason, "message": text[:32768],
+                "observedGeneration": meta.get("generation"),
+                "lastTransitionTime": prior.get("lastTransitionTime")
+                if not changed and prior.get("lastTransitionTime")
+                else now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            })
+            key = f"{meta['uid']}/{kind}"
+            if changed and self._announced.get(key) != (state, reason):
+                self._announced[key] = (state, reason)
+                if kind == CONDITION and not ok:
+                    announce.append(("Warning", reason, text))
+                elif kind == CONDITION and prior:
+                    announce.append(("Normal", "Reconciled",
+                                     "the pool is as its spec asks again"))
+                elif kind != CONDITION and state == "True" and kind != out.reason:
+                    announce.append(("Warning", kind, text))  # Ready's Event says the first
+        status["conditions"] = conditions
         out.status = status
-        same = {k: old.get(k) for k in status if k != "conditions"} == \
-            {k: v for k, v in status.items() if k != "conditions"} and not changed \
-            and before.get("message") == condition["message"]
-        announce = changed and self._announced.get(meta["uid"]) != (state, out.reason)
-        if announce:
-            self._announced[meta["uid"]] = (state, out.reason)
-        if not ok and announce:
-            self.log(f"{pool_key(pool)}: {out.reason}: {out.message}")
-            self._event(pool, "Warning", out.reason, out.message, now)
-        elif ok and announce and before:
-            self._event(pool, "Normal", "Reconciled", "the pool is as its spec asks again",
-                        now)
+        same = {k: old.get(k) for k in status} == status
+        for type_, reason, text in announce:
+            if type_ == "Warning":
+                self.log(f"{pool_key(pool)}: {reason}: {text}")
+            self._event(pool, type_, reason, text, now)
         if not same:
             try:
                 self.api.patch_status(meta["namespace"], meta["name"], status)
             except ClusterForbidden as exc:
                 self.log(f"{pool_key(pool)}: cannot write its status: {exc}")
+        seen = (d.replicas if d else status["replicas"], out.reason)
+        if self._observed.get(meta["uid"]) != seen:
+            self.state.observe_pool(pool_key(pool), meta["uid"], *seen)
+            self._observed[meta["uid"]] = seen
 
     def _event(self, pool: dict[str, Any], type_: str, reason: str, message: str,
                now: datetime) -> None:
@@ -455,6 +488,8 @@ class Reconciler:
                     gone.append(p["metadata"]["name"])
             self.state.close_pool(pool_key(pool))  # its agent tokens revoked too
             self._token_checked.pop(meta["uid"], None)
-            self._announced.pop(meta["uid"], None)
+            self._observed.pop(meta["uid"], None)
+            for kind in (CONDITION, *health.TYPES):
+                self._announced.pop(f"{meta['uid']}/{kind}", None)
             self.log(f"{pool_key(pool)}: deleted; removed its pods {', '.join(gone) or '(none)'}")
             return gone

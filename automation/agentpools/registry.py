@@ -46,6 +46,7 @@ from automation.agentpools.wire import (
     Chunk,
     HeartbeatReply,
     Output,
+    PoolNotFound,
     PoolView,
     Session,
     check_command,
@@ -62,6 +63,8 @@ from automation.ledger.db import Ledger
 
 agents = schema.agents
 sessions = schema.sessions
+agent_pools = schema.agent_pools
+pool_namespaces = schema.agent_pool_namespaces
 session_output = schema.session_output
 
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
@@ -228,7 +231,41 @@ class Registry:
                 state="cancelled", error=f"pool {pool} was deleted",
                 finished_at=now)).rowcount
             revoke_pool_tokens(conn, pool, by="operator (pool deleted)", now=now)
+            conn.execute(agent_pools.update().where(agent_pools.c.pool == pool).values(
+                state="deleted", deleted_at=now))
             return ended
+
+    # the pools the operator serves
+
+    def serve_namespaces(self, namespaces: Sequence[str]) -> None:
+        """The operator watches exactly these namespaces (what a refused session names)."""
+        now = self.clock.now()
+        with self.ledger.write() as conn:
+            conn.execute(pool_namespaces.delete())
+            if namespaces:
+                conn.execute(pool_namespaces.insert(), [
+                    {"namespace": ns, "seen_at": now} for ns in sorted(set(namespaces))])
+
+    def served_namespaces(self) -> list[str]:
+        with self.ledger.read() as conn:
+            return sorted(conn.execute(sa.select(pool_namespaces.c.namespace)).scalars())
+
+    def observe_pool(self, pool: str, uid: str, desired: int, reason: str) -> None:
+        """The operator's pass saw the AgentPool (a recreated one, new uid, opens afresh)."""
+        check_pool(pool)
+        now = self.clock.now()
+        values = {"uid": uid, "state": "open", "desired_replicas": desired,
+                  "reason": reason, "observed_at": now, "deleted_at": None}
+        with self.ledger.write() as conn:
+            old = conn.execute(sa.select(agent_pools.c.uid, agent_pools.c.state).where(
+                agent_pools.c.pool == pool)).first()
+            if old is None:
+                conn.execute(agent_pools.insert().values(pool=pool, opened_at=now, **values))
+            else:
+                if (old.uid, old.state) != (uid, "open"):
+                    values["opened_at"] = now
+                conn.execute(agent_pools.update().where(agent_pools.c.pool == pool)
+                             .values(**values))
 
     def agent_token(self, pool: str, current: str | None) -> str | None:
         """None when ``current`` (what the pool's Secret holds) is the pool's live agent
@@ -254,7 +291,8 @@ class Registry:
         now = self.clock.now()
         sid = new_id("se")
         with self.ledger.write() as conn:
-            _lock_pool(conn, pool)
+            if not any(r["state"] in _LIVE_AGENT for r in _lock_pool(conn, pool)):
+                _check_served(conn, pool)
             conn.execute(sessions.insert().values(id=sid, pool=pool, state="pending",
                                                   command=argv, created_at=now,
                                                   client_seen_at=now))
@@ -469,6 +507,32 @@ def _lock_pool(conn: Connection, pool: str) -> list[RowMapping]:
     """Lock the pool's agent rows, in id order (the one lock order of every writer)."""
     return list(conn.execute(sa.select(agents).where(agents.c.pool == pool)
                              .order_by(agents.c.id).with_for_update()).mappings().all())
+
+
+def _check_served(conn: Connection, pool: str) -> None:
+    """A pool with no live agent must be an open AgentPool, else ``PoolNotFound`` saying why
+    (deleted, in a namespace the operator does not watch, or not there at all)."""
+    row = conn.execute(sa.select(agent_pools).where(agent_pools.c.pool == pool)
+                       ).mappings().first()
+    if row is not None and row["state"] == "open":
+        return
+    namespace = pool.partition("/")[0]
+    served = sorted(conn.execute(sa.select(pool_namespaces.c.namespace)).scalars())
+    if row is not None:
+        why = (f"the AgentPool was deleted at {row['deleted_at']:%Y-%m-%d %H:%M:%S} UTC "
+               "and no agent serves it")
+    elif served and namespace not in served:
+        why = (f"the operator watches namespace(s) {', '.join(served)}, not {namespace}: "
+               f"add a kubernetes provisioner for {namespace} to its config, or use a pool "
+               "in a watched namespace")
+    elif served:
+        why = (f"no AgentPool of that name in namespace {namespace} (`kubectl get "
+               f"agentpools -n {namespace}`) and no agent registered in it")
+    else:
+        why = ("no operator has recorded any AgentPool and no agent is registered in it: "
+               "start agents for it, or run the operator (`anycloud serve "
+               "--operator-config`)")
+    raise PoolNotFound(pool, why)
 
 
 def _assign(conn: Connection, pool: str, now: datetime) -> int:

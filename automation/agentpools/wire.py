@@ -49,6 +49,21 @@ class AgentRetired(AnycloudError):
                  "own name (an agent run by hand: another --agent-id)")
 
 
+class PoolNotFound(AnycloudError):
+    """A session asked for a pool the broker does not serve: no AgentPool of that name (or
+    it was deleted) and no agent registered in it. Refused at once: waiting would be
+    forever."""
+
+    default_code = "POOL_NOT_FOUND"
+    exit_code = 2  # bad input: nothing was written
+    http_status = 404
+
+    def __init__(self, pool: str, why: str) -> None:
+        super().__init__(f"pool {pool!r}: {why}", field="pool", value=pool,
+                         rule="must name an AgentPool the operator serves, or a pool with a "
+                              "registered agent")
+
+
 class _Wire(BaseModel):
     """camelCase on the wire both ways (the broker writes it, its clients read it back);
     snake_case field names in Python and from ledger rows."""

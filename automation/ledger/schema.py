@@ -317,6 +317,30 @@ sessions = sa.Table(
 sa.Index("ix_sessions_pool_state", sessions.c.pool, sessions.c.state, sessions.c.created_at)
 sa.Index("ix_sessions_agent", sessions.c.agent_id, sessions.c.state)
 
+# The AgentPools the operator serves, as it last saw them: a session for a pool that is not
+# here (or deleted) is refused at once (POOL_NOT_FOUND) instead of waiting forever.
+agent_pools = sa.Table(
+    "agent_pools",
+    metadata,
+    sa.Column("pool", sa.String(320), primary_key=True),  # "<namespace>/<name>"
+    sa.Column("uid", sa.String(64), nullable=False),  # the AgentPool object's uid
+    sa.Column("state", sa.String(16), nullable=False),  # open | deleted
+    sa.Column("desired_replicas", sa.Integer, nullable=False, default=0),  # last decision
+    sa.Column("reason", sa.String(64)),  # the Ready condition's reason, as last written
+    _ts("opened_at", False),
+    _ts("observed_at", False),
+    _ts("deleted_at"),
+)
+
+# The namespaces the AgentPool operator watches (its config's kubernetes provisioners), so
+# a session for a pool elsewhere is told where pools are served.
+agent_pool_namespaces = sa.Table(
+    "agent_pool_namespaces",
+    metadata,
+    sa.Column("namespace", sa.String(63), primary_key=True),
+    _ts("seen_at", False),
+)
+
 session_output = sa.Table(
     "session_output",
     metadata,

@@ -346,3 +346,17 @@ def test_connections_are_accepted_with_nodelay() -> None:
         client.close()
     finally:
         sock.close()
+
+
+def test_a_session_for_a_pool_that_does_not_exist_is_refused_at_once(
+        api: TestClient, registry: Registry) -> None:
+    registry.serve_namespaces(["default"])
+    resp = api.post("/v1/sessions?wait=30", json={"pool": "default/no-such-pool",
+                                                  "command": ["x"]})
+    assert resp.status_code == 404 and resp.headers["content-type"] == \
+        "application/problem+json"
+    err = resp.json()
+    assert (err["code"], err["field"], err["value"]) == ("POOL_NOT_FOUND", "pool",
+                                                         "default/no-such-pool")
+    assert "kubectl get agentpools -n default" in err["detail"]
+    assert registry.pool_view("default/no-such-pool").pending_sessions == 0

@@ -109,6 +109,10 @@ class FakeState:
     busy_now: set[str] = field(default_factory=set)  # took a session after the decision
     tokens: dict[str, str] = field(default_factory=dict)  # pool -> its live agent token
     minted: int = 0
+    observed: list[tuple[str, str, int, str]] = field(default_factory=list)
+
+    def observe_pool(self, pool: str, uid: str, desired: int, reason: str) -> None:
+        self.observed.append((pool, uid, desired, reason))
 
     def workers(self, pool: str, now: datetime) -> list[Worker]:
         return list(self.workers_)
@@ -152,7 +156,8 @@ def test_a_pass_creates_what_the_autoscaler_decides_and_reports_it() -> None:
     assert len(out.created) == 3 and len(api.pods) == 3  # minReplicas 2, minIdle 3
     status = api.patches[-1]
     assert status["replicas"] == 3 and status["readyReplicas"] == 0
-    assert status["idleSlots"] == 3 and status["observedGeneration"] == 1
+    # Only registered agents count: three pods starting serve nothing yet.
+    assert status["idleSlots"] == 0 and status["observedGeneration"] == 1
     cond = status["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Ready", "True", "Reconciled")
     assert [e[1] for e in api.events] == ["AgentTokenIssued"] + ["ScaledUp"] * 3
@@ -365,6 +370,7 @@ def test_registry_retires_only_an_idle_agent_and_assigns_it_nothing(ledger_url: 
 
     ledger = open_ledger(ledger_url)
     registry = Registry(ledger, ManualClock(NOW))
+    registry.observe_pool("ns/shell", "uid-1", desired=1, reason="Reconciled")
     registry.register("ns/shell", "a", "pod-a", 1)
     session = registry.acquire("ns/shell", ["true"])
     assert registry.session(session.id).state == "running"

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from automation.agentpools.autoscaler import Settings, decide
 from automation.agentpools.registry import Registry
-from automation.agentpools.wire import AgentRetired
+from automation.agentpools.wire import AgentRetired, PoolNotFound
 from automation.clock import ManualClock
 from automation.errors import Conflict, InvalidInput, NotFound
 from automation.ledger import open_ledger, schema
@@ -106,12 +106,51 @@ def test_busiest_agent_with_room_is_filled_first(reg: Registry) -> None:
 
 
 def test_sessions_pend_in_an_empty_pool_until_an_agent_registers(reg: Registry) -> None:
+    reg.observe_pool(POOL, "uid-1", desired=0, reason="Reconciled")  # the operator's pass
     waiting = reg.acquire(POOL, ["x"])
     assert waiting.state == "pending" and waiting.agent_id is None
     reg.register("other/cpu", "o", "o", 1)  # another pool's agent is no use
     assert reg.session(waiting.id).state == "pending"
     reg.register(POOL, "a", "a", 1)
     assert reg.session(waiting.id).agent_id == "a"
+
+
+def _sessions(reg: Registry) -> int:
+    with reg.ledger.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(schema.sessions))
+                   .scalar_one())
+
+
+def test_a_session_for_a_pool_nobody_serves_is_refused_at_once(reg: Registry) -> None:
+    with pytest.raises(PoolNotFound, match="no operator has recorded any AgentPool") as err:
+        reg.acquire("default/no-such-pool", ["x"])
+    assert (err.value.code, err.value.field) == ("POOL_NOT_FOUND", "pool")
+    reg.serve_namespaces(["team-a", "team-b"])
+    assert reg.served_namespaces() == ["team-a", "team-b"]
+    with pytest.raises(PoolNotFound, match="no AgentPool of that name in namespace team-a"):
+        reg.acquire("team-a/no-such-pool", ["x"])
+    with pytest.raises(PoolNotFound, match=r"watches namespace\(s\) team-a, team-b, not other"):
+        reg.acquire("other/cpu", ["x"])
+    assert _sessions(reg) == 0  # a refusal writes nothing
+
+
+def test_a_deleted_pool_refuses_sessions_and_a_recreated_one_takes_them(
+        reg: Registry, clock: ManualClock) -> None:
+    reg.observe_pool(POOL, "uid-1", desired=1, reason="Reconciled")
+    reg.acquire(POOL, ["x"])
+    reg.close_pool(POOL)
+    with pytest.raises(PoolNotFound, match="deleted at 2026"):
+        reg.acquire(POOL, ["x"])
+    reg.observe_pool(POOL, "uid-2", desired=1, reason="Reconciled")
+    assert reg.acquire(POOL, ["x"]).state == "pending"
+
+
+def test_a_pool_of_agents_run_by_hand_needs_no_agentpool(reg: Registry) -> None:
+    reg.register(POOL, "a", "a", 1)
+    assert reg.acquire(POOL, ["x"]).agent_id == "a"
+    reg.deregister("a")
+    with pytest.raises(PoolNotFound):
+        reg.acquire(POOL, ["x"])
 
 
 def test_release_by_the_agent_records_exit_code_and_frees_the_slot(
@@ -316,6 +355,7 @@ def test_a_retired_agent_is_refused_but_a_new_agent_on_its_pod_registers(
     """The operator retired the agent before deleting its pod: told 404/410 on its way out,
     it must not come back (in any pool), whatever it calls; its pod's successor (another
     agent id, the same pod name) is a new agent."""
+    reg.observe_pool(POOL, "uid-1", desired=1, reason="Reconciled")
     reg.register(POOL, "a", "pod-a", 1)
     assert reg.retire_if_idle(POOL, "pod-a")
     for call in (lambda: reg.register(POOL, "a", "pod-a", 1),
