@@ -42,3 +42,18 @@ def test_the_passphrase_comes_from_a_secret() -> None:
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     assert volume["secret"]["secretName"] == "anycloud-state-passphrase"
     assert mount.get("readOnly") is True
+
+
+def test_every_secret_the_deployment_reads_is_made_by_the_readme() -> None:
+    """The README's steps create each Secret the manifest reads (the ledger's was once
+    read and never made), and the manifest's header says so too."""
+    import re
+
+    pod = _docs()["Deployment"]["spec"]["template"]["spec"]
+    read = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    read |= {e["valueFrom"]["secretKeyRef"]["name"] for c in pod["containers"]
+             for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+    readme = (MANIFEST.parent / "README.md").read_text()
+    made = set(re.findall(r"create secret generic ([\w-]+)", readme))
+    assert read and read <= made, read - made
+    assert read <= set(re.findall(r"create secret generic ([\w-]+)", MANIFEST.read_text()))
