@@ -31,7 +31,9 @@ def set_args(values: dict[str, Any]) -> list[str]:
 class Helm:
     def __init__(self, binary: Path, home: Path) -> None:
         self.binary = binary
-        self.env = {"HELM_CACHE_HOME": str(home / "cache"),
+        # HOME too: the Kubernetes client caches discovery under $HOME/.kube (without
+        # HOME, in the current directory).
+        self.env = {"HOME": str(home), "HELM_CACHE_HOME": str(home / "cache"),
                     "HELM_CONFIG_HOME": str(home / "config"),
                     "HELM_DATA_HOME": str(home / "data"), "PATH": "/usr/bin:/bin"}
 
