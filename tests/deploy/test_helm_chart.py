@@ -357,6 +357,7 @@ def test_helm_install_runs_both_deployments_on_kwok_nodes(
             assert {p["spec"]["nodeName"] for p in pods} <= set(nodes)
             (container,) = pods[0]["spec"]["containers"]
             assert container["command"] == ["anycloud"]
+        _rbac_holds(control_plane, release_ns, watched, f"{release}")
         listed = json.loads(helm.run("list", "-n", release_ns, "--kubeconfig",
                                      str(control_plane.kubeconfig), "-o", "json").stdout)
         assert [(r["name"], r["status"]) for r in listed] == [(release, "deployed")]
@@ -367,3 +368,23 @@ def test_helm_install_runs_both_deployments_on_kwok_nodes(
                               check=False)
         control_plane.kubectl("delete", "pv", storage_class, "--wait=false", check=False)
         control_plane.kubectl("delete", "node", *nodes, "--wait=false", check=False)
+
+
+def _rbac_holds(plane: ControlPlane, release_ns: str, watched: list[str],
+                account: str) -> None:
+    """The installed ServiceAccount may do the operator's work in each watched namespace
+    and elect a leader in its own, and nothing of the kind elsewhere."""
+    who = f"--as=system:serviceaccount:{release_ns}:{account}"
+
+    def can(*args: str) -> str:
+        return str(plane.kubectl("auth", "can-i", *args, who, check=False).stdout.strip())
+
+    for ns in watched:
+        assert can("create", "pods", "-n", ns) == "yes", ns
+        assert can("patch", "agentpools.anycloud.sh", "--subresource=status", "-n", ns) == "yes"
+    assert can("create", "pods", "-n", release_ns) == "no"  # not a watched namespace here
+    assert can("update", "leases.coordination.k8s.io/anycloud-operator", "-n",
+               release_ns) == "yes"
+    assert can("update", "leases.coordination.k8s.io/anycloud-operator", "-n",
+               watched[0]) == "no"
+    assert can("list", "secrets", "-n", watched[0]) == "no"
