@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 MANIFEST = Path(__file__).resolve().parents[2] / "k8s" / "deploy" / "control-plane.yaml"
@@ -57,3 +58,17 @@ def test_every_secret_the_deployment_reads_is_made_by_the_readme() -> None:
     made = set(re.findall(r"create secret generic ([\w-]+)", readme))
     assert read and read <= made, read - made
     assert read <= set(re.findall(r"create secret generic ([\w-]+)", MANIFEST.read_text()))
+
+
+def test_the_container_runs_a_valid_anycloud_command_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parsed by the CLI itself (nothing runs): a renamed option fails here."""
+    from tests.deploy.chart import parse_command_line
+
+    monkeypatch.delenv("ANYCLOUD_CONFIG", raising=False)
+    (container,) = _docs()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    program, *argv = container["command"]
+    assert program == "anycloud"
+    ctx = parse_command_line(argv)
+    assert ctx.info_name == "serve"
+    assert ctx.params["api_listen"] and ctx.params["broker_listen"]

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,3 +66,15 @@ def one(objects: list[dict[str, Any]], kind: str, name_ends: str = "") -> dict[s
 def containers(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for o in objects if o["kind"] == "Deployment"
             for c in o["spec"]["template"]["spec"]["containers"]]
+
+
+def parse_command_line(argv: list[str]) -> click.Context:
+    """Parse an ``anycloud`` command line as the console script would, running nothing: a
+    renamed or removed option fails here (click's usage error)."""
+    from automation.cli.main import cli
+
+    root = cli.make_context("anycloud", list(argv), resilient_parsing=False)
+    rest = [*getattr(root, "_protected_args", []), *root.args]
+    name, command, args = cli.resolve_command(root, rest)
+    assert command is not None and name is not None, argv
+    return command.make_context(name, args, parent=root, resilient_parsing=False)

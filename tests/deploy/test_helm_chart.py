@@ -25,6 +25,7 @@ from tests.deploy.chart import (
     Helm,
     containers,
     one,
+    parse_command_line,
     set_args,
 )
 
@@ -209,18 +210,6 @@ def test_the_network_policy_opens_only_the_two_ports(helm: Helm) -> None:
 # -- the command lines --------------------------------------------------------------------
 
 
-def _parse(argv: list[str]) -> click.Context:
-    """Parse an ``anycloud`` command line as the console script would, running nothing: a
-    renamed or removed option fails here (click's usage error)."""
-    from automation.cli.main import cli
-
-    root = cli.make_context("anycloud", list(argv), resilient_parsing=False)
-    rest = [*getattr(root, "_protected_args", []), *root.args]
-    name, command, args = cli.resolve_command(root, rest)
-    assert command is not None and name is not None, argv
-    return command.make_context(name, args, parent=root, resilient_parsing=False)
-
-
 @pytest.mark.parametrize("values", [REQUIRED, CUSTOM], ids=["defaults", "custom"])
 def test_the_containers_run_valid_anycloud_command_lines(
         helm: Helm, values: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,7 +220,7 @@ def test_the_containers_run_valid_anycloud_command_lines(
         args = list(container["args"])
         pending = PENDING_FLAGS.get(args[0], set())
         argv = [a for a in args if a not in pending or _has_option(args[0], a)]
-        ctx = _parse(argv)
+        ctx = parse_command_line(argv)
         seen.add(ctx.info_name)
         if ctx.info_name == "serve":
             assert ctx.params["api_listen"] and ctx.params["broker_listen"]
@@ -257,9 +246,9 @@ def test_the_operator_knows_leader_election() -> None:
     assert _has_option("operator", "--leader-elect")
 
 
-def test_a_renamed_flag_fails_the_parse() -> None:
+def test_a_renamed_flag_fails_theparse_command_line() -> None:
     with pytest.raises(click.UsageError):
-        _parse(["serve", "--api-listen-typo", "0.0.0.0:8443"])
+        parse_command_line(["serve", "--api-listen-typo", "0.0.0.0:8443"])
 
 
 # -- on the real control plane ------------------------------------------------------------
