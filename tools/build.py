@@ -57,6 +57,7 @@ PULUMI = "v3.274.1"
 # The only published build of the kubernetes provider: the commit PyPI's pulumi-kubernetes
 # 4.25.0a1768448096 was released from (tools/pulumi-kubernetes/go.mod).
 PULUMI_KUBERNETES = "4.25.0-alpha.1768448096"
+HELM = "v4.3.2"
 
 TOOL_SETS: tuple[ToolSet, ...] = (
     ToolSet(
@@ -95,6 +96,14 @@ TOOL_SETS: tuple[ToolSet, ...] = (
             "pod/fast/pod-complete.yaml",
             "pod/fast/pod-delete.yaml",
         )),
+    ),
+    ToolSet(
+        # The chart's tests (tests/deploy/test_helm_chart.py): lint, template, install.
+        name="helm",
+        binaries={"helm": "helm.sh/helm/v4/cmd/helm"},
+        ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM}",
+                 "-X helm.sh/helm/v4/internal/version.gitTreeState=clean"),
+        versions={"helm": HELM},
     ),
     ToolSet(
         name="pulumi",

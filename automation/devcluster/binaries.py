@@ -14,7 +14,7 @@ from pathlib import Path
 from automation.errors import AnycloudError
 
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
-         "kwok", "pulumi", "pulumi-resource-kubernetes")
+         "kwok", "pulumi", "pulumi-resource-kubernetes", "helm")
 
 
 class ToolMissing(AnycloudError):

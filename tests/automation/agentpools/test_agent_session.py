@@ -274,7 +274,7 @@ def test_the_example_configmaps_file_is_read_as_is(tmp_path: Path) -> None:
     path = tmp_path / "anycloud.yaml"
     path.write_text(data)
     config = load_config(path)
-    assert config.broker_url == "http://anycloud-apiserver.anycloud.svc.cluster.local:50051"
+    assert config.broker_url == "http://anycloud-broker.anycloud.svc.cluster.local:50051"
     assert config.model_extra and "sandbox_config" in config.model_extra  # kept for others
 
 
