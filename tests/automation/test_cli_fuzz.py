@@ -19,6 +19,7 @@ first few. ``derandomize=True``: CI runs the same cases every time.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -291,7 +292,10 @@ def run_case(name: str, command: click.Command, argv: list[str], seed: Seed,
     shutil.copytree(seed.root / "home", case / "home")
     shutil.copy2(seed.root / "ledger.db", case / "ledger.db")
     full = [*name.split(), *argv]
-    result = CliRunner().invoke(cli, full, env=_env(case), catch_exceptions=True)
+    # In the case's own folder: a fuzzed relative path (`secrets-key new -1`) is written
+    # there, never into the checkout.
+    with contextlib.chdir(case):
+        result = CliRunner().invoke(cli, full, env=_env(case), catch_exceptions=True)
     broken: list[str] = []
     allowed = {0, 2} | ({1} if name in RUNTIME_FAILURES else set())
     if "--detailed-exitcode" in argv:
