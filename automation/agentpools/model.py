@@ -259,7 +259,11 @@ def problems(doc: Any) -> list[InvalidInput]:
         return [InvalidInput("(document)", type(doc).__name__, "must be a YAML/JSON object")]
     found: list[InvalidInput] = []
     if doc.get("apiVersion") != API_VERSION:
-        found.append(InvalidInput("apiVersion", doc.get("apiVersion"), f"must be {API_VERSION}"))
+        rule = f"must be {API_VERSION}"
+        if doc.get("kind") == KIND:  # another product's AgentPool (the seed's velda.io/v1)
+            rule += (f": change that one line to `apiVersion: {API_VERSION}`; the rest of the "
+                     "manifest is read as written")
+        found.append(InvalidInput("apiVersion", doc.get("apiVersion"), rule))
     if doc.get("kind") != KIND:
         found.append(InvalidInput("kind", doc.get("kind"), f"must be {KIND}"))
     unknown = sorted(set(doc) - {"apiVersion", "kind", "metadata", "spec", "status"})
@@ -314,8 +318,11 @@ def validate_manifest(doc: Any) -> AgentPool:
 
 def is_agent_pool(doc: Any) -> bool:
     """A document meant for this CRD: its apiVersion is in the anycloud.sh group (a wrong
-    version or kind there is a mistake to report, not another kind of object to skip)."""
-    return isinstance(doc, dict) and str(doc.get("apiVersion", "")).split("/")[0] == GROUP
+    version or kind there is a mistake to report, not another kind of object to skip), or
+    its kind is AgentPool in another group (velda.io/v1: one line away from ours, and never
+    to be passed as valid)."""
+    return isinstance(doc, dict) and (
+        str(doc.get("apiVersion", "")).split("/")[0] == GROUP or doc.get("kind") == KIND)
 
 
 

@@ -2,10 +2,13 @@
 
 Configured by the control plane's config file, the seed's shape::
 
+    broker:                            # optional: the agents' broker address, given to
+      address: http://anycloud-broker.anycloud.svc:50051   #   each worker as ANYCLOUD_BROKER
     provisioners:
       - kubernetes:
           namespace: anycloud          # AgentPools are watched, and pods made, here
-          agentConfigMap: anycloud-agent-config   # optional: mounted at /run/anycloud
+          agentConfigMap: anycloud-agent-config   # optional: mounted at /run/anycloud (the
+                                       #   default when no broker address is set)
           gke:                         # optional: only selects the kubeconfig context
             project: my-gcp-project    #   gke_<project>_<location>_<cluster_name>,
             location: us-central1      #   the name `gcloud container clusters
@@ -44,8 +47,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from automation.agentpools.config import BrokerSection
 from automation.agentpools.model import DNS_LABEL, GROUP, VERSION
-from automation.agentpools.pods import DEFAULT_CONFIG_MAP
+from automation.agentpools.pods import DEFAULT_CONFIG_MAP, NodePoolRef
 from automation.errors import InvalidInput
 
 PLURAL = "agentpools"
@@ -75,8 +79,8 @@ class KubernetesProvisioner(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     namespace: str = Field(pattern=rf"^{DNS_LABEL}$", max_length=63)
-    agent_config_map: str = Field(DEFAULT_CONFIG_MAP, alias="agentConfigMap",
-                                  min_length=1, max_length=253)
+    agent_config_map: str | None = Field(None, alias="agentConfigMap",
+                                         min_length=1, max_length=253)
     gke: GkeCluster | None = None
 
 
@@ -91,6 +95,7 @@ class ControlPlaneConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     provisioners: list[Provisioner] = Field(default_factory=list)
+    broker: BrokerSection | None = None  # the agents' broker, as in their own config
 
     @property
     def kubernetes(self) -> list[KubernetesProvisioner]:
@@ -104,8 +109,11 @@ class ControlPlaneConfig(BaseModel):
                                "must name one cluster: one operator watches one cluster")
         return chosen.pop() if chosen else None
 
-    def config_maps(self) -> dict[str, str]:
-        return {k.namespace: k.agent_config_map for k in self.kubernetes}
+    def config_maps(self) -> dict[str, str | None]:
+        """Namespace -> the agent ConfigMap its pods mount: the one named, else ours by
+        default unless the broker address is given to the agents directly."""
+        default = None if self.broker else DEFAULT_CONFIG_MAP
+        return {k.namespace: k.agent_config_map or default for k in self.kubernetes}
 
 
 def load_config(path: Path) -> ControlPlaneConfig:
@@ -272,19 +280,31 @@ class Operator:
             self._thread.join(timeout)
 
 
-def ledger_node_pool_ids(ledger: Any) -> Callable[[str], str]:
-    """``spec.nodePool`` name (or id) -> the live node pool's id, read from the ledger."""
+def ledger_node_pool_ids(ledger: Any) -> Callable[[str], NodePoolRef]:
+    """``spec.nodePool`` name (or id) -> the live node pool, read from the ledger, with its
+    VM type's GPU count from the catalog (read once, on the first GPU question)."""
     from automation.ledger import schema
     from automation.ledger.records import find_live
     from automation.models import LIVE_POOL_STATES
 
     pools = schema.node_pools
+    catalogs: list[Any] = []
 
-    def lookup(name: str) -> str:
+    def gpus(provider: str, vm_type: str) -> int:
+        if not catalogs:
+            from automation.catalog.overlay import LedgerOverlay
+            from automation.catalog.store import load_catalog
+
+            catalogs.append(load_catalog().with_overlay(LedgerOverlay(ledger)))
+        cloud = catalogs[0].provider(provider)
+        found = cloud.vm_type(vm_type) if cloud is not None else None
+        return int(found.gpus) if found is not None else 0
+
+    def lookup(name: str) -> NodePoolRef:
         with ledger.read() as conn:
             row = find_live(conn, pools, name, live=pools.c.state.in_(list(LIVE_POOL_STATES)),
                             kind="node pool", field="spec.nodePool")
-        return str(row["id"])
+        return NodePoolRef(str(row["id"]), gpus(row["provider"], row["vm_type"]))
 
     return lookup
 
@@ -307,7 +327,8 @@ def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None
     node_pool_id = ledger_node_pool_ids(ledger)
     reconcilers = {
         ns: Reconciler(api=api, state=state, node_pool_id=node_pool_id, clock=clock,
-                       config_map=cm, after_create=after_create,
+                       config_map=cm, broker=config.broker.address if config.broker else None,
+                       after_create=after_create,
                        log=log or (lambda line: None))
         for ns, cm in config.config_maps().items()}
     state.registry.serve_namespaces(sorted(reconcilers))  # what a refused session names

@@ -13,13 +13,19 @@ What the operator adds to the pool's template (and why):
   environment (what ``anycloud agent`` reads) unless the template sets them;
 - ``ANYCLOUD_AGENT_TOKEN`` from the pool's Secret ``<pool>-agent-token`` (key ``token``): the
   broker's agent token for this pool only, minted by the operator (``token_secret``);
-- the agent ConfigMap mounted read-only at ``/run/anycloud`` unless the container already
-  mounts something there;
+- ``ANYCLOUD_BROKER``, the broker's address from the operator's config (``broker.address``),
+  unless the template sets it: a template needs no ConfigMap of ours then, and a ConfigMap it
+  mounts for its own reasons (the seed's ``/run/velda``) is left alone;
+- the agent ConfigMap mounted read-only at ``/run/anycloud`` when one is configured (by
+  default when no broker address is) unless the container already mounts something there;
 - ``spec.nodePool``: nodeSelector ``anycloud.sh/node-pool=<pool id>`` and the toleration of
   exactly that pool's taint (seed 003: select exactly that node pool, tolerate only its taint),
   and a template toleration that would let the pods onto another node pool is refused;
-- a container requesting ``nvidia.com/gpu``: runtimeClassName ``nvidia`` and nodeSelector
-  ``anycloud.sh/accelerator=nvidia`` (the labels the node pools' GPU Nodes carry).
+- ``spec.nodePool`` naming one of our GPU node pools and a container requesting
+  ``nvidia.com/gpu``: runtimeClassName ``nvidia`` and nodeSelector
+  ``anycloud.sh/accelerator=nvidia`` (what those pools' Nodes run and carry). A GPU request
+  on a CPU node pool is refused. Without ``spec.nodePool`` a GPU template is scheduled as
+  written (its own selector, tolerations and runtime class: the seed's GKE pool).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import json
 import secrets
 import string
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from automation.agentpools.model import API_VERSION, KIND
@@ -55,8 +62,18 @@ CONFIG_VOLUME = "anycloud-config"
 DEFAULT_CONFIG_MAP = "anycloud-agent-config"
 AGENT_CONTAINER = "agent"
 AGENT_TOKEN_ENV = "ANYCLOUD_AGENT_TOKEN"
+BROKER_ENV = "ANYCLOUD_BROKER"  # what `anycloud agent --broker` reads
 TOKEN_KEY = "token"
 _SUFFIX = string.ascii_lowercase + string.digits
+
+
+@dataclass(frozen=True)
+class NodePoolRef:
+    """The live node pool ``spec.nodePool`` names: its id (the label and taint value) and
+    how many NVIDIA GPUs each of its VMs has (0: a CPU pool)."""
+
+    id: str
+    gpus: int = 0
 
 
 def pod_selector(pool_name: str) -> str:
@@ -150,10 +167,11 @@ def secret_token(secret: dict[str, Any]) -> str | None:
         return None
 
 
-def _env(container: dict[str, Any], slots: int, pool_name: str) -> None:
+def _env(container: dict[str, Any], slots: int, pool_name: str, broker: str | None) -> None:
     env = container.setdefault("env", [])
     have = {e.get("name") for e in env}
-    wanted: list[dict[str, Any]] = [
+    wanted: list[dict[str, Any]] = [{"name": BROKER_ENV, "value": broker}] if broker else []
+    wanted += [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -200,17 +218,31 @@ def _node_pool(spec: dict[str, Any], pool_id: str) -> None:
         tolerations.append(mine)
 
 
-def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
-               config_map: str = DEFAULT_CONFIG_MAP,
+def _gpu_placement(spec: dict[str, Any], node_pool: NodePoolRef, named: str) -> None:
+    """GPU work on our node pools: only on a GPU pool, then with the runtime its Nodes run."""
+    if not requests_gpu(spec):
+        return
+    if not node_pool.gpus:
+        raise InvalidInput("spec.template.spec.containers[].resources", GPU_RESOURCE,
+                           f"must not request GPUs: spec.nodePool {named!r} is a CPU node "
+                           "pool (no NVIDIA GPU on its VMs); target a GPU node pool")
+    spec.setdefault("runtimeClassName", RUNTIME_CLASS_NAME)
+    spec.setdefault("nodeSelector", {})[ACCELERATOR_LABEL] = "nvidia"
+
+
+def render_pod(pool: dict[str, Any], *, node_pool: NodePoolRef | None = None,
+               config_map: str | None = DEFAULT_CONFIG_MAP, broker: str | None = None,
                suffix: Callable[[], str] = random_suffix) -> dict[str, Any]:
     """The worker Pod for the AgentPool object ``pool`` (as the API server returns it, with
-    ``metadata.uid``). ``node_pool_id``: the id of ``spec.nodePool`` (the caller looks it up).
-    InvalidInput naming the template field when the template cannot make a worker."""
+    ``metadata.uid``). ``node_pool``: what ``spec.nodePool`` names (the caller looks it up);
+    ``broker``: the agents' broker address; ``config_map``: the agent ConfigMap to mount
+    (None: none). InvalidInput naming the template field when the template cannot make a
+    worker."""
     meta = pool["metadata"]
     name = meta["name"]
     spec = pool["spec"]
-    if spec.get("nodePool") and node_pool_id is None:
-        raise ValueError("spec.nodePool is set: give its node_pool_id")
+    if spec.get("nodePool") and node_pool is None:
+        raise ValueError("spec.nodePool is set: give its node_pool")
     template = copy.deepcopy(spec["template"])
     tmeta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template["spec"]
@@ -227,13 +259,12 @@ def render_pod(pool: dict[str, Any], *, node_pool_id: str | None = None,
     container = agent_container(pod_spec)
     index = pod_spec["containers"].index(container)
     _pool_arg(container, name, f"spec.template.spec.containers[{index}]")
-    _env(container, slots, name)
-    _config_mount(pod_spec, container, config_map)
-    if node_pool_id is not None:
-        _node_pool(pod_spec, node_pool_id)
-    if requests_gpu(pod_spec):
-        pod_spec.setdefault("runtimeClassName", RUNTIME_CLASS_NAME)
-        pod_spec.setdefault("nodeSelector", {})[ACCELERATOR_LABEL] = "nvidia"
+    _env(container, slots, name, broker)
+    if config_map is not None:
+        _config_mount(pod_spec, container, config_map)
+    if node_pool is not None:
+        _node_pool(pod_spec, node_pool.id)
+        _gpu_placement(pod_spec, node_pool, spec["nodePool"])
 
     labels[TEMPLATE_HASH_LABEL] = hashlib.sha256(json.dumps(
         [tmeta, pod_spec], sort_keys=True).encode()).hexdigest()[:12]

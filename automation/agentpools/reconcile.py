@@ -105,8 +105,8 @@ class RegistryState:
         self.registry.observe_pool(pool, uid, desired, reason)
 
 
-# The id of the live node pool named (NotFound, or another AnycloudError, when none).
-NodePoolIds = Callable[[str], str]
+# The live node pool named (NotFound, or another AnycloudError, when none).
+NodePoolIds = Callable[[str], render.NodePoolRef]
 
 
 class Api(Protocol):
@@ -212,7 +212,10 @@ class Reconciler:
     state: PoolState
     node_pool_id: NodePoolIds | None = None
     clock: Clock = field(default_factory=SystemClock)
-    config_map: str = render.DEFAULT_CONFIG_MAP
+    # The agent ConfigMap mounted at /run/anycloud (None: none) and the broker address given
+    # to the agents as ANYCLOUD_BROKER (None: they read it from that ConfigMap).
+    config_map: str | None = render.DEFAULT_CONFIG_MAP
+    broker: str | None = None
     # Called after each pod create: tests stop the operator there (a crash mid-scale).
     after_create: Callable[[str], None] | None = None
     log: Callable[[str], None] = lambda line: None
@@ -349,19 +352,20 @@ class Reconciler:
 
     def _render(self, pool: dict[str, Any]) -> dict[str, Any]:
         node_pool = pool["spec"].get("nodePool")
-        pool_id = None
+        ref = None
         if node_pool:
             if self.node_pool_id is None:
                 raise Blocked("NodePoolNotFound", f"spec.nodePool {node_pool!r}: this "
                               "operator has no ledger to look node pools up in")
             try:
-                pool_id = self.node_pool_id(node_pool)
+                ref = self.node_pool_id(node_pool)
             except AnycloudError as exc:
                 raise Blocked("NodePoolNotFound", f"spec.nodePool {node_pool!r}: "
                               f"{exc.message}; its agents stay unplaced rather than "
                               "landing on another node pool") from exc
         try:
-            return render.render_pod(pool, node_pool_id=pool_id, config_map=self.config_map)
+            return render.render_pod(pool, node_pool=ref, config_map=self.config_map,
+                                     broker=self.broker)
         except InvalidInput as exc:
             raise Blocked("TemplateInvalid", exc.message) from exc
 

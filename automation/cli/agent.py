@@ -26,9 +26,9 @@ from automation.cli.output import handle_errors, info, json_option
 @click.option("--config", "config_path", envvar="ANYCLOUD_AGENT_CONFIG",
               default="/run/anycloud/anycloud.yaml", show_default=True,
               help="The agent config (broker.address); env ANYCLOUD_AGENT_CONFIG.")
-@click.option("--broker", "broker_address",
-              help="Broker URL or HOST:PORT; overrides the config file (which is then not "
-                   "read).")
+@click.option("--broker", "broker_address", envvar="ANYCLOUD_BROKER",
+              help="Broker URL or HOST:PORT; env ANYCLOUD_BROKER (the operator sets it from "
+                   "its broker.address); overrides the config file (then not read).")
 @click.option("--agent-id", help="This agent's id [default: POD_NAME, else HOSTNAME].")
 @click.option("--slots", type=click.IntRange(1, 1024), envvar="ANYCLOUD_AGENT_SLOTS",
               default=1, show_default=True, help="Sessions at once (defaultSlotsPerAgent).")

@@ -196,17 +196,20 @@ class Kubelet:
         meta, spec = pod["metadata"], pod["spec"]
         name = meta["name"]
         container = agent_container(spec)
-        # The ConfigMap volume mounted at /run/anycloud, written where the agent reads it.
-        mount = next(m for m in container["volumeMounts"]
-                     if m["mountPath"].rstrip("/") == CONFIG_MOUNT)
-        volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
-        cm = self.plane.get(f"/api/v1/namespaces/{self.ns}/configmaps/"
-                            f"{volume['configMap']['name']}")
+        # The ConfigMap volume mounted at /run/anycloud (if any: with the operator's
+        # broker.address the agent has ANYCLOUD_BROKER instead), written where it is read.
         here = self.root / name
         (here / "run-anycloud").mkdir(parents=True, exist_ok=True)
-        for key, text in cm["data"].items():
-            (here / "run-anycloud" / key).write_text(text)
-        env = dict(os.environ, ANYCLOUD_HOME=str(here / "home"),
+        mount = next((m for m in container.get("volumeMounts") or []
+                      if m["mountPath"].rstrip("/") == CONFIG_MOUNT), None)
+        if mount is not None:
+            volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+            cm = self.plane.get(f"/api/v1/namespaces/{self.ns}/configmaps/"
+                                f"{volume['configMap']['name']}")
+            for key, text in cm["data"].items():
+                (here / "run-anycloud" / key).write_text(text)
+        env = {k: v for k, v in os.environ.items() if k != "ANYCLOUD_BROKER"}
+        env.update(ANYCLOUD_HOME=str(here / "home"),
                    ANYCLOUD_AGENT_CONFIG=str(here / "run-anycloud" / "anycloud.yaml"))
         fields = {"metadata.name": name, "metadata.namespace": meta["namespace"]}
         for e in container.get("env") or []:

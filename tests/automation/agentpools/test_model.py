@@ -58,12 +58,18 @@ def test_gpu_example_selects_anycloud_accelerator_label_not_gkes() -> None:
 
 
 @pytest.mark.parametrize("name", POOL_EXAMPLES)
-def test_examples_mount_the_anycloud_config_map(name: str) -> None:
+def test_examples_need_no_config_map_and_no_privilege(name: str) -> None:
+    # The operator gives the agents the broker (env, or its ConfigMap); PodSecurity
+    # "restricted" admits them (test_seed_manifests.py applies them to an API server).
     spec = example(name)["spec"]["template"]["spec"]
-    assert spec["containers"][0]["volumeMounts"][0]["mountPath"] == "/run/anycloud"
-    assert spec["volumes"][0]["configMap"]["name"] == "anycloud-agent-config"
+    container = spec["containers"][0]
+    assert "volumes" not in spec and "volumeMounts" not in container
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                            "capabilities": {"drop": ["ALL"]}}
     pool = example(name)["metadata"]["name"]
-    assert spec["containers"][0]["args"] == [f"--pool={pool}"]
+    assert container["args"] == [f"--pool={pool}"]
 
 
 def test_agent_config_map_carries_the_broker_address() -> None:

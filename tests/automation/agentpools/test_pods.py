@@ -15,6 +15,7 @@ from automation.agentpools.pods import (
     AGENT_POOL_LABEL,
     CONFIG_MOUNT,
     TEMPLATE_HASH_LABEL,
+    NodePoolRef,
     config_maps,
     owned_by,
     pod_name,
@@ -59,23 +60,31 @@ def test_labels_owner_and_name() -> None:
     assert render_pod(src)["metadata"]["name"] != render_pod(src)["metadata"]["name"]
 
 
+def own_mount(src: dict[str, Any]) -> dict[str, Any]:
+    """The template mounts a ConfigMap of its own at /run/anycloud (as ours once did)."""
+    spec = src["spec"]["template"]["spec"]
+    spec["containers"][0]["volumeMounts"] = [{"name": "anycloud-config",
+                                              "mountPath": "/run/anycloud"}]
+    spec["volumes"] = [{"name": "anycloud-config",
+                        "configMap": {"name": "anycloud-agent-config"}}]
+    return src
+
+
 def test_template_hash_follows_what_the_pod_is_made_from() -> None:
-    src = pool(nodePool="np")
-    base = template_hash(render_pod(src, node_pool_id="np_1"))
-    assert template_hash(render_pod(src, node_pool_id="np_1")) == base
-    assert template_hash(render_pod(src, node_pool_id="np_2")) != base
+    src = own_mount(pool(nodePool="np"))
+    base = template_hash(render_pod(src, node_pool=NodePoolRef("np_1")))
+    assert template_hash(render_pod(src, node_pool=NodePoolRef("np_1"))) == base
+    assert template_hash(render_pod(src, node_pool=NodePoolRef("np_2"))) != base
     # The template mounts its own ConfigMap: the operator's is not used, nothing changes.
-    assert template_hash(render_pod(src, node_pool_id="np_1", config_map="other")) == base
+    assert template_hash(render_pod(src, node_pool=NodePoolRef("np_1"), config_map="other")) == base
     bare = pool()
-    bare["spec"]["template"]["spec"]["containers"][0].pop("volumeMounts")
-    bare["spec"]["template"]["spec"].pop("volumes")
     assert template_hash(render_pod(bare, config_map="a")) != \
         template_hash(render_pod(bare, config_map="b"))
     src["spec"]["template"]["spec"]["containers"][0]["image"] = "anycloud/agent:2"
-    assert template_hash(render_pod(src, node_pool_id="np_1")) != base
-    src = pool(nodePool="np")
+    assert template_hash(render_pod(src, node_pool=NodePoolRef("np_1"))) != base
+    src = own_mount(pool(nodePool="np"))
     src["spec"]["autoscaler"]["maxReplicas"] = 9  # the bounds are not the template
-    assert template_hash(render_pod(src, node_pool_id="np_1")) == base
+    assert template_hash(render_pod(src, node_pool=NodePoolRef("np_1"))) == base
 
 
 def test_long_pool_names_give_dns_label_pod_names() -> None:
@@ -84,7 +93,7 @@ def test_long_pool_names_give_dns_label_pod_names() -> None:
 
 
 def test_the_templates_config_mount_is_kept_and_pool_argument_not_repeated() -> None:
-    pod = render_pod(pool())
+    pod = render_pod(own_mount(pool()))
     c = agent(pod)
     assert c["args"] == ["--pool=shell"]
     mounts = [m for m in c["volumeMounts"] if m["mountPath"] == CONFIG_MOUNT]
@@ -100,8 +109,6 @@ def test_missing_pool_argument_and_config_mount_are_added() -> None:
     src = pool()
     spec = src["spec"]["template"]["spec"]
     spec["containers"][0].pop("args")
-    spec["containers"][0].pop("volumeMounts")
-    spec.pop("volumes")
     src["spec"]["autoscaler"]["defaultSlotsPerAgent"] = 3
     pod = render_pod(src, config_map="team-config")
     c = agent(pod)
@@ -136,26 +143,65 @@ def test_cpu_pool_gets_no_gpu_runtime_and_no_placement() -> None:
     assert "nodeSelector" not in pod["spec"] and "tolerations" not in pod["spec"]
 
 
-def test_gpu_template_gets_nvidia_runtime_class_and_accelerator_selector() -> None:
+def test_a_gpu_template_without_a_node_pool_is_scheduled_as_written() -> None:
+    # The seed's GKE pool: its own accelerator selector and toleration, no runtime class.
     src = pool("gpu-pool.yaml")
-    del src["spec"]["template"]["spec"]["nodeSelector"]
+    spec = src["spec"]["template"]["spec"]
+    spec.pop("runtimeClassName", None)
+    spec["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
     pod = render_pod(src)
-    assert pod["spec"]["runtimeClassName"] == "nvidia"
-    assert pod["spec"]["nodeSelector"] == {"anycloud.sh/accelerator": "nvidia"}
-    # The template's own GPU toleration is kept as written.
+    assert "runtimeClassName" not in pod["spec"]
+    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator":
+                                           "nvidia-tesla-a100"}
     assert pod["spec"]["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
+def test_a_gpu_template_on_our_gpu_node_pool_gets_the_nvidia_runtime_and_selector() -> None:
+    src = pool("gpu-pool.yaml", nodePool="gpu-a10")
+    spec = src["spec"]["template"]["spec"]
+    spec.pop("runtimeClassName", None)
+    spec.pop("nodeSelector", None)
+    pod = render_pod(src, node_pool=NodePoolRef("np_1", gpus=1))
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
+    assert pod["spec"]["nodeSelector"] == {"anycloud.sh/node-pool": "np_1",
+                                           "anycloud.sh/accelerator": "nvidia"}
+
+
+def test_a_gpu_request_on_a_cpu_node_pool_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="'cpu-big' is a CPU node pool") as err:
+        render_pod(pool("gpu-pool.yaml", nodePool="cpu-big"), node_pool=NodePoolRef("np_2"))
+    assert err.value.value == "nvidia.com/gpu"
+
+
+def test_the_broker_address_is_given_and_no_configmap_is_needed() -> None:
+    src = pool("shell-pool.yaml")
+    pod = render_pod(src, config_map=None, broker="http://anycloud-broker.anycloud.svc:50051")
+    agent = pod["spec"]["containers"][0]
+    assert {"name": "ANYCLOUD_BROKER", "value": "http://anycloud-broker.anycloud.svc:50051"} \
+        in agent["env"]
+    assert config_maps(pod) == [] and not any(
+        m["mountPath"] == CONFIG_MOUNT for m in agent.get("volumeMounts") or [])
+    # A template that sets the address itself, or mounts a ConfigMap of its own, keeps it.
+    spec = src["spec"]["template"]["spec"]
+    spec["containers"][0]["env"] = [{"name": "ANYCLOUD_BROKER", "value": "mine:1"}]
+    spec["containers"][0]["volumeMounts"] = [{"name": "v", "mountPath": "/run/velda"}]
+    spec["volumes"] = [{"name": "v", "configMap": {"name": "velda-config"}}]
+    pod = render_pod(src, config_map=None, broker="http://other:50051")
+    env = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "ANYCLOUD_BROKER"]
+    assert env == [{"name": "ANYCLOUD_BROKER", "value": "mine:1"}]
+    assert config_maps(pod) == ["velda-config"]
+
+
 def test_node_pool_adds_exactly_its_selector_and_taint_toleration() -> None:
-    pod = render_pod(pool(nodePool="gpu-a10"), node_pool_id="np_1234")
+    pod = render_pod(pool(nodePool="gpu-a10"), node_pool=NodePoolRef("np_1234"))
     assert pod["spec"]["nodeSelector"] == {"anycloud.sh/node-pool": "np_1234"}
     assert pod["spec"]["tolerations"] == [{"key": "anycloud.sh/node-pool", "operator": "Equal",
                                            "value": "np_1234", "effect": "NoSchedule"}]
 
 
 def test_node_pool_needs_its_id() -> None:
-    with pytest.raises(ValueError, match="node_pool_id"):
+    with pytest.raises(ValueError, match="node_pool"):
         render_pod(pool(nodePool="gpu-a10"))
 
 
@@ -169,7 +215,7 @@ def test_template_tolerating_other_node_pools_is_refused(toleration: dict[str, A
     src = pool(nodePool="gpu-a10")
     src["spec"]["template"]["spec"]["tolerations"] = [toleration]
     with pytest.raises(InvalidInput) as err:
-        render_pod(src, node_pool_id="np_1234")
+        render_pod(src, node_pool=NodePoolRef("np_1234"))
     assert err.value.field == "spec.template.spec.tolerations[0]"
 
 
@@ -177,7 +223,7 @@ def test_template_selecting_another_node_pool_is_refused() -> None:
     src = pool(nodePool="gpu-a10")
     src["spec"]["template"]["spec"]["nodeSelector"] = {"anycloud.sh/node-pool": "np_other"}
     with pytest.raises(InvalidInput, match="left out"):
-        render_pod(src, node_pool_id="np_1234")
+        render_pod(src, node_pool=NodePoolRef("np_1234"))
 
 
 narrow = st.fixed_dictionaries({
@@ -195,7 +241,7 @@ def test_placement_tolerates_exactly_one_node_pool_taint(
     spec = src["spec"]["template"]["spec"]
     spec["tolerations"] = copy.deepcopy(extra)
     spec.pop("nodeSelector", None)
-    pod = render_pod(src, node_pool_id=pool_id)
+    pod = render_pod(src, node_pool=NodePoolRef(pool_id, gpus=1 if gpu else 0))
     ours = [t for t in pod["spec"]["tolerations"]
             if t.get("key") in ("anycloud.sh/node-pool", None, "")]
     assert ours == [{"key": "anycloud.sh/node-pool", "operator": "Equal", "value": pool_id,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from automation.agentpools.autoscaler import Worker
 from automation.agentpools.operator import load_config
-from automation.agentpools.pods import AGENT_POOL_LABEL, render_pod, secret_token
+from automation.agentpools.pods import AGENT_POOL_LABEL, NodePoolRef, render_pod, secret_token
 from automation.agentpools.reconcile import TOKEN_RECHECK, Reconciler
 from automation.agentpools.registry import Registry
 from automation.auth.tokens import authenticate
@@ -320,7 +320,7 @@ def test_template_errors_and_missing_node_pools_create_nothing() -> None:
     out = Reconciler(api=api, state=FakeState(), node_pool_id=no_pool,
                      clock=ManualClock(NOW)).reconcile(body)
     assert out.reason == "NodePoolNotFound" and "gone" in out.message and api.pods == {}
-    out = Reconciler(api=api, state=FakeState(), node_pool_id=lambda name: "np_77",
+    out = Reconciler(api=api, state=FakeState(), node_pool_id=lambda name: NodePoolRef("np_77"),
                      clock=ManualClock(NOW)).reconcile(body)
     assert out.reason == "Reconciled"
     assert {p["spec"]["nodeSelector"]["anycloud.sh/node-pool"] for p in api.pods.values()} \
