@@ -7,9 +7,15 @@ Over SQLite and PostgreSQL (the ``rig`` fixture takes ``ledger_url``)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,12 +24,17 @@ from automation import instruments
 from automation.agentpools.registry import Registry
 from automation.api.app import create_api
 from automation.api.metrics import LedgerCollector
+from automation.app import App
+from automation.clock import SystemClock
 from automation.engine.runner import StackRunner
 from automation.errors import AnycloudError
-from automation.services import node_pools
+from automation.ledger import open_ledger
+from automation.services import credentials, node_pools
 from automation.services.tokens import create_token
+from automation.simulators.world import register_simulated_cluster
 from automation.stack_targets import pool_target
 from tests.automation.api.conftest import bearer
+from tests.automation.api.test_api_serve import ANYCLOUD, listening
 from tests.automation.reconciler.conftest import Rig, rig  # noqa: F401  (the fixture)
 from tests.imports import modules_loaded_by
 
@@ -209,3 +220,82 @@ def test_commands_that_serve_no_metrics_never_import_prometheus_client(
     assert done.returncode == 0, done.stderr[-2000:]
     assert "prometheus_client" not in loaded
     assert ("automation" in loaded) and ("click" in loaded)  # the probe saw the CLI load
+
+
+def _serve(home: Path, *args: str) -> tuple[subprocess.Popen[str], str, dict[str, str]]:
+    """``anycloud serve ARGS --api-listen 127.0.0.1:0`` over a SQLite ledger in ``home``
+    (with the simulated cluster and a credential), the URL it serves, and a viewer's
+    headers."""
+    env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_API_RATE": "off"}
+    for name in ("ANYCLOUD_DATABASE_URL", instruments.MULTIPROC_ENV):
+        env.pop(name, None)
+    ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
+    app = App(ledger=ledger, clock=SystemClock(), home=home)
+    register_simulated_cluster(app, home)
+    credentials.new_credential(app, credentials.NewCredential("team-aws", "aws",
+                                                              {"profile": "team"}))
+    for name in ("cpu", "web"):
+        node_pools.create_node_pool(app, node_pools.CreateNodePool(
+            name=name, credentials="team-aws", region="us-east-1", vm_type="m7i.large",
+            min_vms=1, max_vms=1))
+    headers = bearer(create_token(app, "prometheus", "viewer", by="test").token)
+    ledger.dispose()
+    proc = subprocess.Popen([ANYCLOUD, "serve", *args, "--interval", "0.2", "--api-listen",
+                             "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    url, _ = listening(proc)
+    return proc, url.removesuffix("/v1"), headers
+
+
+def _stopped(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
+def _scrape_until(url: str, headers: dict[str, str], done: Callable[[Samples], bool]
+                  ) -> Samples:
+    deadline = time.monotonic() + 90
+    while True:
+        # A fresh connection each time: with several API workers, the kernel spreads them.
+        # (A worker's first answer waits for its imports: seconds on a busy machine.)
+        answer = httpx2.get(f"{url}/metrics", headers=headers, timeout=60)
+        assert answer.status_code == 200, answer.text
+        samples = parse(answer.text)
+        if done(samples):
+            return samples
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_serve_counts_the_stack_operations_its_workers_ran(tmp_path: Path) -> None:
+    """``serve --simulate``: two pools' stacks run in stack worker processes (a concurrent
+    pass), and the API's scrape counts their operations beside the loop's passes."""
+    proc, url, headers = _serve(tmp_path / "home", "--simulate", "--speed", "300")
+    try:
+        samples = _scrape_until(url, headers, lambda s: value(
+            s, "anycloud_node_pools", state="ready") == 2)
+        ups = value(samples, "anycloud_stack_operation_duration_seconds_count",
+                    engine="mock", kind="up")
+        assert ups >= 2, ups
+        assert value(samples, "anycloud_reconcile_pass_duration_seconds_count") >= 1
+    finally:
+        _stopped(proc)
+
+
+@pytest.mark.slow
+def test_every_api_worker_reports_the_control_loops_passes(tmp_path: Path) -> None:
+    """``serve --api-workers 2``: the control loop runs in the parent, which answers no
+    request; each worker's scrape still counts its passes (and the errors of its pools'
+    turns: the cluster's address answers nothing, CLUSTER_UNAVAILABLE)."""
+    proc, url, headers = _serve(tmp_path / "home", "--engine", "mock", "--api-workers", "2")
+    try:
+        for _ in range(6):
+            samples = _scrape_until(url, headers, lambda s: value(
+                s, "anycloud_reconcile_pass_duration_seconds_count") >= 1)
+            assert value(samples, "anycloud_reconcile_errors_total",
+                         code="CLUSTER_UNAVAILABLE") >= 2
+            assert value(samples, "anycloud_node_pools", state="pending") == 2
+    finally:
+        _stopped(proc)
