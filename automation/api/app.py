@@ -1,6 +1,7 @@
 """The API app: every route under ``/v1``, its OpenAPI document at ``/v1/openapi.json`` (the
 contract the SDK is generated from; a reader's token, like every route but the health
-probe), the server's version on every answer (``Anycloud-Version``)."""
+probe), Prometheus' ``/metrics`` (``automation.api.metrics``; a reader's token too), the
+server's version on every answer (``Anycloud-Version``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from fastapi import FastAPI, Request, Response
 
 from automation import __version__
 from automation.agentpools.registry import Registry
-from automation.api import limits, links, problems
+from automation.api import limits, links, metrics, problems
 from automation.api.broker import Broker
 from automation.api.limits import Limiter
 from automation.api.routes import (
@@ -60,6 +61,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
                    deployments, sudo, cost, rollout, catalog):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(serving.routes())
+    metrics.install(api, ctx.ledger)  # GET /metrics (no desired replicas yet: see there)
 
     plain_openapi = api.openapi
 

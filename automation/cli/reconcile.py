@@ -244,6 +244,13 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
         stop["now"] = True
 
     home = ctx.find_root().obj.get("home")
+    if api_listen is not None:
+        from automation import instruments
+
+        # Before anything records: the loop, its stack workers and the API workers started
+        # from here share their instruments, and any worker's /metrics sums them.
+        shared = instruments.share_between_processes()
+        ctx.call_on_close(lambda: instruments.stop_sharing(shared))
     if simulate and api_workers > 1:
         from automation.errors import InvalidInput
 

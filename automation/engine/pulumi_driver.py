@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
+from automation import instruments
 from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
 from automation.engine.events import run_with_events
 from automation.engine.plugins import overrides, pin_provider_versions, plugin_version
@@ -385,22 +386,27 @@ class AutomationRunner:
                          diff=getattr(result, "stdout", "") or "", outputs=outputs,
                          policy=findings)
 
+    @instruments.stack_operation
     def preview(self, target: StackTarget, *, diff: bool = False,
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("preview", target, on_progress, diff=diff,
                          policy_packs=[policy_pack()])
 
+    @instruments.stack_operation
     def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("up", target, on_progress, policy_packs=[policy_pack()])
 
+    @instruments.stack_operation
     def destroy(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("destroy", target, on_progress)
 
+    @instruments.stack_operation
     def refresh(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         return self._run("refresh", target, on_progress)
 
+    @instruments.stack_operation
     def adopt(self, target: StackTarget, *,
               on_progress: ProgressSink | None = None) -> RunResult:
         """Not built for this engine: its lookups cover the VMs (by attempt tag) and

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
-from automation import ids
+from automation import ids, instruments
 from automation.app import App
 from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
@@ -73,6 +73,7 @@ class PoolOutcome:
     skipped: str | None = None  # why nothing was done (lease held elsewhere, unreachable)
     actions: list[str] = field(default_factory=list)
     throttled: bool = False  # the cloud rate-limited its stack operation: retried next pass
+    error_code: str | None = None  # the error this turn ended in (counted by /metrics)
 
 
 Reporter = Callable[[str, str, dict[str, Any]], None]
@@ -103,6 +104,12 @@ class Reconciler:
     # -- the loop ---------------------------------------------------------------------
 
     def run_once(self) -> list[PoolOutcome]:
+        with instruments.reconcile_pass() as error_codes:
+            outcomes = self._pass()
+            error_codes.extend(o.error_code for o in outcomes if o.error_code)
+        return outcomes
+
+    def _pass(self) -> list[PoolOutcome]:
         # A long-running `serve` sees catalog refreshes stored since its last pass.
         self.app.__dict__.pop("catalog", None)
         # Add-ons are checked at most once per cluster per run.
@@ -450,6 +457,7 @@ class Reconciler:
 
         if error is None and namespace_note is not None:
             error, code = namespace_note, NOT_OWNED
+        outcome.error_code = code if error is not None else None
         self._store(pool, rows, decision, failures, backoff_until, error, code, now, outcome)
 
     # -- the pool's ingress release (``ingress_step``) ----------------------------------
@@ -579,6 +587,7 @@ class Reconciler:
 
     def _store_error(self, pool: RowMapping, error: str, now: datetime,
                      outcome: PoolOutcome, code: str) -> None:
+        outcome.error_code = code
         if pool["last_error"] == error and pool["last_error_code"] == code:
             return
         with self.app.ledger.write() as conn:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from automation import instruments
 from automation.crash import crashpoint
 from automation.engine.errors import EngineFailed
 from automation.engine.mock import diff
@@ -331,6 +332,7 @@ class MockEngineRunner:
         return RunResult(engine="mock", operation=op, stack=target.stack_name, summary=summary,
                          diff=diff, outputs=outputs or {}, policy=policy or [])
 
+    @instruments.stack_operation
     def preview(self, target: StackTarget, *, diff: bool = False,
                 on_progress: ProgressSink | None = None) -> RunResult:
         state = self.load_state(target)
@@ -348,6 +350,7 @@ class MockEngineRunner:
         return self._result("preview", target, plan.summary,
                             self._diff_text(plan) if diff else "", policy=findings)
 
+    @instruments.stack_operation
     def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
         state = self._recover(target, self._expected_state(target))
         # The program runs twice: once against a cloud that buys nothing, for the policy
@@ -386,6 +389,7 @@ class MockEngineRunner:
         if delete is not None and change.old_id and not change.retain:
             delete(change.type, change.old_id)
 
+    @instruments.stack_operation
     def destroy(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         self._check_credentials(target)
@@ -457,6 +461,7 @@ class MockEngineRunner:
         run = run_program(program, cloud=self.cloud, stack=f"{target.stack_name}-lookup")
         return answers_from_outputs(run.outputs, vms)
 
+    @instruments.stack_operation
     def adopt(self, target: StackTarget, *,
               on_progress: ProgressSink | None = None) -> RunResult:
         """Rebuild the stack's state from what the cloud holds, for a state that was lost
@@ -497,6 +502,7 @@ class MockEngineRunner:
                 f"{len(adoption.absent)} not found (the next up creates them)")))
         return self._result("adopt", target, summary)
 
+    @instruments.stack_operation
     def refresh(self, target: StackTarget, *,
                 on_progress: ProgressSink | None = None) -> RunResult:
         """Drop VMs the cloud no longer has from the stack state."""

@@ -119,6 +119,7 @@ EXPECTED = {
     ("GET", "/v1/healthz"): "public",
     ("GET", "/v1/me"): Access.READ,
     ("GET", "/v1/openapi.json"): Access.READ,
+    ("GET", "/metrics"): Access.READ,  # a scraper reads (automation/api/metrics.py)
     ("GET", "/v1/tokens"): Access.ADMIN,
     ("POST", "/v1/tokens"): Access.ADMIN,
     ("DELETE", "/v1/tokens/{name:path}"): Access.ADMIN,
