@@ -33,6 +33,7 @@ from automation.api.routes import (
 from automation.api.security import PREFIX, Reader, route_access
 from automation.app import App
 from automation.auth import tokens as token_auth
+from automation.services import fleet_counts
 
 VERSION_HEADER = "Anycloud-Version"
 # FastAPI wraps each request body in Annotated[Model, Body(alias=<parameter>)], and pydantic
@@ -61,7 +62,8 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
                    deployments, sudo, cost, rollout, catalog):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(serving.routes())
-    metrics.install(api, ctx.ledger)  # GET /metrics (no desired replicas yet: see there)
+    metrics.install(api, ctx.ledger,  # GET /metrics
+                    desired=lambda: fleet_counts.desired_replicas(ctx.ledger))
 
     plain_openapi = api.openapi
 

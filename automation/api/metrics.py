@@ -36,10 +36,9 @@ DesiredReplicas = Callable[[], Mapping[str, int]]
 class LedgerCollector:
     """The ledger's counts as metric families, read at each scrape.
 
-    ``desired``: where each AgentPool's desired replica count comes from. Not wired yet
-    (``create_api`` passes none, so ``anycloud_agent_pool_desired_replicas`` is absent): the
-    operator's last decision per pool is not in the ledger yet; once it is, pass a function
-    that reads it."""
+    ``desired``: where each AgentPool's desired replica count comes from (``create_api``
+    passes ``fleet_counts.desired_replicas``: the operator's last decision per open pool, as
+    it records it in the ledger); None leaves the family out."""
 
     def __init__(self, ledger: Ledger, desired: DesiredReplicas | None = None) -> None:
         self.ledger, self.desired = ledger, desired

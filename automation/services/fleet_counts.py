@@ -85,3 +85,12 @@ def read_counts(ledger: Ledger) -> FleetCounts:
             c.sessions_finished[state] = int(n)
     return FleetCounts(_by_state(NODE_POOL_STATES, pool_rows),
                        _by_state(VM_STATES, vm_rows), agent_pools)
+
+
+def desired_replicas(ledger: Ledger) -> dict[str, int]:
+    """Each open AgentPool's desired agents, as its operator last decided (one query)."""
+    pools = schema.agent_pools
+    with ledger.read() as conn:
+        rows = conn.execute(sa.select(pools.c.pool, pools.c.desired_replicas)
+                            .where(pools.c.state == "open")).all()
+    return {str(pool): int(n) for pool, n in rows}

@@ -97,6 +97,9 @@ def agent_scenario(registry: Registry) -> None:
     Eight sessions: 3 running, 1 done, 3 failed, 1 cancelled.
     ci/idle: one ready agent of 3 slots, no session. ci/queue: no agent, 2 sessions pending."""
     build = "ci/build"
+    for pool, desired in ((build, 2), ("ci/idle", 1), ("ci/queue", 1), ("ci/gone", 3)):
+        registry.observe_pool(pool, f"uid-{pool}", desired, "Reconciled")  # the operator
+    registry.close_pool("ci/gone")  # deleted: no longer desired
     registry.register(build, "a1", "pod-a1", 2)
     registry.register(build, "a2", "pod-a2", 2)
     s = [registry.acquire(build, ["make"]).id for _ in range(3)]  # a1, a1, a2
@@ -155,7 +158,9 @@ def test_a_scrape_after_a_known_scenario(rig: Rig) -> None:  # noqa: F811
         for pool, ends in {"ci/build": (1, 3, 1), "ci/idle": (0, 0, 0),
                            "ci/queue": (0, 0, 0)}.items()
         for outcome, n in zip(("done", "failed", "cancelled"), ends, strict=True)}
-    assert not of(after, "anycloud_agent_pool_desired_replicas")  # not wired yet
+    assert of(after, "anycloud_agent_pool_desired_replicas") == {
+        frozenset({("pool", pool)}): n
+        for pool, n in {"ci/build": 2, "ci/idle": 1, "ci/queue": 1}.items()}
 
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
