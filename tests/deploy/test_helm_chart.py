@@ -14,6 +14,7 @@ import click
 import pytest
 import yaml
 
+from automation.agentpools.operator import ControlPlaneConfig
 from automation.devcluster.control_plane import KWOK_ANNOTATION, ControlPlane
 from tests.automation.kube.objects import wait_for
 from tests.conftest import missing
@@ -101,7 +102,11 @@ def test_by_default_the_release_namespace_is_watched(helm: Helm) -> None:
     roles = [o for o in objects if o["kind"] == "Role"]
     assert {r["metadata"]["namespace"] for r in roles} == {"ops"}
     config = yaml.safe_load(one(objects, "ConfigMap", "-operator")["data"]["config.yaml"])
-    assert config == {"provisioners": [{"kubernetes": {"namespace": "ops"}}]}
+    assert config["provisioners"] == [{"kubernetes": {"namespace": "ops"}}]
+    # The agents are given the release's broker Service: no agent ConfigMap is needed.
+    service = one(objects, "Service", "-broker")["metadata"]["name"]
+    assert config["broker"] == {"address": f"http://{service}.ops.svc:50051"}
+    ControlPlaneConfig.model_validate(config)  # what the operator will read
 
 
 def test_the_leader_election_role_is_leases_in_the_release_namespace(helm: Helm) -> None:
