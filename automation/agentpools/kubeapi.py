@@ -5,6 +5,7 @@ k8s/rbac/ grants (the RBAC test runs the operator under exactly that Role).
     configmaps  get
     agentpools  patch (status subresource; kopf itself lists, watches and patches the pools)
     events      create
+    leases      get, create, update (one Lease, with --leader-elect: leader.py)
 
 Errors: a 403 from RBAC is ``ClusterForbidden`` naming the verb and resource; a 403 from
 admission (PodSecurity, ResourceQuota, a missing RuntimeClass, a webhook) is
@@ -190,3 +191,23 @@ class KubeApi:
         }
         self._request("create", "events", namespace, "POST",
                       f"/api/v1/namespaces/{namespace}/events", body=event)
+
+    # -- leader election (leader.py): one coordination.k8s.io/v1 Lease ----------------------
+
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._request("get", "leases", namespace, "GET",
+                             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+                             tolerate=(404,))
+
+    def write_lease(self, namespace: str, lease: dict[str, Any], create: bool) -> bool:
+        """Create the Lease, or replace it at the resourceVersion its metadata carries; False
+        when another candidate got there first (409: someone else created or changed it)."""
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        if create:
+            done = self._request("create", "leases", namespace, "POST", base, body=lease,
+                                 tolerate=(409,))
+        else:
+            done = self._request("update", "leases", namespace, "PUT",
+                                 f"{base}/{lease['metadata']['name']}", body=lease,
+                                 tolerate=(409,))
+        return done is not None

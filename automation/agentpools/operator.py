@@ -224,9 +224,10 @@ class Operator:
     """kopf running in a thread of its own, stoppable: what ``anycloud operator`` runs (in
     the main thread's place) and what tests start and stop in-process."""
 
-    def __init__(self, registry: Any, namespaces: list[str]) -> None:
+    def __init__(self, registry: Any, namespaces: list[str], client_config: Any = None) -> None:
         self.registry = registry
         self.namespaces = namespaces
+        self.client_config = client_config  # the cluster's (leader election talks to it too)
         self.ready = threading.Event()
         self._stop: asyncio.Future[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -333,4 +334,4 @@ def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None
         for ns, cm in config.config_maps().items()}
     state.registry.serve_namespaces(sorted(reconcilers))  # what a refused session names
     registry = build_registry(lambda ns: reconcilers[ns], client_config, interval)
-    return Operator(registry, sorted(reconcilers))
+    return Operator(registry, sorted(reconcilers), client_config)
