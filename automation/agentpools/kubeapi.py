@@ -192,6 +192,20 @@ class KubeApi:
         self._request("create", "events", namespace, "POST",
                       f"/api/v1/namespaces/{namespace}/events", body=event)
 
+    def read_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The AgentPool as the API server has it now (a list by name: the Role grants list,
+        not get), None when it is gone."""
+        out = self._request("list", PLURAL, namespace, "GET",
+                            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}",
+                            query=[("fieldSelector", f"metadata.name={name}")])
+        items = list((out or {}).get("items") or [])
+        if not items:
+            return None
+        pool: dict[str, Any] = items[0]
+        pool.setdefault("apiVersion", f"{GROUP}/{VERSION}")
+        pool.setdefault("kind", KIND)
+        return pool
+
     # -- leader election (leader.py): one coordination.k8s.io/v1 Lease ----------------------
 
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -61,6 +61,7 @@ DEFAULT_INTERVAL = 10.0
 EXIT_WAIT = 1.0
 EXIT_POLL = 1.0
 DELETE_RETRY = 2.0  # a delete pass that failed (API blip) runs again after this, not 60 s
+PENDING_PERIOD = 0.25  # the pending-session watch's look interval (pending_watch.py)
 
 
 class GkeCluster(BaseModel):
@@ -224,10 +225,15 @@ class Operator:
     """kopf running in a thread of its own, stoppable: what ``anycloud operator`` runs (in
     the main thread's place) and what tests start and stop in-process."""
 
-    def __init__(self, registry: Any, namespaces: list[str], client_config: Any = None) -> None:
+    def __init__(self, registry: Any, namespaces: list[str], client_config: Any = None,
+                 background: list[Callable[[threading.Event], None]] | None = None) -> None:
         self.registry = registry
         self.namespaces = namespaces
         self.client_config = client_config  # the cluster's (leader election talks to it too)
+        # Loops that run beside kopf while it runs (the pending-session watch), each until
+        # the event is set.
+        self.background = background or []
+        self._background_stop = threading.Event()
         self.ready = threading.Event()
         self._stop: asyncio.Future[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -246,12 +252,19 @@ class Operator:
 
     def run(self) -> None:
         """Run in the calling thread until stopped (or SIGINT/SIGTERM in the main thread)."""
+        self._background_stop.clear()
+        loops = [threading.Thread(target=loop, args=(self._background_stop,), daemon=True,
+                                  name="agentpool-operator-background")
+                 for loop in self.background]
+        for t in loops:
+            t.start()
         try:
             asyncio.run(self._main())
         except BaseException as exc:  # kept for the thread's starter to see
             self.error = exc
             raise
         finally:
+            self._background_stop.set()
             self.ready.set()
 
     def start(self) -> Operator:
@@ -313,9 +326,11 @@ def ledger_node_pool_ids(ledger: Any) -> Callable[[str], NodePoolRef]:
 def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None = None,
              context: str | None = None, interval: float = DEFAULT_INTERVAL,
              clock: Any = None, log: Callable[[str], None] | None = None,
-             after_create: Callable[[str], None] | None = None) -> Operator:
+             after_create: Callable[[str], None] | None = None,
+             pending_period: float = PENDING_PERIOD) -> Operator:
     """The operator for this config over this ledger (broker registry and node pools)."""
     from automation.agentpools.kubeapi import KubeApi
+    from automation.agentpools.pending_watch import PendingWatch
     from automation.agentpools.reconcile import Reconciler, RegistryState
     from automation.agentpools.registry import Registry
     from automation.clock import SystemClock
@@ -334,4 +349,8 @@ def assemble(config: ControlPlaneConfig, ledger: Any, *, kubeconfig: Path | None
         for ns, cm in config.config_maps().items()}
     state.registry.serve_namespaces(sorted(reconcilers))  # what a refused session names
     registry = build_registry(lambda ns: reconcilers[ns], client_config, interval)
-    return Operator(registry, sorted(reconcilers), client_config)
+    watch = PendingWatch(state.registry.newest_pending, api.read_pool,
+                         lambda pool: reconcilers[pool["metadata"]["namespace"]].reconcile(pool),
+                         sorted(reconcilers), log=log or (lambda line: None),
+                         period=pending_period)
+    return Operator(registry, sorted(reconcilers), client_config, background=[watch.run])

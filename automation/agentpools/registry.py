@@ -458,6 +458,15 @@ class Registry:
             return int(conn.execute(sa.select(sa.func.count()).select_from(sessions).where(
                 sessions.c.pool == pool, sessions.c.state == "pending")).scalar_one())
 
+    def newest_pending(self) -> dict[str, datetime]:
+        """Pool -> when its newest pending session was asked for (one grouped query): what
+        the operator's pending-session watch polls."""
+        with self.ledger.read() as conn:
+            rows = conn.execute(sa.select(sessions.c.pool, sa.func.max(sessions.c.created_at))
+                                .where(sessions.c.state == "pending")
+                                .group_by(sessions.c.pool)).all()
+        return {str(pool): newest for pool, newest in rows}
+
     def pool_view(self, pool: str) -> PoolView:
         check_pool(pool)
         with self.ledger.read() as conn:
