@@ -29,7 +29,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _cli
+from benchmarks import _agentpool_plane, _cli
 from benchmarks._table import median, ms, print_table
 
 MARKS = ("kube", "slow")
@@ -98,20 +98,13 @@ def main() -> None:
     from automation.agentpools.operator import ControlPlaneConfig, assemble
     from automation.agentpools.registry import Registry
     from automation.devcluster import control_plane
-    from automation.devcluster.control_plane import KWOK_ANNOTATION
     from automation.kube.kubeconfig import client_configuration
     from automation.ledger import open_ledger
 
     with tempfile.TemporaryDirectory() as tmp:
         plane = control_plane.start(Path(tmp) / "cp")
         try:
-            plane.kubectl("apply", "-f", str(REPO / "k8s/crd/agentpool-crd.yaml"))
-            plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/agentpools.anycloud.sh")
-            plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
-                "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
-            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
-            plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
+            _agentpool_plane.prepare(plane)
             latency: dict[str, list[float]] = {}
             for mode, period in (("timer only (10 s)", 1e9), ("pending-session watch", 0.25)):
                 ns = "timer" if period > 1 else "watch"

@@ -25,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _cli
+from benchmarks import _agentpool_plane, _cli
 from benchmarks._table import median, ms, print_table
 
 MARKS = ("kube", "slow")
@@ -40,20 +40,13 @@ def main() -> None:
         RUNS, WARMUP = 1, 0
     from automation.agentpools.operator import ControlPlaneConfig, assemble
     from automation.devcluster import control_plane
-    from automation.devcluster.control_plane import KWOK_ANNOTATION
     from automation.ledger import open_ledger
 
     with tempfile.TemporaryDirectory() as tmp:
         plane = control_plane.start(Path(tmp) / "cp")
         try:
-            plane.kubectl("apply", "-f", str(REPO / "k8s/crd/agentpool-crd.yaml"))
-            plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/agentpools.anycloud.sh")
+            _agentpool_plane.prepare(plane)
             plane.kubectl("create", "namespace", "bench")
-            plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
-                "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
-            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
-            plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
             config_map = yaml.safe_load((REPO / "k8s/examples/agent-config.yaml").read_text())
             config_map["metadata"]["namespace"] = "bench"
             plane.apply(config_map)
