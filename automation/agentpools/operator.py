@@ -20,10 +20,15 @@ pod's service account when the operator runs in a cluster with no kubeconfig. Se
 ``kubernetes`` provisioners watch several namespaces of that one context.
 
 kopf wiring: create/resume/update-of-spec and a timer per pool run one reconcile pass (the
-timer notices agents registering, going idle and pods scheduling); delete runs behind the
-finalizer ``anycloud.sh/agent-pods`` and removes exactly the pool's pods. kopf's own Events
-are off (the pass posts its own), and so is its cluster-wide scanning of namespaces and CRDs,
-so a namespaced Role is all it needs (k8s/rbac/).
+timer notices agents registering, going idle and pods scheduling), and a pending-session
+watch beside kopf runs one as soon as a session waits for a pool (pending_watch.py);
+delete runs behind the finalizer ``anycloud.sh/agent-pods`` and removes exactly the pool's
+pods. kopf's own Events are off (the pass posts its own), and so is its cluster-wide
+scanning of namespaces and CRDs, so a namespaced Role is all it needs (k8s/rbac/).
+
+Several replicas: ``anycloud operator --leader-elect`` runs all this only while it holds a
+Lease (leader.py); the operator records the namespaces it serves and each pool it sees in
+the ledger, so the broker refuses a session for a pool nobody serves (POOL_NOT_FOUND).
 
 Deleting a pool whose timer is mid-pass: the pass is a sync handler in kopf's thread pool,
 which kopf cannot cancel, only wait for, and kopf keeps the finalizer until the timer has
