@@ -23,6 +23,7 @@ from automation.agentpools.wire import (
     AgentRetired,
     HeartbeatReply,
     Output,
+    PoolNotFound,
     PoolView,
     Session,
 )
@@ -83,6 +84,8 @@ class BrokerClient:
                                    rule=err.get("rule"))
         if resp.status_code == 410 and err.get("code") == AgentRetired.default_code:
             raise AgentRetired(str(err.get("value")), "", message=message)
+        if resp.status_code == 404 and err.get("code") == PoolNotFound.default_code:
+            raise PoolNotFound(str(err.get("value")), "", message=message)
         if resp.status_code == 404 and err.get("field"):
             raise NotFound(str(err["field"]), str(err.get("value")), field=err["field"])
         if resp.status_code in (400, 422) and err.get("field"):

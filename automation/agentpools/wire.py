@@ -58,8 +58,8 @@ class PoolNotFound(AnycloudError):
     exit_code = 2  # bad input: nothing was written
     http_status = 404
 
-    def __init__(self, pool: str, why: str) -> None:
-        super().__init__(f"pool {pool!r}: {why}", field="pool", value=pool,
+    def __init__(self, pool: str, why: str, *, message: str | None = None) -> None:
+        super().__init__(message or f"pool {pool!r}: {why}", field="pool", value=pool,
                          rule="must name an AgentPool the operator serves, or a pool with a "
                               "registered agent")
 

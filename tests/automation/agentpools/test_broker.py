@@ -360,3 +360,30 @@ def test_a_session_for_a_pool_that_does_not_exist_is_refused_at_once(
                                                          "default/no-such-pool")
     assert "kubectl get agentpools -n default" in err["detail"]
     assert registry.pool_view("default/no-such-pool").pending_sessions == 0
+
+
+def test_session_run_for_a_pool_nobody_serves_exits_2_at_once(
+        registry: Registry, tmp_path: Path) -> None:
+    """Before POOL_NOT_FOUND, `session run --pool no-such-pool` waited forever."""
+    import json
+
+    from click.testing import CliRunner
+
+    from automation.cli.main import cli
+
+    registry.serve_namespaces(["default"])
+    server = BrokerThread(create_app(registry, expire_every=None), "127.0.0.1:0")
+    try:
+        began = time.monotonic()
+        res = CliRunner().invoke(cli, [
+            "--home", str(tmp_path), "session", "run", "--pool", "no-such-pool",
+            "--namespace", "default", "--broker", server.url, "--json", "--", "true"],
+            env={"ANYCLOUD_TOKEN": member_token(registry.ledger)})
+        assert time.monotonic() - began < 20
+    finally:
+        server.stop()
+    assert res.exit_code == 2, res.output
+    err = json.loads(res.stdout)["error"]
+    assert (err["code"], err["field"], err["value"]) == ("POOL_NOT_FOUND", "pool",
+                                                         "default/no-such-pool")
+    assert "kubectl get agentpools -n default" in err["message"]
