@@ -378,6 +378,7 @@ def test_a_retired_agent_takes_no_session_before_its_sigterm(
     register again: it takes no session and exits 0 by itself. A new agent on the same pod
     name (another id: the pod restarted) still registers and takes the session."""
     registry = Registry(ledger)
+    registry.observe_pool("default/shell", "uid-1", 1, "Reconciled")  # as its operator would
     broker = BrokerThread(create_app(registry), "127.0.0.1:0")
     token = agent_token(ledger, "default/shell")
 
