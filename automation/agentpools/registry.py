@@ -68,6 +68,9 @@ pool_namespaces = schema.agent_pool_namespaces
 session_output = schema.session_output
 
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+# A session handed to an agent that, this long after, does not list it as running was lost
+# on its way (the agent starts what it is handed within a moment and lists it at once).
+LOST_DELIVERY_GRACE = DEFAULT_HEARTBEAT_TIMEOUT
 
 _LIVE_AGENT = ("ready", "draining", "unknown")
 _WORKER_STATE: dict[str, WorkerState] = {
@@ -130,11 +133,23 @@ class Registry:
             conn.execute(agents.update().where(agents.c.id == agent).values(
                 last_heartbeat_at=now, reported_busy_slots=busy_slots,
                 state="draining" if draining else "ready", unknown_since=None))
-            ours = {r["id"]: r["cancel_requested_at"] for r in conn.execute(
-                sa.select(sessions.c.id, sessions.c.cancel_requested_at).where(
-                    sessions.c.agent_id == agent, sessions.c.state == "running")).mappings()}
-            cancel = sorted({s for s, asked in ours.items() if asked is not None}
+            rows = conn.execute(
+                sa.select(sessions.c.id, sessions.c.cancel_requested_at,
+                          sessions.c.delivered_at).where(
+                    sessions.c.agent_id == agent, sessions.c.state == "running")).mappings()
+            ours = {r["id"]: r for r in rows}
+            cancel = sorted({s for s, r in ours.items() if r["cancel_requested_at"] is not None}
                             | {s for s in running if s not in ours})
+            # Handed over long ago, yet not among what the agent says it runs (and it lists
+            # all it runs): the hand-over was lost (the agent had given up waiting for that
+            # answer). Failed now, its slot freed, rather than "running" forever.
+            if len(running) == busy_slots:
+                lost = sorted(s for s, r in ours.items() if s not in set(running)
+                              and r["delivered_at"] is not None
+                              and r["delivered_at"] <= now - LOST_DELIVERY_GRACE)
+                for sid in lost:
+                    _end_running(conn, sid, agent, now, state="failed",
+                                 error=f"lost on its way to agent {agent}: it never started it")
             assigned = 0 if draining else _assign(conn, row["pool"], now)
             return HeartbeatReply(agent=_agent(conn, agent), cancel=cancel, assigned=assigned)
 

@@ -503,3 +503,25 @@ def test_concurrent_acquires_from_processes_never_over_allocate(ledger_url: str)
     if states.get("pending"):
         assert view.idle_slots == 0 and states["running"] == sum(AGENTS.values())
     ledger.dispose()
+
+
+def test_a_session_lost_on_its_way_to_its_agent_is_failed_not_running_forever(
+        reg: Registry, clock: ManualClock) -> None:
+    reg.register(POOL, "a", "a", 2)
+    kept, lost = reg.acquire(POOL, ["x"]), reg.acquire(POOL, ["y"])
+    assert {s.id for s in reg.work("a")} == {kept.id, lost.id}  # the answer never arrived
+    reg.heartbeat("a", 1, [kept.id])  # at once: still within the grace
+    assert reg.session(lost.id).state == "running"
+    clock.advance(31 * S)
+    reg.heartbeat("a", 1, [kept.id])
+    gone = reg.session(lost.id)
+    assert gone.state == "failed" and "never started it" in (gone.error or "")
+    assert reg.session(kept.id).state == "running"
+    assert reg.pool_view(POOL).agents[0].busy_slots == 1  # its slot is free again
+    # An agent whose report does not list its sessions (busy 1, none named) is not judged.
+    third = reg.acquire(POOL, ["z"])
+    reg.work("a")
+    clock.advance(31 * S)
+    reg.heartbeat("a", 2, [kept.id])
+    reg.heartbeat("a", 1, [])
+    assert reg.session(third.id).state == "running"
