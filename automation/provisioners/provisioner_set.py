@@ -2,8 +2,12 @@
 
 ``ANYCLOUD_PROVISIONER_SET_JSON`` names them (several of one type are allowed: two clusters,
 two static fleets); ``ANYCLOUD_DEFAULT_PROVISIONER`` names the one used where neither the
-project nor its org chose one. The set is checked whole when the control plane starts, so a
-typo is refused there (exit 2) rather than when a deployment first starts:
+project nor its org chose one. Rill's names for the two (``RILL_ADMIN_PROVISIONER_SET_JSON``,
+``RILL_ADMIN_DEFAULT_PROVISIONER``) are read when ours are unset, with a one-line notice, and
+the set may carry comments (``// ...`` and ``/* ... */``: JSON with comments, as Rill's
+documented example has them), so a set written for Rill is pasted as it is. The set is
+checked whole when the control plane starts, so a typo is refused there (exit 2) rather than
+when a deployment first starts:
 
 - ``static``: runtimes with ``host``, ``slots``, ``data_dir``, ``audience_url``;
 - ``kubernetes``: ``timeout_seconds``, ``data_dir``, ``host`` (its ``*`` becomes the
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +34,9 @@ from automation.provisioners.templates import TEMPLATE_KINDS, check_template
 
 SET_ENV = "ANYCLOUD_PROVISIONER_SET_JSON"
 DEFAULT_ENV = "ANYCLOUD_DEFAULT_PROVISIONER"
+# Rill's names for the same two, read when ours are unset.
+ALIASES = {SET_ENV: "RILL_ADMIN_PROVISIONER_SET_JSON",
+           DEFAULT_ENV: "RILL_ADMIN_DEFAULT_PROVISIONER"}
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _NAME = re.compile(r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?")
@@ -127,18 +135,48 @@ class ProvisionerSet(BaseModel):
         return self.provisioners[name]
 
 
+def strip_comments(text: str) -> str:
+    """JSON with comments as JSON: each ``//`` comment (to the end of its line) and each
+    ``/* */`` comment outside a string becomes spaces, newlines kept, so an error's line and
+    column still point into the text as written."""
+    out = list(text)
+    i, n = 0, len(text)
+    in_string = False
+    while i < n:
+        c = text[i]
+        if in_string:
+            if c == "\\":
+                i += 2
+                continue
+            in_string = c != '"'
+        elif c == '"':
+            in_string = True
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out[i:end] = " " * (end - i)
+            i = end
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out[i:end] = [ch if ch == "\n" else " " for ch in text[i:end]]
+            i = end
+            continue
+        i += 1
+    return "".join(out)
+
+
 def parse_json(text: str, field: str = SET_ENV) -> Any:
-    """JSON, or an error with the line and column (and a hint for the comments people paste
-    from examples)."""
+    """JSON (comments allowed), or an error with the line and column."""
     try:
-        return json.loads(text)
+        return json.loads(strip_comments(text))
     except json.JSONDecodeError as err:
         lines = text.split("\n")  # the decoder counts lines by "\n" only
         line = lines[err.lineno - 1] if err.lineno <= len(lines) else ""
-        hint = "; comments (// ...) are not JSON" if "//" in line[max(err.colno - 2, 0):] else ""
         raise InvalidInput(field, _shorten(line.strip()),
-                           f"must be JSON: line {err.lineno} column {err.colno}: "
-                           f"{err.msg}{hint}") from None
+                           f"must be JSON (comments allowed): line {err.lineno} column "
+                           f"{err.colno}: {err.msg}") from None
 
 
 def load(raw: Any, default: str | None, base_dir: Path, field: str = SET_ENV) -> ProvisionerSet:
@@ -165,15 +203,29 @@ def load(raw: Any, default: str | None, base_dir: Path, field: str = SET_ENV) ->
     return ProvisionerSet(provisioners=provisioners, default=default)
 
 
-def load_from_env(environ: Mapping[str, str], base_dir: Path) -> ProvisionerSet | None:
+def load_from_env(environ: Mapping[str, str], base_dir: Path,
+                  notice: Callable[[str], None] | None = None) -> ProvisionerSet | None:
     """The set the environment names, or None when it names none (templates resolve
-    against ``base_dir``)."""
-    text = environ.get(SET_ENV)
+    against ``base_dir``). Rill's variable names stand in for unset ones (``notice`` says so,
+    on stderr by default)."""
+    say = notice or (lambda line: print(line, file=sys.stderr))
+
+    def read(name: str) -> tuple[str | None, str]:
+        if environ.get(name):
+            return environ[name], name
+        alias = ALIASES[name]
+        if environ.get(alias):
+            say(f"anycloud: reading {alias} as {name} (unset)")
+            return environ[alias], alias
+        return None, name
+
+    text, field = read(SET_ENV)
+    default, default_field = read(DEFAULT_ENV)
     if not text:
-        if environ.get(DEFAULT_ENV):
-            raise InvalidInput(SET_ENV, None, f"is required when {DEFAULT_ENV} is set")
+        if default:
+            raise InvalidInput(SET_ENV, None, f"is required when {default_field} is set")
         return None
-    return load(parse_json(text), environ.get(DEFAULT_ENV), base_dir)
+    return load(parse_json(text, field), default, base_dir, field)
 
 
 def required(found: ProvisionerSet | None) -> ProvisionerSet:

@@ -30,7 +30,7 @@ TEMPLATES = ROOT / "k8s" / "runtime-templates"
 PATHS = {k: f"templates/{k}.yaml"
          for k in ("http_ingress", "grpc_ingress", "service", "deployment", "pvc")}
 
-# The seed's example set, in our names; its // comments are not JSON and are left out.
+# The seed's example set, in our names (SEED_TEXT below: as written, comments and all).
 SEED_SET: dict[str, Any] = {
     "static-example": {"type": "static", "spec": {"runtimes": [
         {"host": "http://localhost:8081", "slots": 50, "data_dir": "/mnt/data",
@@ -157,14 +157,82 @@ def test_a_template_that_is_missing_a_directory_broken_or_the_wrong_kind(base: P
     assert "must render YAML" in (refused(SEED_SET, base).rule or "")
 
 
-def test_bad_json_gives_line_and_column_and_spots_comments() -> None:
+def test_bad_json_gives_line_and_column_where_it_was_written() -> None:
     with pytest.raises(InvalidInput) as err:
-        parse_json('{\n  "a": 1,\n  "b": 2 // slots\n}')
+        parse_json('{\n  "a": 1, /* two\n lines */\n  "b": 2 // slots\n  "c": 3\n}')
     assert err.value.field == SET_ENV
-    assert "line 3 column 10" in (err.value.rule or "")
-    assert "comments (// ...) are not JSON" in (err.value.rule or "")
+    assert "line 5 column 3" in (err.value.rule or "")  # the missing comma, as written
     with pytest.raises(InvalidInput, match="line 1 column 1"):
         parse_json("")
+
+
+# Rill's documented example, pasted as it is (its // comments included).
+SEED_TEXT = """{
+  "static-example":
+    {
+      "type": "static",
+      "spec":
+        {
+          "runtimes":
+            [
+              {
+                "host": "http://localhost:8081",          // Runtime host
+                "slots": 50,                              // Amount of slots
+                "data_dir": "/mnt/data",                  // Directory for DB files etc.
+                "audience_url": "http://localhost:8081"   // Audience URL (JWT)
+              }
+            ]
+        }
+    },
+  "kubernetes-example":
+    {
+      "type": "kubernetes",
+      "spec":
+        {
+          "timeout_seconds": 30,                  // Maximum time to wait for the runtime
+          "data_dir": "/mnt/data",
+          "host": "http://node-*.localhost",      // '*' becomes the provision id
+          "namespace": "cloud-runtime",
+          "image": "example/runtime",
+          "kubeconfig_path": "kubeconfig.yaml",   /* K8s config file */
+          "template_paths":
+            {
+              "http_ingress": "templates/http_ingress.yaml",
+              "grpc_ingress": "templates/grpc_ingress.yaml",
+              "service": "templates/service.yaml",  // "a // in a comment"
+              "deployment": "templates/deployment.yaml",
+              "pvc": "templates/pvc.yaml"
+            }
+        }
+    }
+}"""
+
+
+def test_the_seeds_example_as_written_loads_with_its_comments(base: Path) -> None:
+    assert parse_json(SEED_TEXT) == SEED_SET
+    assert parse_json('{"url": "http://x//y", "c": "/* not a comment */"}') == {
+        "url": "http://x//y", "c": "/* not a comment */"}
+
+
+def test_rills_variable_names_stand_in_for_unset_ones(base: Path) -> None:
+    said: list[str] = []
+    env = {"RILL_ADMIN_PROVISIONER_SET_JSON": SEED_TEXT,
+           "RILL_ADMIN_DEFAULT_PROVISIONER": "kubernetes-example"}
+    loaded = load_from_env(env, base, notice=said.append)
+    assert loaded is not None and loaded.default == "kubernetes-example"
+    assert said == [f"anycloud: reading RILL_ADMIN_PROVISIONER_SET_JSON as {SET_ENV} (unset)",
+                    f"anycloud: reading RILL_ADMIN_DEFAULT_PROVISIONER as {DEFAULT_ENV} "
+                    "(unset)"]
+    # Ours win when both are set, and say nothing.
+    said.clear()
+    ours = load_from_env({**env, SET_ENV: json.dumps(SEED_SET), DEFAULT_ENV: "static-example"},
+                         base, notice=said.append)
+    assert ours is not None and ours.default == "static-example" and said == []
+    # A refusal names the variable the user set.
+    with pytest.raises(InvalidInput) as err:
+        load_from_env({"RILL_ADMIN_PROVISIONER_SET_JSON": "{", DEFAULT_ENV: "x"}, base,
+                      notice=said.append)
+    assert err.value.field == "RILL_ADMIN_PROVISIONER_SET_JSON"
 
 
 def test_not_an_object_and_bad_names(base: Path) -> None:
