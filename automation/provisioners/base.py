@@ -5,6 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from automation.errors import AnycloudError
+
+
+class ProvisionerUnavailable(AnycloudError):
+    """A provisioner could not do its part (its cluster unreachable, its kubeconfig
+    unreadable): a domain error naming the provisioner, never an internal one."""
+
+    default_code = "PROVISIONER_UNAVAILABLE"
+    http_status = 503  # the request was fine; the provisioner is not, for now
+
+    def __init__(self, provisioner: str, cause: str) -> None:
+        super().__init__(f"provisioner {provisioner!r}: {cause}", field="provisioner",
+                         value=provisioner, rule="must be reachable and usable: fix it in the "
+                                                 "set, or choose another provisioner")
+
 
 @dataclass(frozen=True)
 class ProvisionRequest:
@@ -52,4 +67,10 @@ class RuntimeProvisioner(Protocol):
 
     def check(self, provision_id: str) -> Health:
         """Whether what the id holds is still as provisioned (drift, capacity, config)."""
+        ...
+
+    def preflight(self, provision_id: str, request: ProvisionRequest) -> None:
+        """Raises (a domain error) when ``provision`` would fail for a reason known now:
+        no capacity, cluster unreachable, namespace not allowed, templates that do not render
+        with these values. Changes nothing: a move asks this before releasing anything."""
         ...

@@ -38,6 +38,7 @@ from automation.provisioners.kube_api import (
 )
 from automation.provisioners.objects import (
     CHECKSUM_ANNOTATION,
+    PROVISION_ID_LABEL,
     REQUEST_ANNOTATION,
     RenderedObject,
     checksum,
@@ -59,7 +60,6 @@ from automation.provisioners.templates import (
     render,
 )
 
-PROVISION_ID_LABEL = "anycloud.sh/provision-id"
 FIELD_MANAGER = "anycloud"
 
 # Applied in this order (the claim before the pods that mount it), deleted in reverse.
@@ -157,6 +157,24 @@ class KubernetesProvisioner:
                            host=self.spec.host.replace("*", provision_id),
                            data_dir=self.spec.data_dir, warnings=tuple(warnings),
                            checksum=sha)
+
+    def preflight(self, provision_id: str, request: ProvisionRequest) -> None:
+        """The templates render with this deployment's values, the kubeconfig is readable,
+        the API server answers, and its RBAC lets us make the runtime's Deployment in the
+        namespace (a SelfSubjectAccessReview, what `kubectl auth can-i` asks)."""
+        self.render(provision_id, request)
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": {"namespace": self.namespace,
+                                                  "verb": "create", "group": "apps",
+                                                  "resource": "deployments"}}}
+        answer = self.api.expect(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            "a SelfSubjectAccessReview", body=review)
+        if not (answer or {}).get("status", {}).get("allowed"):
+            why = (answer or {}).get("status", {}).get("reason") or "RBAC does not allow it"
+            raise KubernetesFailed(f"not allowed to create Deployments in namespace "
+                                   f"{self.namespace} on this cluster: {why}",
+                                   code="NAMESPACE_NOT_ALLOWED")
 
     def await_ready(self, provisioned: Provisioned) -> None:
         """Returns once the Deployment is Available with its current template rolled out;

@@ -14,6 +14,7 @@ from typing import Any
 from automation.errors import InvalidInput
 from automation.kube.port import POOL_LABEL
 
+PROVISION_ID_LABEL = "anycloud.sh/provision-id"  # on every object of a runtime
 CHECKSUM_ANNOTATION = "anycloud.sh/templates-sha256"
 REQUEST_ANNOTATION = "anycloud.sh/request"
 NODE_POOL_TAINT = POOL_LABEL  # anycloud.sh/node-pool: the pool's label and its taint key

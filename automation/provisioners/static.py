@@ -70,6 +70,21 @@ class StaticProvisioner:
                 slots=request.slots, allocated_at=self.clock.now()))
             return self._provisioned(pick.host, provision_id, conn)
 
+    def preflight(self, provision_id: str, request: ProvisionRequest) -> None:
+        """A runtime has room now (read only: ``provision`` decides under its lock)."""
+        with self.ledger.read() as conn:
+            if conn.execute(sa.select(_alloc.c.provision_id).where(
+                    _alloc.c.provision_id == provision_id,
+                    _alloc.c.provisioner == self.name)).first() is not None:
+                return  # it holds its slots here already
+            use = self._use(conn)
+        if not any(u.free >= request.slots for u in use):
+            raise Conflict(
+                f"static provisioner {self.name!r} has no runtime with {request.slots} "
+                f"free slot(s): {_describe(use)}", code="NO_CAPACITY",
+                field="provisioner", value=self.name,
+                rule="a runtime with enough free slots (add runtimes or slots to the set)")
+
     def deprovision(self, provision_id: str) -> bool:
         with self.ledger.write() as conn:
             gone = conn.execute(_alloc.delete().where(

@@ -10,6 +10,12 @@ the provisioner resolved then (project, else org default, else global default; s
   update the host. The old disk is not migrated (the runtime recovers from object storage).
 - Each step is written to the ledger before it is taken (``move``), so a process killed at any
   point resumes where it stopped: one resource, the same id, released exactly once.
+- A move asks the new provisioner first (``preflight``: capacity, cluster, namespace,
+  templates) and releases nothing when it says no: the deployment stays where it was, the
+  refusal recorded as its ``lastError``. A move interrupted later follows the choice in force
+  when it is resumed (a superuser who changed the project's choice redirects it).
+- Delete never needs a provisioner back: what cannot be released is named, with how to
+  remove it by hand, and static slots the ledger holds are released by the ledger.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from automation.ledger.records import (
 )
 from automation.models import ProjectDeployment
 from automation.provisioners.base import Health, ProvisionRequest
+from automation.provisioners.objects import PROVISION_ID_LABEL
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.provisioners.resolve import Resolved, resolve
 from automation.services.provisioner_factory import Provisioners
@@ -112,9 +119,13 @@ def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
     request = request or ProvisionRequest(**(dep.resources or {}))
     if dep.state == "running" and dep.move is None:
         return dep
-    if dep.move is None:
+    if dep.move is not None:
+        dep = _follow_choice(app, dep, provisioner_set, provisioners, request)
+    else:
         target = choice_for(app, dep, provisioner_set).name
         step = "provision" if dep.provisioner in (None, target) else "deprovision"
+        if step == "deprovision":
+            _preflight(app, dep, provisioners, target, request)
         dep = _write(app, dep, move={"from": dep.provisioner, "to": target, "step": step},
                      event=("move_started" if step == "deprovision" else "starting",
                             f"to {target}" + (f" from {dep.provisioner}"
@@ -122,6 +133,34 @@ def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
                      expect=expect)
         crashpoint("after-move-intent")
     return _finish_move(app, dep, provisioners, request)
+
+
+def _preflight(app: App, dep: ProjectDeployment, provisioners: Provisioners, target: str,
+               request: ProvisionRequest) -> None:
+    """Ask ``target`` before anything is released; a refusal is recorded and raised."""
+    try:
+        provisioners(target).preflight(dep.provision_id, request)
+    except AnycloudError as exc:
+        _write(app, dep, last_error=exc.message,
+               event=("move_refused", f"to {target}, nothing released: {exc.message}"))
+        raise
+
+
+def _follow_choice(app: App, dep: ProjectDeployment, provisioner_set: ProvisionerSet,
+                   provisioners: Provisioners, request: ProvisionRequest) -> ProjectDeployment:
+    """A pending move goes where the choice in force now says (seed 002: the choice at the
+    next stopped -> running), not where it was headed when it stopped."""
+    move = dict(dep.move or {})
+    target = choice_for(app, dep, provisioner_set).name
+    if target == move["to"]:
+        return dep
+    step = move["step"]
+    if step == "deprovision" and target == move["from"]:
+        step = "provision"  # back to where it still is: nothing to release
+    elif step == "deprovision":
+        _preflight(app, dep, provisioners, target, request)
+    return _write(app, dep, move=move | {"to": target, "step": step},
+                  event=("move_redirected", f"to {target} (was to {move['to']})"))
 
 
 def _finish_move(app: App, dep: ProjectDeployment, provisioners: Provisioners,
@@ -160,6 +199,14 @@ def stop_deployment(app: App, ref: str, expect: Expectation | None = None
 def restart_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
                        provisioners: Provisioners, expect: Expectation | None = None
                        ) -> ProjectDeployment:
+    """Stop and start. A restart that would move the runtime asks the new provisioner
+    first: refused, the deployment keeps running where it is."""
+    dep = get_deployment(app, ref)
+    if dep.state == "running" and dep.move is None:
+        target = choice_for(app, dep, provisioner_set).name
+        if target != dep.provisioner:
+            _preflight(app, dep, provisioners, target,
+                       ProvisionRequest(**(dep.resources or {})))
     stop_deployment(app, ref, expect)
     return start_deployment(app, ref, provisioner_set, provisioners)
 
@@ -177,14 +224,30 @@ def restart_project(app: App, project: str, provisioner_set: ProvisionerSet,
 def delete_deployment(app: App, ref: str, provisioners: Provisioners,
                       expect: Expectation | None = None) -> ProjectDeployment:
     """Release what the runtime holds (with whichever provisioner holds or may hold it),
-    then forget the deployment. ``expect`` is checked before anything is released."""
+    then forget the deployment. ``expect`` is checked before anything is released. A
+    provisioner that is broken or gone from the set does not block it: what it could not
+    release is recorded (``lastError`` of the deleted record and its event) with how to
+    remove it by hand, and its static slots, which the ledger itself holds, are freed."""
     dep = check_version(app, ref, expect)
     holders = {dep.provisioner} | ({(dep.move or {}).get("from"), (dep.move or {}).get("to")}
                                    if dep.move else set())
+    left: list[str] = []
     for name in sorted(h for h in holders if h):
-        provisioners(name).deprovision(dep.provision_id)
+        try:
+            provisioners(name).deprovision(dep.provision_id)
+        except AnycloudError as exc:
+            left.append(f"{name}: {exc.message}")
+    if left:
+        with app.ledger.write() as conn:  # slots are rows of ours: no provisioner needed
+            conn.execute(schema.static_allocations.delete().where(
+                schema.static_allocations.c.provision_id == dep.provision_id))
+        left.append(f"remove any objects by hand: kubectl delete deployment,service,ingress,"
+                    f"pvc -l {PROVISION_ID_LABEL}={dep.provision_id} -n <its namespace>")
+    note = "; ".join(left) or None
     return _write(app, dep, state="deleted", move=None, provisioner=None, runtime_host=None,
-                  deleted=True, event=("deleted", "runtime released"))
+                  deleted=True, last_error=f"not released: {note}" if note else None,
+                  event=("deleted", "runtime released" if not note
+                         else f"deleted; not released: {note}"))
 
 
 def deployment_health(dep: ProjectDeployment, provisioners: Provisioners) -> Health | None:

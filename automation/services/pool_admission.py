@@ -36,5 +36,8 @@ class AdmittedNodePool:
     def check(self, provision_id: str) -> Health:
         return self.inner.check(provision_id)
 
+    def preflight(self, provision_id: str, request: ProvisionRequest) -> None:
+        self.inner.preflight(provision_id, request)
+
     def close(self) -> None:
         self.inner.close()

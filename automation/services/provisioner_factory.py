@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from automation.app import App
-from automation.errors import InvalidInput
-from automation.provisioners.base import RuntimeProvisioner
+from automation.errors import AnycloudError, InvalidInput
+from automation.kube.port import ClusterUnavailable
+from automation.provisioners.base import (
+    Health,
+    Provisioned,
+    ProvisionerUnavailable,
+    ProvisionRequest,
+    RuntimeProvisioner,
+)
 from automation.provisioners.provisioner_set import (
     SET_ENV,
     KubernetesEntry,
@@ -16,6 +24,46 @@ from automation.provisioners.provisioner_set import (
 )
 
 Provisioners = Callable[[str], RuntimeProvisioner]
+T = TypeVar("T")
+
+
+class Guarded:
+    """A provisioner whose every failure is a domain error: an unreachable cluster or an
+    unreadable kubeconfig becomes ProvisionerUnavailable naming it (recorded as the
+    deployment's lastError, shown by status), never an internal error and a crash report."""
+
+    def __init__(self, inner: RuntimeProvisioner) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except AnycloudError:
+            raise
+        except (ClusterUnavailable, OSError) as exc:
+            raise ProvisionerUnavailable(self.name, " ".join(str(exc).split()) or
+                                         type(exc).__name__) from exc
+
+    def provision(self, provision_id: str, request: ProvisionRequest) -> Provisioned:
+        return self._call(self.inner.provision, provision_id, request)
+
+    def deprovision(self, provision_id: str) -> bool:
+        return self._call(self.inner.deprovision, provision_id)
+
+    def await_ready(self, provisioned: Provisioned) -> None:
+        self._call(self.inner.await_ready, provisioned)
+
+    def check(self, provision_id: str) -> Health:
+        return self._call(self.inner.check, provision_id)
+
+    def preflight(self, provision_id: str, request: ProvisionRequest) -> None:
+        self._call(self.inner.preflight, provision_id, request)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
 
 
 class Built:
@@ -23,18 +71,17 @@ class Built:
 
     def __init__(self, app: App, provisioner_set: ProvisionerSet, base_dir: Path) -> None:
         self.app, self.provisioner_set, self.base_dir = app, provisioner_set, base_dir
-        self.built: dict[str, RuntimeProvisioner] = {}
+        self.built: dict[str, Guarded] = {}
 
     def __call__(self, name: str) -> RuntimeProvisioner:
         if name not in self.built:
-            self.built[name] = _build(self.app, self.provisioner_set, name, self.base_dir)
+            self.built[name] = Guarded(_build(self.app, self.provisioner_set, name,
+                                              self.base_dir))
         return self.built[name]
 
     def close(self) -> None:
         for provisioner in self.built.values():
-            close = getattr(provisioner, "close", None)
-            if close is not None:
-                close()
+            provisioner.close()
         self.built.clear()
 
     def __enter__(self) -> Built:

@@ -96,21 +96,52 @@ def test_the_global_default_and_unsetting_move_nothing_provisioned(app: App) -> 
     assert (status.name, status.level) == ("b", "current")
 
 
-def test_a_failed_start_keeps_its_intent_and_a_retry_finishes_it(app: App) -> None:
+def test_a_move_the_new_provisioner_refuses_releases_nothing(app: App) -> None:
     pset = the_set(b_slots=1)
     start(app, deps.create_deployment(app, "one", "web").id, pset)
     projects.set_project_provisioner(app, "web", "b", pset, by="root")
     start(app, deps.create_deployment(app, "two", "web").id, pset)  # takes b's only slot
-    deps.stop_deployment(app, "one")
+    with pytest.raises(Conflict, match="no runtime with 1 free slot"):
+        deps.restart_deployment(app, "one", pset, provisioners(app, pset))
+    kept = deps.get_deployment(app, "one")  # still running on a, its slot kept
+    assert (kept.state, kept.provisioner, kept.move) == ("running", "a", None)
+    assert "free slot" in (kept.last_error or "")
+    assert (kept.provision_id, "a") in held(app)
+    deps.stop_deployment(app, "one")  # a plain start is refused the same way
     with pytest.raises(Conflict, match="no runtime with 1 free slot"):
         start(app, "one", pset)
-    stuck = deps.get_deployment(app, "one")
-    assert stuck.move == {"from": "a", "to": "b", "step": "provision"}
-    assert stuck.provisioner is None and "free slot" in (stuck.last_error or "")
+    assert deps.get_deployment(app, "one").move is None
     deps.delete_deployment(app, "two", provisioners(app, pset))
     done = start(app, "one", pset)
     assert (done.provisioner, done.move, done.last_error) == ("b", None, None)
     assert held(app) == [(done.provision_id, "b")]
+
+
+def test_a_pending_move_follows_the_choice_in_force(app: App) -> None:
+    pset = the_set()
+    d = start(app, deps.create_deployment(app, "api", "web").id, pset)
+    projects.set_project_provisioner(app, "web", "b", pset, by="root")
+    deps.stop_deployment(app, "api")
+    # Stopped mid-move after a's release (as a crash there leaves it): headed to b.
+    with app.ledger.write() as conn:
+        conn.execute(schema.deployments.update().where(schema.deployments.c.id == d.id)
+                     .values(move={"from": "a", "to": "b", "step": "provision"},
+                             provisioner=None))
+        conn.execute(schema.static_allocations.delete())
+    projects.set_project_provisioner(app, "web", "c", pset, by="root")  # redirected
+    moved = start(app, "api", pset)
+    assert (moved.provisioner, moved.move) == ("c", None)
+    assert held(app) == [(d.provision_id, "c")]
+
+
+def test_delete_needs_no_provisioner_back(app: App) -> None:
+    pset = the_set()
+    d = start(app, deps.create_deployment(app, "api", "web").id, pset)
+    without_a = ProvisionerSet(provisioners={"b": static("http://b:1")}, default="b")
+    gone = deps.delete_deployment(app, "api", provisioners(app, without_a))
+    assert gone.state == "deleted" and held(app) == []  # the ledger's slots freed
+    assert "not released: a:" in (gone.last_error or "")
+    assert f"anycloud.sh/provision-id={d.provision_id}" in (gone.last_error or "")
 
 
 def test_delete_releases_the_runtime(app: App) -> None:
@@ -131,3 +162,32 @@ def test_names_and_choices_are_checked(app: App) -> None:
         projects.set_project_provisioner(app, "web", "nope", the_set(), by="root")
     with pytest.raises(Conflict):
         projects.create_org(app, "acme")
+
+
+def test_a_cluster_that_cannot_be_reached_is_a_domain_error_and_nothing_moves(
+        app: App, tmp_path: Any) -> None:
+    """The issue's case: a kubernetes provisioner whose kubeconfig does not exist. Before,
+    a restart released the static slot, then failed INTERNAL with the deployment stranded."""
+    from pathlib import Path
+
+    from automation.errors import AnycloudError
+    from automation.provisioners.provisioner_set import KubernetesEntry
+
+    root = Path(__file__).resolve().parents[3]
+    broken = KubernetesEntry.model_validate({"type": "kubernetes", "spec": {
+        "timeout_seconds": 5, "data_dir": "/data", "host": "http://k-*.localhost",
+        "namespace": "rt", "image": "example/runtime",
+        "kubeconfig_path": str(tmp_path / "no-such-kubeconfig.yaml"),
+        "template_paths": {"deployment": "k8s/runtime-templates/deployment.yaml",
+                           "service": "k8s/runtime-templates/service.yaml"}}})
+    pset = ProvisionerSet(provisioners={"a": static("http://a:1"), "k": broken}, default="a")
+    built = provisioners(app, pset, root)
+    d = deps.start_deployment(app, deps.create_deployment(app, "api", "web").id, pset, built)
+    projects.set_project_provisioner(app, "web", "k", pset, by="root")
+    with pytest.raises(AnycloudError) as err:
+        deps.restart_project(app, "web", pset, built)
+    assert err.value.code == "PROVISIONER_UNAVAILABLE" and "'k'" in err.value.message
+    kept = deps.get_deployment(app, "api")
+    assert (kept.state, kept.provisioner, kept.move) == ("running", "a", None)
+    assert "no-such-kubeconfig" in (kept.last_error or "")
+    assert held(app) == [(d.provision_id, "a")]
