@@ -488,3 +488,24 @@ def test_a_deleted_pools_node_leaves_the_pod_pending(
         assert "didn't match Pod's node affinity/selector" in health.detail
     finally:
         p.close()
+
+
+@pytest.mark.kube
+def test_preflight_asks_the_api_servers_rbac_and_changes_nothing(
+        plane: ControlPlane, make: Callable[..., KubernetesProvisioner], ns: str,
+        templates: Path, tmp_path: Path) -> None:
+    from automation.errors import AnycloudError
+
+    make().preflight("rt-pre", ProvisionRequest())  # the admin: allowed, nothing made
+    assert get(plane, "namespace", ns) is None
+    weak = plane.token_kubeconfig(tmp_path / "weak.kubeconfig", "no-rights", "prov-weak")
+    spec = KubernetesSpec(timeout_seconds=5, data_dir="/data", image=IMAGE,
+                          host="http://rt-*.localhost", namespace=ns,
+                          kubeconfig_path=str(weak), template_paths=_paths())
+    p = KubernetesProvisioner("k8s-weak", spec, templates)
+    try:
+        with pytest.raises(AnycloudError) as err:
+            p.preflight("rt-pre", ProvisionRequest())
+    finally:
+        p.close()
+    assert err.value.code == "NAMESPACE_NOT_ALLOWED" and ns in err.value.message
