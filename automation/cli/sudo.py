@@ -4,10 +4,13 @@ checked by the server)."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, info, json_option, print_json
+from automation.errors import InvalidInput
 
 
 @click.group()
@@ -47,12 +50,22 @@ def project_edit(ctx: click.Context, project: str, provisioner: str | None,
 
 @sudo_project.command("restart")
 @click.argument("project")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask (required when stdin is not a terminal).")
 @json_option
 @handle_errors
 @click.pass_context
-def project_restart(ctx: click.Context, project: str, as_json: bool) -> None:
+def project_restart(ctx: click.Context, project: str, yes: bool, as_json: bool) -> None:
     """Stop and start each running deployment of the project (moving it if its provisioner
-    changed), and finish any start or move that was interrupted."""
+    changed), and finish any start or move that was interrupted; deployments their users
+    stopped stay stopped. Asks first on a terminal; --yes otherwise."""
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput("--yes", False, "is required when stdin is not a terminal: "
+                               "restarting every running deployment of a project is not "
+                               "done without asking")
+        click.confirm(f"Restart every running deployment of project {project}?", abort=True,
+                      err=True)
     done = backend_from(ctx).restart_project(project)
     if as_json:
         print_json(done)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from automation.app import App
-from automation.errors import InvalidInput, NotFound
+from automation.errors import AnycloudError, InvalidInput, NotFound
 from automation.ledger.records import Expectation
 from automation.models import (
     DeploymentStatus,
@@ -89,9 +89,13 @@ def create(app: App, req: NewDeployment, provisioning: Provisioning) -> Found:
             raise InvalidInput("--service", True, "goes with --node-pool only")
         made = deployments.create_deployment(app, req.name, req.project,
                                              ProvisionRequest(**asked))
-        if req.start:
-            made = deployments.start_deployment(app, made.id, provisioning.provisioner_set,
-                                                provisioning)
+        if req.start:  # one step: a refused start leaves no deployment behind
+            try:
+                made = deployments.start_deployment(app, made.id,
+                                                    provisioning.provisioner_set, provisioning)
+            except AnycloudError:
+                deployments.delete_deployment(app, made.id, provisioning)
+                raise
         return made
     for option, value in [("start", req.start or None), *asked.items()]:
         if value is not None:

@@ -301,7 +301,7 @@ def test_sudo_in_both_modes(mode: tuple[str, Run, App], monkeypatch: pytest.Monk
     ok(run("deployment", "create", "api", "--project", "web", "--start", "--json"))
     edited = ok(run("sudo", "project", "edit", "web", "--provisioner", "b", "--json"))
     assert edited["provisioner"] == "b"
-    moved = ok(run("sudo", "project", "restart", "web", "--json"))
+    moved = ok(run("sudo", "project", "restart", "web", "--yes", "--json"))
     assert [(d["name"], d["provisioner"], d["runtimeHost"]) for d in moved] == [
         ("api", "b", "b1.example")]
     assert ok(run("sudo", "org", "set-default-provisioner", "acme", "b", "--json"))[

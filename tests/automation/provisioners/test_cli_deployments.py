@@ -73,7 +73,7 @@ def test_a_deployment_is_created_stopped_started_moved_by_sudo_and_deleted(
     status = ok_json(cli("deployment", "status", "api", "--json"))
     assert (status["provisioner"], status["nextStart"]) == ("a", {"provisioner": "b",
                                                                   "level": "project"})
-    restarted = ok_json(cli("sudo", "project", "restart", "web", "--json"))
+    restarted = ok_json(cli("sudo", "project", "restart", "web", "--yes", "--json"))
     assert [(d["name"], d["provisioner"], d["runtimeHost"], d["provisionId"])
             for d in restarted] == [("api", "b", "b1.example", made["provisionId"])]
     assert allocations(ledger_url) == [(made["provisionId"], "b", "b1.example")]
@@ -93,7 +93,8 @@ def test_sudo_is_refused_to_who_the_config_does_not_name(cli: Any, tmp_path: Pat
     refused(cli("sudo", "org", "set-default-provisioner", "acme", "b", "--json"),
             "PERMISSION_DENIED")
     superusers(tmp_path, "superusers:\n  users: [somebody-else]\n")
-    error = refused(cli("sudo", "project", "restart", "web", "--json"), "PERMISSION_DENIED")
+    error = refused(cli("sudo", "project", "restart", "web", "--yes", "--json"),
+                    "PERMISSION_DENIED")
     assert "somebody-else" in error["rule"]
     projects = ok_json(cli("project", "list", "--json"))
     assert [p["provisioner"] for p in projects] == [None]  # nothing changed
@@ -188,3 +189,25 @@ def test_serve_checks_the_provisioner_set_before_it_starts(
     monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "nope")
     error = refused(run("serve", "--simulate", "--engine", "mock", "--json"), "INVALID_ARGUMENT")
     assert error["field"] == "ANYCLOUD_DEFAULT_PROVISIONER"
+
+
+def test_sudo_project_restart_asks_first_or_takes_yes(cli: Any, tmp_path: Path) -> None:
+    superusers(tmp_path, f"superusers:\n  users: [{ME}]\n")
+    ok_json(cli("deployment", "create", "api", "--project", "web", "--start", "--json"))
+    error = refused(cli("sudo", "project", "restart", "web", "--json"), "INVALID_ARGUMENT")
+    assert error["field"] == "--yes" and "not a terminal" in error["rule"]
+    assert ok_json(cli("deployment", "status", "api", "--json"))["state"] == "running"
+
+
+def test_create_start_is_one_step_a_refused_start_leaves_nothing(
+        cli: Any, ledger_url: str) -> None:
+    for name in ("one", "two"):  # a's two slots
+        ok_json(cli("deployment", "create", name, "--project", "web", "--start", "--json"))
+    refused(cli("deployment", "create", "three", "--project", "web", "--start", "--json"),
+            "NO_CAPACITY")
+    names = [d["name"] for d in ok_json(cli("deployment", "list", "--json"))]
+    assert names == ["one", "two"]  # no stopped "three" left behind
+    assert len(allocations(ledger_url)) == 2
+    # The name is free again: created stopped, it is kept.
+    assert ok_json(cli("deployment", "create", "three", "--project", "web", "--json"))[
+        "state"] == "stopped"

@@ -167,10 +167,10 @@ def test_a_start_after_a_stop_killed_mid_move_finishes_it_when_run_again(
 def test_a_project_restart_killed_mid_move_finishes_it_when_run_again(
         cli: Any, ledger_url: str, boundary: str) -> None:
     ledger, pid = running_on_a(cli, ledger_url)
-    killed(anycloud("sudo", "project", "restart", "web", "--json", crash_at=boundary))
+    killed(anycloud("sudo", "project", "restart", "web", "--yes", "--json", crash_at=boundary))
     crashed_state(boundary, ledger, pid)
 
-    done = succeeded(anycloud("sudo", "project", "restart", "web", "--json"))
+    done = succeeded(anycloud("sudo", "project", "restart", "web", "--yes", "--json"))
     assert [(d["name"], d["provisioner"], d["provisionId"]) for d in done] == [
         ("api", "b", pid)]
     moved_once(ledger, pid)
