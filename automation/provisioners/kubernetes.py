@@ -56,6 +56,7 @@ from automation.provisioners.templates import (
     TEMPLATE_KINDS,
     Resources,
     TemplateValues,
+    object_names,
     read_template,
     render,
 )
@@ -296,8 +297,8 @@ class KubernetesProvisioner:
             raise InvalidInput(field, str(path), f"must render a {TEMPLATE_KINDS[key]}, got "
                                                  f"kind {body.get('kind')!r}")
         meta = body.setdefault("metadata", {})
-        if not meta.get("name"):
-            raise InvalidInput(field, str(path), "must render metadata.name")
+        if not meta.get("name"):  # Rill's templates name nothing: the name is ours to give
+            meta["name"] = object_names(provision_id)[key]
         if meta.setdefault("namespace", self.namespace) != self.namespace:
             raise InvalidInput(f"{field} metadata.namespace", meta["namespace"],
                                f"must be {self.namespace} (the provisioner's namespace; "

@@ -1,13 +1,19 @@
 """The Kubernetes objects of a runtime, from Jinja templates (kubernetes and nodepool types).
 
 A template renders one object with these variables: ``provision_id``, ``host``, ``image``,
-``data_dir``, ``namespace`` and ``resources`` (``cpu``, ``memory``, ``storage``). Undefined
-variables are errors, never empty strings. A template is checked when the set is loaded: it
-must be readable, parse, render with sample values, and give one object of its kind.
+``data_dir``, ``namespace``, ``resources`` (``cpu``, ``memory``, ``storage``) and ``names``
+(``deployment``, ``service``, ``pvc``, ``http_ingress``, ``grpc_ingress``: the objects'
+names, ``runtime-<provision id>`` and ``-http``/``-grpc`` for the ingresses). An object whose
+template leaves ``metadata.name`` out gets its ``names`` entry (Rill names objects itself,
+so its templates have none). Undefined variables are errors, never empty strings. A template
+is checked when the set is loaded: it must be readable, parse, render with sample values,
+and give one object of its kind. A template written for Rill (Go's ``{{ .Host }}``) is
+refused with the Jinja variable to use for each name it holds.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,13 @@ class Resources:
     storage: str = "10Gi"
 
 
+def object_names(provision_id: str) -> dict[str, str]:
+    """template_paths key -> the name its object gets (``names`` in the templates)."""
+    base = f"runtime-{provision_id}"
+    return {"deployment": base, "service": base, "pvc": base,
+            "http_ingress": f"{base}-http", "grpc_ingress": f"{base}-grpc"}
+
+
 @dataclass(frozen=True)
 class TemplateValues:
     provision_id: str
@@ -39,6 +52,35 @@ class TemplateValues:
     data_dir: str
     namespace: str
     resources: Resources = field(default_factory=Resources)
+    names: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            object.__setattr__(self, "names", object_names(self.provision_id))
+
+
+# Rill's Go-template fields -> ours (Jinja), for a template written for Rill.
+RILL_FIELDS = {
+    "Names.Deployment": "names.deployment", "Names.Service": "names.service",
+    "Names.PVC": "names.pvc", "Names.HTTPIngress": "names.http_ingress",
+    "Names.GRPCIngress": "names.grpc_ingress", "Host": "host", "Image": "image",
+    "ImageTag": "image (the whole reference: repository:tag)", "DataDir": "data_dir",
+    "Namespace": "namespace", "ProvisionID": "provision_id", "CPU": "resources.cpu",
+    "MemoryGB": "resources.memory (a quantity such as 4Gi, not a number of GB)",
+    "StorageBytes": "resources.storage (a quantity such as 100Gi, not bytes)",
+    "Slots": "none: a deployment's slots size resources.cpu/memory/storage",
+}
+_GO_FIELD = re.compile(r"\{\{-?\s*\.([A-Za-z][\w.]*)")
+
+
+def _refuse_go_template(field_name: str, path: Path, text: str) -> None:
+    used = list(dict.fromkeys(_GO_FIELD.findall(text)))
+    if not used:
+        return
+    hints = "; ".join(f"{{{{ .{name} }}}} -> {{{{ {RILL_FIELDS.get(name, '(no equivalent)')} "
+                      f"}}}}" for name in used[:8])
+    raise InvalidInput(field_name, str(path), "must be a Jinja2 template ({{ host }}), not a "
+                       f"Go template as Rill's are ({{{{ .{used[0]} }}}}): {hints}")
 
 
 SAMPLE = TemplateValues(provision_id="sample-0123", host="http://node-sample-0123.localhost",
@@ -72,6 +114,7 @@ def render(field_name: str, path: Path, text: str, values: TemplateValues) -> di
     import jinja2
     import yaml
 
+    _refuse_go_template(field_name, path, text)
     try:
         rendered = _environment().from_string(text).render(asdict(values))
     except jinja2.TemplateSyntaxError as err:
@@ -79,8 +122,8 @@ def render(field_name: str, path: Path, text: str, values: TemplateValues) -> di
                            f"must be a valid template: line {err.lineno}: {err.message}") from None
     except jinja2.UndefinedError as err:
         raise InvalidInput(field_name, str(path), f"must use only the documented variables "
-                           f"(provision_id, host, image, data_dir, namespace, resources): "
-                           f"{err.message}") from None
+                           f"(provision_id, host, image, data_dir, namespace, resources, "
+                           f"names): {err.message}") from None
     try:
         docs = [d for d in yaml.safe_load_all(rendered) if d is not None]
     except yaml.YAMLError as err:

@@ -258,3 +258,36 @@ def test_any_text_either_loads_or_is_refused_cleanly(text: str) -> None:
         load(raw, "x", Path("/nonexistent"))
     except InvalidInput as err:
         assert err.field and err.rule
+
+
+def test_a_template_written_for_rill_is_refused_with_the_jinja_to_use(base: Path) -> None:
+    (base / "templates" / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Names.Deployment }}\n"
+        "spec:\n  template:\n    spec:\n      containers:\n        - image: {{ .ImageTag }}\n"
+        "          resources: {requests: {memory: '{{ .MemoryGB }}Gi'}}\n")
+    err = refused(SEED_SET, base)
+    assert err.field == "ANYCLOUD_PROVISIONER_SET_JSON.kubernetes-example.spec.template_paths." \
+        "deployment"
+    rule = err.rule or ""
+    assert rule.startswith("must be a Jinja2 template ({{ host }}), not a Go template")
+    assert "{{ .Names.Deployment }} -> {{ names.deployment }}" in rule
+    assert "{{ .ImageTag }} -> {{ image (the whole reference: repository:tag) }}" in rule
+    assert "{{ .MemoryGB }} -> {{ resources.memory" in rule
+
+
+def test_a_template_without_a_name_is_named_from_the_provision_id(base: Path) -> None:
+    from automation.provisioners.base import ProvisionRequest
+    from automation.provisioners.kubernetes import KubernetesProvisioner
+
+    (base / "templates" / "service.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nspec:\n  selector: {app: '{{ names.deployment }}'}\n"
+        "  ports: [{port: 80}]\n")
+    loaded = load(SEED_SET, "static-example", base)
+    entry = loaded.get("kubernetes-example")
+    assert isinstance(entry, KubernetesEntry)
+    objects = KubernetesProvisioner("k", entry.spec, base).render("rt-abc", ProvisionRequest())
+    service = next(o.body for o in objects if o.kind == "Service")
+    assert service["metadata"]["name"] == "runtime-rt-abc"
+    assert service["spec"]["selector"] == {"app": "runtime-rt-abc"}
+    ingress = next(o.body for o in objects if o.key == "grpc_ingress")
+    assert ingress["metadata"]["name"] == "runtime-rt-abc-grpc"
