@@ -557,8 +557,9 @@ class DeploymentStatus(ProjectDeployment):
     """``deployment status``: the deployment, what its next start would use, and what its
     provisioner finds of the runtime now (None: nothing provisioned)."""
 
-    next_start: NextStart
+    next_start: NextStart | None = None  # None: the set is missing or broken (set_problem)
     health: RuntimeHealth | None = None
+    set_problem: str | None = None  # what is wrong with the provisioner set, if anything
 
 
 class ApiToken(_Record):

@@ -116,7 +116,9 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     rows = [("state", found.state), ("project", found.project_id),
             ("provisioner", found.provisioner or "(none)"), ("provision id", found.provision_id),
             ("runtime host", found.runtime_host or "-"), ("data dir", found.data_dir or "-"),
-            ("next start", f"{nxt.provisioner} ({nxt.level})")]
+            ("next start", f"{nxt.provisioner} ({nxt.level})" if nxt else "(unknown)")]
+    if found.set_problem:
+        rows.append(("provisioner set", f"PROBLEM: {found.set_problem}"))
     if found.move:
         rows.append(("move", f"{found.move.get('from')} -> {found.move.get('to')} "
                              f"at {found.move.get('step')}: `deployment start` finishes it"))

@@ -54,7 +54,10 @@ class StaticProvisioner:
                         f"{provision_id} holds slots of provisioner {held['provisioner']!r}",
                         code="PROVISIONED_ELSEWHERE", field="provision id", value=provision_id,
                         rule="deprovision it with its own provisioner first")
-                return self._provisioned(held["host"], provision_id, conn)
+                if held["host"] in self.runtimes:
+                    return self._provisioned(held["host"], provision_id, conn)
+                # Its runtime was removed from the set: place it again (below).
+                conn.execute(_alloc.delete().where(_alloc.c.provision_id == provision_id))
             self._lock_runtimes(conn)
             use = self._use(conn)
             room = [u for u in use if u.free >= request.slots]
@@ -73,9 +76,10 @@ class StaticProvisioner:
     def preflight(self, provision_id: str, request: ProvisionRequest) -> None:
         """A runtime has room now (read only: ``provision`` decides under its lock)."""
         with self.ledger.read() as conn:
-            if conn.execute(sa.select(_alloc.c.provision_id).where(
-                    _alloc.c.provision_id == provision_id,
-                    _alloc.c.provisioner == self.name)).first() is not None:
+            held = conn.execute(sa.select(_alloc.c.host).where(
+                _alloc.c.provision_id == provision_id,
+                _alloc.c.provisioner == self.name)).scalar()
+            if held in self.runtimes:
                 return  # it holds its slots here already
             use = self._use(conn)
         if not any(u.free >= request.slots for u in use):
@@ -106,7 +110,8 @@ class StaticProvisioner:
                 return Health(False, f"{provision_id} holds no slot of {self.name}")
             if held["host"] not in self.runtimes:
                 return Health(False, f"runtime {held['host']} was removed from the set; "
-                                     "restart the deployment to move it")
+                                     "`deployment restart` places it on another runtime "
+                                     f"of {self.name} with room")
             use = {u.host: u for u in self._use(conn)}[held["host"]]
         if use.used > use.slots:
             return Health(False, f"runtime {use.host} holds {use.used} slots of {use.slots} "

@@ -21,7 +21,7 @@ from automation.models import (
     Workload,
     WorkloadKind,
 )
-from automation.provisioners.base import ProvisionRequest, RuntimeProvisioner
+from automation.provisioners.base import Health, ProvisionRequest, RuntimeProvisioner
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.services import deployments, workloads
 
@@ -129,12 +129,24 @@ def describe(app: App, found: Found, provisioning: Provisioning) -> DeploymentSt
     """``status`` of a record already read."""
     if not isinstance(found, ProjectDeployment):
         return found
-    nxt = deployments.choice_for(app, found, provisioning.provisioner_set)
-    health = deployments.deployment_health(found, provisioning)
+    # What the ledger knows is always answered; a missing or broken set, or a provisioner
+    # gone from it, is said beside it rather than refusing the whole status.
+    next_start, problem, health = None, None, None
+    try:
+        nxt = deployments.choice_for(app, found, provisioning.provisioner_set)
+        next_start = {"provisioner": nxt.name, "level": nxt.level}
+    except AnycloudError as exc:
+        problem = exc.message
+    if problem is None:
+        try:
+            found_health = deployments.deployment_health(found, provisioning)
+        except AnycloudError as exc:
+            found_health = Health(False, exc.message)
+        if found_health is not None:
+            health = {"ok": found_health.ok, "detail": found_health.detail}
     return DeploymentStatus.model_validate({
-        **found.model_dump(by_alias=False),
-        "next_start": {"provisioner": nxt.name, "level": nxt.level},
-        "health": None if health is None else {"ok": health.ok, "detail": health.detail}})
+        **found.model_dump(by_alias=False), "next_start": next_start, "health": health,
+        "set_problem": problem})
 
 
 def list_all(app: App, project: str | None = None) -> list[Found]:

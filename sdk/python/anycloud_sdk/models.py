@@ -1028,7 +1028,7 @@ class DeploymentStatus(BaseModel):
     )
     move: Annotated[dict[str, Any] | None, Field(title="Move")] = None
     name: Annotated[str, Field(title="Name")]
-    next_start: Annotated[NextStart, Field(alias="nextStart")]
+    next_start: Annotated[NextStart | None, Field(alias="nextStart")] = None
     node_pool_id: Annotated[
         str | None, Field(alias="nodePoolId", title="Nodepoolid")
     ] = None
@@ -1038,6 +1038,9 @@ class DeploymentStatus(BaseModel):
     resources: Annotated[dict[str, Any] | None, Field(title="Resources")] = None
     runtime_host: Annotated[
         str | None, Field(alias="runtimeHost", title="Runtimehost")
+    ] = None
+    set_problem: Annotated[
+        str | None, Field(alias="setProblem", title="Setproblem")
     ] = None
     state: Annotated[str, Field(title="State")]
     updated_at: Annotated[AwareDatetime, Field(alias="updatedAt", title="Updatedat")]

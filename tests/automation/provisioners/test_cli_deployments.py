@@ -211,3 +211,23 @@ def test_create_start_is_one_step_a_refused_start_leaves_nothing(
     # The name is free again: created stopped, it is kept.
     assert ok_json(cli("deployment", "create", "three", "--project", "web", "--json"))[
         "state"] == "stopped"
+
+
+def test_status_and_list_answer_from_the_ledger_whatever_the_set(
+        cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok_json(cli("deployment", "create", "api", "--project", "web", "--start", "--json"))
+    # Its provisioner removed from the set: status still answers, and says so.
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"b": SET["b"]}))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "b")
+    status = ok_json(cli("deployment", "status", "api", "--json"))
+    assert (status["state"], status["provisioner"]) == ("running", "a")
+    assert status["health"]["ok"] is False and "is not in the set" in status["health"]["detail"]
+    # No set at all: the ledger's view, and what is wrong with the set.
+    monkeypatch.delenv("ANYCLOUD_PROVISIONER_SET_JSON")
+    monkeypatch.delenv("ANYCLOUD_DEFAULT_PROVISIONER")
+    status = ok_json(cli("deployment", "status", "api", "--json"))
+    assert status["nextStart"] is None and status["health"] is None
+    assert "ANYCLOUD_PROVISIONER_SET_JSON" in status["setProblem"]
+    text = cli("deployment", "status", "api")
+    assert text.exit_code == 0 and "PROBLEM" in text.output
+    assert [d["name"] for d in ok_json(cli("deployment", "list", "--json"))] == ["api"]

@@ -191,3 +191,18 @@ def test_a_cluster_that_cannot_be_reached_is_a_domain_error_and_nothing_moves(
     assert (kept.state, kept.provisioner, kept.move) == ("running", "a", None)
     assert "no-such-kubeconfig" in (kept.last_error or "")
     assert held(app) == [(d.provision_id, "a")]
+
+
+def test_a_static_runtime_removed_from_the_set_is_left_by_a_restart(app: App) -> None:
+    two = ProvisionerSet(provisioners={"a": StaticEntry.model_validate({
+        "type": "static", "spec": {"runtimes": [
+            {"host": h, "slots": 2, "data_dir": "/data", "audience_url": h}
+            for h in ("http://a:1", "http://a:2")]}})}, default="a")
+    d = start(app, deps.create_deployment(app, "api", "web").id, two)
+    assert d.runtime_host == "http://a:1"
+    one = ProvisionerSet(provisioners={"a": static("http://a:2")}, default="a")
+    health = deps.deployment_health(deps.get_deployment(app, "api"), provisioners(app, one))
+    assert health is not None and not health.ok and "deployment restart" in health.detail
+    moved = deps.restart_deployment(app, "api", one, provisioners(app, one))
+    assert (moved.state, moved.runtime_host) == ("running", "http://a:2")
+    assert held(app) == [(d.provision_id, "a")]
