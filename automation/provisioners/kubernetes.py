@@ -277,7 +277,8 @@ class KubernetesProvisioner:
             provision_id=provision_id, host=self.spec.host.replace("*", provision_id),
             image=self.spec.image, data_dir=self.spec.data_dir, namespace=self.namespace,
             resources=Resources(cpu=request.cpu, memory=request.memory,
-                                storage=request.storage))
+                                storage=request.storage),
+            data_bucket=self.spec.data_bucket, metastore_id=self.spec.metastore_id)
         paths: TemplatePaths = self.spec.template_paths
         out = []
         for key in _ORDER:

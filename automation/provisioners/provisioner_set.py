@@ -9,6 +9,8 @@ documented example has them), so a set written for Rill is pasted as it is. The 
 checked whole when the control plane starts, so a typo is refused there (exit 2) rather than
 when a deployment first starts:
 
+- every type: optional ``data_bucket`` and ``metastore_id``, the shared data its runtimes
+  use (templates get them; a move between provisioners that differ is refused);
 - ``static``: runtimes with ``host``, ``slots``, ``data_dir``, ``audience_url``;
 - ``kubernetes``: ``timeout_seconds``, ``data_dir``, ``host`` (its ``*`` becomes the
   deployment's provision id), ``namespace``, ``image``, ``kubeconfig_path``, ``template_paths``;
@@ -46,6 +48,14 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _SharedData(_Spec):
+    """Where every runtime of the provisioner keeps its durable data (seed 002: a moved
+    runtime finds its data there again): passed to the templates, and compared on a move."""
+
+    data_bucket: str | None = Field(None, min_length=1)
+    metastore_id: str | None = Field(None, min_length=1)
+
+
 class StaticRuntime(_Spec):
     host: str = Field(min_length=1)
     slots: int = Field(ge=1)
@@ -53,7 +63,7 @@ class StaticRuntime(_Spec):
     audience_url: str = Field(min_length=1)
 
 
-class StaticSpec(_Spec):
+class StaticSpec(_SharedData):
     runtimes: list[StaticRuntime] = Field(min_length=1)
 
 
@@ -67,7 +77,7 @@ class TemplatePaths(_Spec):
     grpc_ingress: str | None = None
 
 
-class _TemplatedSpec(_Spec):
+class _TemplatedSpec(_SharedData):
     timeout_seconds: int = Field(ge=1)
     data_dir: str = Field(min_length=1)
     host: str
@@ -133,6 +143,11 @@ class ProvisionerSet(BaseModel):
 
     def get(self, name: str) -> StaticEntry | KubernetesEntry | NodePoolEntry:
         return self.provisioners[name]
+
+    def shared_data(self, name: str) -> tuple[str | None, str | None]:
+        """(data_bucket, metastore_id) of a provisioner; (None, None) when not in the set."""
+        entry = self.provisioners.get(name)
+        return (entry.spec.data_bucket, entry.spec.metastore_id) if entry else (None, None)
 
 
 def strip_comments(text: str) -> str:

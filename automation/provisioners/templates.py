@@ -3,7 +3,8 @@
 A template renders one object with these variables: ``provision_id``, ``host``, ``image``,
 ``data_dir``, ``namespace``, ``resources`` (``cpu``, ``memory``, ``storage``) and ``names``
 (``deployment``, ``service``, ``pvc``, ``http_ingress``, ``grpc_ingress``: the objects'
-names, ``runtime-<provision id>`` and ``-http``/``-grpc`` for the ingresses). An object whose
+names, ``runtime-<provision id>`` and ``-http``/``-grpc`` for the ingresses), and the set's
+``data_bucket`` and ``metastore_id`` (None when it names none). An object whose
 template leaves ``metadata.name`` out gets its ``names`` entry (Rill names objects itself,
 so its templates have none). Undefined variables are errors, never empty strings. A template
 is checked when the set is loaded: it must be readable, parse, render with sample values,
@@ -53,6 +54,8 @@ class TemplateValues:
     namespace: str
     resources: Resources = field(default_factory=Resources)
     names: dict[str, str] = field(default_factory=dict)
+    data_bucket: str | None = None  # the set's shared data (None when it names none)
+    metastore_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.names:

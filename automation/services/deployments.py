@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from automation import ids
 from automation.app import App
 from automation.crash import crashpoint
-from automation.errors import AnycloudError, InvalidInput
+from automation.errors import AnycloudError, Conflict, InvalidInput
 from automation.ledger import schema
 from automation.ledger.records import (
     Expectation,
@@ -125,6 +125,7 @@ def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
         target = choice_for(app, dep, provisioner_set).name
         step = "provision" if dep.provisioner in (None, target) else "deprovision"
         if step == "deprovision":
+            _check_shared_data(app, dep, provisioner_set, str(dep.provisioner), target)
             _preflight(app, dep, provisioners, target, request)
         dep = _write(app, dep, move={"from": dep.provisioner, "to": target, "step": step},
                      event=("move_started" if step == "deprovision" else "starting",
@@ -133,6 +134,25 @@ def start_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
                      expect=expect)
         crashpoint("after-move-intent")
     return _finish_move(app, dep, provisioners, request)
+
+
+def _check_shared_data(app: App, dep: ProjectDeployment, provisioner_set: ProvisionerSet,
+                       source: str, target: str) -> None:
+    """A moved runtime finds its data again only where it left it: a move between
+    provisioners whose data bucket or metastore differ is refused before anything is
+    released (recorded as the deployment's lastError)."""
+    for what, old, new in zip(("data_bucket", "metastore_id"),
+                              provisioner_set.shared_data(source),
+                              provisioner_set.shared_data(target), strict=True):
+        if old != new:
+            exc = Conflict(f"moving from {source} to {target} would change its {what} from "
+                           f"{old!r} to {new!r}: the runtime would not find its data",
+                           code="SHARED_DATA_DIFFERS", field=what, value=new,
+                           rule=f"every provisioner a deployment moves between must name the "
+                                f"same {what} (set it on both, or move it by hand)")
+            _write(app, dep, last_error=exc.message,
+                   event=("move_refused", f"to {target}, nothing released: {exc.message}"))
+            raise exc
 
 
 def _preflight(app: App, dep: ProjectDeployment, provisioners: Provisioners, target: str,
@@ -158,6 +178,7 @@ def _follow_choice(app: App, dep: ProjectDeployment, provisioner_set: Provisione
     if step == "deprovision" and target == move["from"]:
         step = "provision"  # back to where it still is: nothing to release
     elif step == "deprovision":
+        _check_shared_data(app, dep, provisioner_set, move["from"], target)
         _preflight(app, dep, provisioners, target, request)
     return _write(app, dep, move=move | {"to": target, "step": step},
                   event=("move_redirected", f"to {target} (was to {move['to']})"))
@@ -205,6 +226,7 @@ def restart_deployment(app: App, ref: str, provisioner_set: ProvisionerSet,
     if dep.state == "running" and dep.move is None:
         target = choice_for(app, dep, provisioner_set).name
         if target != dep.provisioner:
+            _check_shared_data(app, dep, provisioner_set, str(dep.provisioner), target)
             _preflight(app, dep, provisioners, target,
                        ProvisionRequest(**(dep.resources or {})))
     stop_deployment(app, ref, expect)

@@ -206,3 +206,26 @@ def test_a_static_runtime_removed_from_the_set_is_left_by_a_restart(app: App) ->
     moved = deps.restart_deployment(app, "api", one, provisioners(app, one))
     assert (moved.state, moved.runtime_host) == ("running", "http://a:2")
     assert held(app) == [(d.provision_id, "a")]
+
+
+def test_a_move_that_would_change_the_shared_data_is_refused_naming_both(app: App) -> None:
+    def with_data(host: str, bucket: str) -> StaticEntry:
+        entry = static(host).model_dump()
+        entry["spec"].update(data_bucket=bucket, metastore_id="ms-1")
+        return StaticEntry.model_validate(entry)
+
+    pset = ProvisionerSet(provisioners={"a": with_data("http://a:1", "s3://acme-data"),
+                                        "b": with_data("http://b:1", "s3://other-data"),
+                                        "c": with_data("http://c:1", "s3://acme-data")},
+                          default="a")
+    d = start(app, deps.create_deployment(app, "api", "web").id, pset)
+    projects.set_project_provisioner(app, "web", "b", pset, by="root")
+    with pytest.raises(Conflict) as err:
+        deps.restart_deployment(app, "api", pset, provisioners(app, pset))
+    assert err.value.code == "SHARED_DATA_DIFFERS" and err.value.field == "data_bucket"
+    assert "'s3://acme-data' to 's3://other-data'" in err.value.message
+    kept = deps.get_deployment(app, "api")
+    assert (kept.state, kept.provisioner) == ("running", "a") and kept.last_error
+    assert held(app) == [(d.provision_id, "a")]
+    projects.set_project_provisioner(app, "web", "c", pset, by="root")  # the same data
+    assert deps.restart_deployment(app, "api", pset, provisioners(app, pset)).provisioner == "c"
