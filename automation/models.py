@@ -539,6 +539,7 @@ class ProjectDeployment(_Record):
     last_error: str | None = None
     node_pool_id: str | None = None  # set while a nodepool provisioner holds objects there
     resources: dict[str, Any] | None = None  # slots, cpu, memory, storage asked of the runtime
+    audience: str | None = None  # what its runtime verifies tokens for (set with the host)
     created_at: datetime
     updated_at: datetime
 
@@ -581,6 +582,23 @@ class IssuedToken(ApiToken):
     """``token create``'s answer: the only time the token is shown."""
 
     token: str
+
+
+class NewRuntimeToken(CamelRequest):
+    """``POST /v1/deployments/{ref}/token``: how long the token lives (default 300 s)."""
+
+    ttl_seconds: int | None = None
+
+
+class RuntimeToken(CamelModel):
+    """``deployment token``: a token the deployment's runtime accepts (verified against
+    ``GET /.well-known/jwks.json``), shown once and never stored."""
+
+    token: str
+    audience: str  # the runtime's audience URL (the token's aud)
+    subject: str  # the deployment's provision id (the token's sub)
+    key_id: str  # the signing key (the JWT header's kid)
+    expires_at: datetime
 
 
 class NewNodePool(CamelRequest):

@@ -33,11 +33,11 @@ def check_name(field: str, value: str) -> str:
 
 
 # A Kubernetes quantity as people write them for requests: 500m, 2, 1.5, 4Gi, 10G.
-_QUANTITY = re.compile(r"(?=.*[1-9])[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+QUANTITY = re.compile(r"(?=.*[1-9])[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
 
 
 def check_quantity(field: str, value: str) -> str:
-    if not _QUANTITY.fullmatch(value):
+    if not QUANTITY.fullmatch(value):
         raise InvalidInput(field, value, "must be a positive Kubernetes quantity such as 500m, "
                            "2, 4Gi or 10G")
     return value

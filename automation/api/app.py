@@ -27,6 +27,7 @@ from automation.api.routes import (
     node_pools,
     projects,
     rollout,
+    runtime_tokens,
     sudo,
     tokens,
 )
@@ -59,7 +60,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments, sudo, cost, rollout, catalog):
+                   deployments, runtime_tokens, sudo, cost, rollout, catalog):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(serving.routes())
     metrics.install(api, ctx.ledger,  # GET /metrics

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Project,
         ProjectDeployment,
         RunResult,
+        RuntimeToken,
         SecretMaterial,
         Workload,
     )
@@ -159,6 +160,16 @@ class Embedded:
 
         with self._provisioning() as provisioning:
             return deployment_ops.delete(self._app(), ref, provisioning)
+
+    def deployment_token(self, ref: str, ttl_seconds: int | None) -> RuntimeToken:
+        from automation.services import runtime_tokens
+
+        return runtime_tokens.deployment_token(self._app(), ref, ttl_seconds)
+
+    def jwks(self) -> dict[str, Any]:
+        from automation.services import runtime_tokens
+
+        return runtime_tokens.jwks(self._app())
 
     def _superuser(self) -> str:
         from automation.cli.context import config_path
@@ -467,6 +478,15 @@ class Remote:
 
     def delete_deployment(self, ref: str) -> ProjectDeployment | Workload:
         return _deployment(self.client.call("DELETE", f"/deployments/{_segment(ref)}", dict))
+
+    def deployment_token(self, ref: str, ttl_seconds: int | None) -> RuntimeToken:
+        from automation.models import RuntimeToken
+
+        return self.client.call("POST", f"/deployments/{_segment(ref)}/token", RuntimeToken,
+                                json={"ttlSeconds": ttl_seconds})
+
+    def jwks(self) -> dict[str, Any]:
+        return self.client.call("GET", "/.well-known/jwks.json", dict)
 
     def set_project_provisioner(self, project: str, provisioner: str | None) -> Project:
         from automation.client.http import dump

@@ -32,10 +32,13 @@ def deployment() -> None:
 @click.option("--service", is_flag=True,
               help="With --node-pool: a Service (gives the pool an ingress entry).")
 @click.option("--start", "start_now", is_flag=True, help="With --project: start it at once.")
-@click.option("--slots", type=int, help="With --project: slots held on a static runtime (1).")
-@click.option("--cpu", help="With --project: the runtime's CPU request (1).")
-@click.option("--memory", help="With --project: its memory (2Gi).")
-@click.option("--storage", help="With --project: its data claim (10Gi; never shrunk).")
+@click.option("--slots", type=int, help="With --project: slots held on a static runtime, or "
+              "the size of a templated one (1).")
+@click.option("--cpu", help="With --project: the runtime's CPU request (default: slots times "
+              "the provisioner's per_slot.cpu, 1).")
+@click.option("--memory", help="With --project: its memory (default: slots times 2Gi).")
+@click.option("--storage", help="With --project: its data claim (default: slots times 10Gi; "
+              "never shrunk).")
 @json_option
 @handle_errors
 @click.pass_context
@@ -170,3 +173,30 @@ def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
         info("its data in object storage is kept")
     else:
         click.echo(f"{gone.kind} {gone.name} {gone.state}")
+
+
+@deployment.command()
+@click.argument("ref")
+@click.option("--ttl", "ttl_seconds", type=int,
+              help="Seconds the token lives (default 300, at most 3600).")
+@json_option
+@handle_errors
+@click.pass_context
+def token(ctx: click.Context, ref: str, ttl_seconds: int | None, as_json: bool) -> None:
+    """Print a short-lived token its runtime accepts (a JWT: aud its audience URL, sub its
+    provision id), to stdout alone so it can be piped; verified against `deployment jwks`."""
+    made = backend_from(ctx).deployment_token(ref, ttl_seconds)
+    if as_json:
+        print_json(made)
+        return
+    click.echo(made.token)
+    info(f"for {made.audience} (sub {made.subject}), expires {made.expires_at:%H:%M:%S} UTC")
+
+
+@deployment.command()
+@handle_errors
+@click.pass_context
+def jwks(ctx: click.Context) -> None:
+    """Print the keys runtimes verify tokens with (JSON Web Key Set; also served at
+    GET /v1/.well-known/jwks.json without a token)."""
+    print_json(backend_from(ctx).jwks())

@@ -426,6 +426,9 @@ deployments = sa.Table(
               sa.ForeignKey("node_pools.id", name="fk_deployments_node_pool")),
     # What it asks of its runtime: {"slots", "cpu", "memory", "storage"}; NULL: the defaults.
     sa.Column("resources", sa.JSON),
+    # The audience its runtime verifies tokens for (a static runtime's audience_url, else its
+    # host); set with the host, so a moved deployment's tokens name its new runtime.
+    sa.Column("audience", sa.String(512)),
 )
 sa.Index("ix_deployments_node_pool", deployments.c.node_pool_id)
 sa.Index(
@@ -489,4 +492,15 @@ sealed_secrets = sa.Table(
     sa.Column("shown", sa.JSON, nullable=False),  # the non-secret fields (an access key's id)
     _ts("created_at", False),
     _ts("rotated_at"),
+)
+
+# The keys that sign runtime tokens (issue 22): the public half published as the JWKS, the
+# private half sealed in sealed_secrets (owner "signing-key/<kid>").
+token_signing_keys = sa.Table(
+    "token_signing_keys",
+    metadata,
+    sa.Column("kid", sa.String(64), primary_key=True),  # RFC 7638 thumbprint
+    sa.Column("public_jwk", sa.JSON, nullable=False),
+    _ts("created_at", False),
+    _ts("retired_at"),  # NULL: signs new tokens (the newest) or still verifies old ones
 )

@@ -25,10 +25,10 @@ class ProvisionerUnavailable(AnycloudError):
 class ProvisionRequest:
     """What a deployment asks of its runtime."""
 
-    slots: int = 1  # static: slots held on one runtime
-    cpu: str = "1"
-    memory: str = "2Gi"
-    storage: str = "10Gi"
+    slots: int = 1  # static: slots held on one runtime; templated: sizes what is not given
+    cpu: str | None = None  # None: the provisioner's per_slot.cpu times slots
+    memory: str | None = None
+    storage: str | None = None
 
 
 @dataclass(frozen=True)

@@ -276,8 +276,8 @@ class KubernetesProvisioner:
         values = TemplateValues(
             provision_id=provision_id, host=self.spec.host.replace("*", provision_id),
             image=self.spec.image, data_dir=self.spec.data_dir, namespace=self.namespace,
-            resources=Resources(cpu=request.cpu, memory=request.memory,
-                                storage=request.storage),
+            resources=Resources(**self.spec.per_slot.model_dump()).given_or_per_slot(
+                request.slots, request.cpu, request.memory, request.storage),
             data_bucket=self.spec.data_bucket, metastore_id=self.spec.metastore_id)
         paths: TemplatePaths = self.spec.template_paths
         out = []

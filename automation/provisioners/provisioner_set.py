@@ -13,7 +13,9 @@ when a deployment first starts:
   use (templates get them; a move between provisioners that differ is refused);
 - ``static``: runtimes with ``host``, ``slots``, ``data_dir``, ``audience_url``;
 - ``kubernetes``: ``timeout_seconds``, ``data_dir``, ``host`` (its ``*`` becomes the
-  deployment's provision id), ``namespace``, ``image``, ``kubeconfig_path``, ``template_paths``;
+  deployment's provision id), ``namespace``, ``image``, ``kubeconfig_path``, ``template_paths``,
+  and optional ``per_slot`` (``cpu``, ``memory``, ``storage`` of one slot: a deployment's
+  resources are its slots times these, unless it names its own);
 - ``nodepool``: the kubernetes type aimed at one of our node pools (``node_pool``): its objects
   go to the pool's own namespace on the pool's cluster, so it names no namespace or kubeconfig.
 
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from automation.errors import InvalidInput
 from automation.provisioners.templates import TEMPLATE_KINDS, check_template
+from automation.validation import QUANTITY
 
 SET_ENV = "ANYCLOUD_PROVISIONER_SET_JSON"
 DEFAULT_ENV = "ANYCLOUD_DEFAULT_PROVISIONER"
@@ -77,12 +80,29 @@ class TemplatePaths(_Spec):
     grpc_ingress: str | None = None
 
 
+class PerSlot(_Spec):
+    """What one slot is worth on a templated runtime: a deployment that asks N slots and no
+    explicit --cpu/--memory/--storage gets N times these (Rill sizes its runtimes by slots)."""
+
+    cpu: str = "1"
+    memory: str = "2Gi"
+    storage: str = "10Gi"
+
+    @field_validator("cpu", "memory", "storage")
+    @classmethod
+    def _quantity(cls, value: str) -> str:
+        if not QUANTITY.fullmatch(value):
+            raise ValueError("must be a positive Kubernetes quantity such as 500m, 2, 4Gi")
+        return value
+
+
 class _TemplatedSpec(_SharedData):
     timeout_seconds: int = Field(ge=1)
     data_dir: str = Field(min_length=1)
     host: str
     image: str = Field(min_length=1)
     template_paths: TemplatePaths
+    per_slot: PerSlot = PerSlot()
 
     @field_validator("host")
     @classmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,31 @@ TEMPLATE_KINDS: dict[str, str] = {
 }
 
 
+_QUANTITY_PARTS = re.compile(r"([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)")
+
+
 @dataclass(frozen=True)
 class Resources:
     cpu: str = "1"
     memory: str = "2Gi"
     storage: str = "10Gi"
+
+    def given_or_per_slot(self, slots: int, cpu: str | None, memory: str | None,
+                          storage: str | None) -> Resources:
+        """What a deployment asked, each field it left out ``slots`` times this one (these
+        being one slot's worth): ``slots=3`` of ``500m``/``2Gi`` is ``1500m``/``6Gi``."""
+        return Resources(cpu=cpu or times(self.cpu, slots),
+                         memory=memory or times(self.memory, slots),
+                         storage=storage or times(self.storage, slots))
+
+
+def times(quantity: str, factor: int) -> str:
+    """A Kubernetes quantity multiplied, its suffix kept (``2Gi`` x 3 = ``6Gi``)."""
+    found = _QUANTITY_PARTS.fullmatch(quantity)
+    if found is None:
+        raise ValueError(f"not a Kubernetes quantity: {quantity!r}")
+    total = f"{Decimal(found[1]) * factor:f}"
+    return (total.rstrip("0").rstrip(".") if "." in total else total) + found[2]
 
 
 def object_names(provision_id: str) -> dict[str, str]:
@@ -71,7 +92,7 @@ RILL_FIELDS = {
     "Namespace": "namespace", "ProvisionID": "provision_id", "CPU": "resources.cpu",
     "MemoryGB": "resources.memory (a quantity such as 4Gi, not a number of GB)",
     "StorageBytes": "resources.storage (a quantity such as 100Gi, not bytes)",
-    "Slots": "none: a deployment's slots size resources.cpu/memory/storage",
+    "Slots": "none: a deployment's slots size resources.cpu/memory/storage (per_slot)",
 }
 _GO_FIELD = re.compile(r"\{\{-?\s*\.([A-Za-z][\w.]*)")
 

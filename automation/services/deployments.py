@@ -73,7 +73,8 @@ def check_request(request: ProvisionRequest) -> ProvisionRequest:
     if request.slots < 1:
         raise InvalidInput("--slots", request.slots, "must be at least 1")
     for field in ("cpu", "memory", "storage"):
-        check_quantity(f"--{field}", getattr(request, field))
+        if getattr(request, field) is not None:
+            check_quantity(f"--{field}", getattr(request, field))
     return request
 
 
@@ -193,7 +194,7 @@ def _finish_move(app: App, dep: ProjectDeployment, provisioners: Provisioners,
             crashpoint("after-deprovision")
             # Reset for the new provisioner, keeping the id: nothing holds it now.
             dep = _write(app, dep, move=move | {"step": "provision"}, provisioner=None,
-                         runtime_host=None, data_dir=None,
+                         runtime_host=None, data_dir=None, audience=None,
                          event=("deprovisioned", f"released by {move['from']}"))
         new = provisioners(move["to"])
         held = new.provision(dep.provision_id, request)
@@ -203,7 +204,8 @@ def _finish_move(app: App, dep: ProjectDeployment, provisioners: Provisioners,
         _write(app, dep, last_error=exc.message, event=("start_failed", exc.message))
         raise
     return _write(app, dep, move=None, state="running", provisioner=move["to"],
-                  runtime_host=held.host, data_dir=held.data_dir, last_error=None,
+                  runtime_host=held.host, data_dir=held.data_dir,
+                  audience=held.audience_url or held.host, last_error=None,
                   event=("running", f"on {move['to']} at {held.host}"
                          + "".join(f"; warning: {w}" for w in held.warnings)))
 
@@ -267,7 +269,7 @@ def delete_deployment(app: App, ref: str, provisioners: Provisioners,
                     f"pvc -l {PROVISION_ID_LABEL}={dep.provision_id} -n <its namespace>")
     note = "; ".join(left) or None
     return _write(app, dep, state="deleted", move=None, provisioner=None, runtime_host=None,
-                  deleted=True, last_error=f"not released: {note}" if note else None,
+                  audience=None, deleted=True, last_error=f"not released: {note}" if note else None,
                   event=("deleted", "runtime released" if not note
                          else f"deleted; not released: {note}"))
 

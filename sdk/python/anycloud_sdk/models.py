@@ -466,6 +466,16 @@ class NewProject(BaseModel):
     org: Annotated[str, Field(title="Org")]
 
 
+class NewRuntimeToken(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    ttl_seconds: Annotated[
+        int | None, Field(alias="ttlSeconds", title="Ttlseconds")
+    ] = None
+
+
 class ExpiresInSeconds(RootModel[int]):
     root: Annotated[int, Field(gt=0, le=315360000, title="Expiresinseconds")]
 
@@ -653,6 +663,7 @@ class ProjectDeployment(BaseModel):
         extra="allow",
         populate_by_name=True,
     )
+    audience: Annotated[str | None, Field(title="Audience")] = None
     created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
     data_dir: Annotated[str | None, Field(alias="dataDir", title="Datadir")] = None
     id: Annotated[str, Field(title="Id")]
@@ -784,6 +795,18 @@ class RuntimeHealth(BaseModel):
     )
     detail: Annotated[str, Field(title="Detail")]
     ok: Annotated[bool, Field(title="Ok")]
+
+
+class RuntimeToken(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    audience: Annotated[str, Field(title="Audience")]
+    expires_at: Annotated[AwareDatetime, Field(alias="expiresAt", title="Expiresat")]
+    key_id: Annotated[str, Field(alias="keyId", title="Keyid")]
+    subject: Annotated[str, Field(title="Subject")]
+    token: Annotated[str, Field(title="Token")]
 
 
 class SecretMaterial(BaseModel):
@@ -1019,6 +1042,7 @@ class DeploymentStatus(BaseModel):
         extra="allow",
         populate_by_name=True,
     )
+    audience: Annotated[str | None, Field(title="Audience")] = None
     created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
     data_dir: Annotated[str | None, Field(alias="dataDir", title="Datadir")] = None
     health: RuntimeHealth | None = None

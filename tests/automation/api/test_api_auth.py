@@ -146,6 +146,8 @@ EXPECTED = {
     ("POST", "/v1/deployments/{ref}/restart"): Access.WRITE,
     ("POST", "/v1/deployments/{ref}/stop"): Access.WRITE,
     ("DELETE", "/v1/deployments/{ref}"): Access.WRITE,
+    ("POST", "/v1/deployments/{ref}/token"): Access.WRITE,  # a runtime's token: a member's
+    ("GET", "/v1/.well-known/jwks.json"): "public",  # public keys, fetched by runtimes
     ("POST", "/v1/sudo/projects/{ref}/provisioner"): Access.ADMIN,
     ("POST", "/v1/sudo/projects/{ref}/restart"): Access.ADMIN,
     ("POST", "/v1/sudo/orgs/{ref}/default-provisioner"): Access.ADMIN,

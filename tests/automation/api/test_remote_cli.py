@@ -281,6 +281,73 @@ def test_deployments_in_both_modes(mode: tuple[str, Run, App],
     assert ok(run("deployment", "delete", "api", "--json"))["state"] == "deleted"
 
 
+def test_runtime_tokens_in_both_modes(mode: tuple[str, Run, App], server: tuple[str, App],
+                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`deployment token` signs for the runtime the deployment runs on now: a runtime's
+    verifier (the published key set, its own audience) accepts it, the other runtime's does
+    not, and after a move the tokens name the new runtime. The signing key is sealed."""
+    import pwd
+    from datetime import datetime, timedelta
+
+    import httpx2
+
+    from automation.auth.runtime_tokens import RuntimeTokenRefused, verify
+
+    static = {name: {"type": "static", "spec": {"runtimes": [
+        {"host": f"{name}1.example", "slots": 2, "data_dir": f"/data/{name}",
+         "audience_url": f"https://{name}1.example/aud"}]}} for name in ("a", "b")}
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps(static))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"superusers:\n  users: [{pwd.getpwuid(os.geteuid()).pw_name}]\n")
+    monkeypatch.setenv("ANYCLOUD_CONFIG", str(config))
+    name, run, app = mode
+    key = SealingKey(os.urandom(32))
+    app.sealing = key
+    cli_key = {"ANYCLOUD_SECRETS_KEY": base64.b64encode(key.raw).decode()}
+    ok(run("org", "create", "acme", "--json"))
+    ok(run("project", "create", "web", "--org", "acme", "--json"))
+    made = ok(run("deployment", "create", "api", "--project", "web", "--json"))
+    before = snapshot(app)
+    error = refused(run("deployment", "token", "api", "--json", **cli_key),
+                    "DEPLOYMENT_NOT_RUNNING")
+    assert error["field"] == "deployment" and "start" in error["rule"]
+    assert snapshot(app) == before
+    ok(run("deployment", "start", "api", "--json"))
+    assert refused(run("deployment", "token", "api", "--ttl", "7200", "--json", **cli_key),
+                   "INVALID_ARGUMENT")["field"] == "ttlSeconds"
+
+    issued = ok(run("deployment", "token", "api", "--ttl", "120", "--json", **cli_key))
+    assert (issued["audience"], issued["subject"]) == ("https://a1.example/aud",
+                                                        made["provisionId"])
+    jwks = ok(run("deployment", "jwks", **cli_key))
+    assert [k["kid"] for k in jwks["keys"]] == [issued["keyId"]]
+    now = datetime.fromisoformat(issued["expiresAt"]) - timedelta(seconds=60)  # its clock
+    verify(issued["token"], jwks, audience="https://a1.example/aud", now=now)
+    with pytest.raises(RuntimeTokenRefused):
+        verify(issued["token"], jwks, audience="https://b1.example/aud", now=now)
+    plain = run("deployment", "token", "api", **cli_key)  # the token alone on stdout
+    assert plain.exit_code == 0 and plain.stdout.count(".") == 2 and "\n" not in \
+        plain.stdout.strip() and "https://a1.example/aud" in plain.stderr
+    if name == "remote":  # the key set is served to anyone: a runtime fetches it first
+        served = httpx2.get(f"{server[0]}/v1/.well-known/jwks.json")
+        assert served.status_code == 200 and served.json() == jwks
+
+    # Moved by a superuser: its tokens now name b's audience, which a's verifier refuses.
+    ok(run("sudo", "project", "edit", "web", "--provisioner", "b", "--json"))
+    ok(run("sudo", "project", "restart", "web", "--yes", "--json"))
+    moved = ok(run("deployment", "token", "api", "--json", **cli_key))
+    assert (moved["audience"], moved["subject"]) == ("https://b1.example/aud",
+                                                      made["provisionId"])
+    verify(moved["token"], jwks, audience="https://b1.example/aud", now=now)
+    with pytest.raises(RuntimeTokenRefused):
+        verify(moved["token"], jwks, audience="https://a1.example/aud", now=now)
+    # The private key is in the ledger only sealed; a token is never stored.
+    ledger = str(snapshot(app))
+    assert "PRIVATE KEY" not in ledger and issued["token"] not in ledger
+    assert ok(run("deployment", "delete", "api", "--json"))["audience"] is None
+
+
 def test_sudo_in_both_modes(mode: tuple[str, Run, App], monkeypatch: pytest.MonkeyPatch,
                            tmp_path: Path) -> None:
     """Embedded: an OS user the config names a superuser; remote: an admin token (a member's

@@ -89,6 +89,43 @@ def test_differences_names_the_field_and_reads_quantities() -> None:
         {"port": 80}]}})) == ["spec.replicas is 3, applied 1"]
 
 
+def _resources(objects: list[Any]) -> tuple[dict[str, str], str]:
+    body = {o.key: o.body for o in objects}
+    container = body["deployment"]["spec"]["template"]["spec"]["containers"][0]
+    return (container["resources"]["requests"],
+            body["pvc"]["spec"]["resources"]["requests"]["storage"])
+
+
+def test_slots_size_what_a_deployment_leaves_out(tmp_path: Path) -> None:
+    """Rill sizes a runtime by its slots: N slots are N times the set's per_slot (1 CPU, 2Gi,
+    10Gi by default), and an explicit --cpu/--memory/--storage wins."""
+    shutil.copytree(REPO / "k8s/runtime-templates", tmp_path / "templates")
+    spec = dict(timeout_seconds=5, data_dir="/data", image=IMAGE, host="http://rt-*.x",
+                namespace="rt", kubeconfig_path=str(tmp_path / "none"),
+                template_paths=_paths())
+    default = KubernetesProvisioner("k8s", KubernetesSpec(**spec), tmp_path)
+    requests, claim = _resources(default.render("rt-1", ProvisionRequest(slots=3)))
+    assert (requests["cpu"], requests["memory"], claim) == ("3", "6Gi", "30Gi")
+    requests, claim = _resources(default.render("rt-1", ProvisionRequest()))
+    assert (requests["cpu"], requests["memory"], claim) == ("1", "2Gi", "10Gi")
+    sized = KubernetesProvisioner("k8s", KubernetesSpec(
+        **spec, per_slot={"cpu": "500m", "memory": "1.5Gi", "storage": "20Gi"}), tmp_path)
+    requests, claim = _resources(sized.render(
+        "rt-1", ProvisionRequest(slots=4, memory="3Gi")))
+    assert (requests["cpu"], requests["memory"], claim) == ("2000m", "3Gi", "80Gi")
+
+
+@pytest.mark.parametrize("per_slot", [{"cpu": "lots"}, {"memory": "-1Gi"}, {"disk": "1Gi"}])
+def test_a_per_slot_that_is_not_a_quantity_is_refused(per_slot: dict[str, str]) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        KubernetesSpec(timeout_seconds=5, data_dir="/d", image=IMAGE, host="http://rt-*.x",
+                       namespace="rt", kubeconfig_path="k", template_paths=_paths(),
+                       per_slot=per_slot)
+    assert err.value.errors()[0]["loc"][:2] == ("per_slot", next(iter(per_slot)))
+
+
 # -- on the real API server ------------------------------------------------------------------
 
 

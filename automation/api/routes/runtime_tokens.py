@@ -1,0 +1,34 @@
+"""Tokens for a deployment's runtime (seed 002's audience): issued to a member, verified by
+the runtime against ``GET /v1/.well-known/jwks.json``.
+
+The key set is the one route besides the health probe that needs no token: it holds public
+keys only, and a runtime must be able to fetch it before it trusts anyone (as every OpenID
+issuer publishes its keys)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from automation.api.routers import v1
+from automation.api.security import Member, Public
+from automation.models import NewRuntimeToken, RuntimeToken
+from automation.services import runtime_tokens
+
+router = v1("deployments")
+
+
+@router.post("/deployments/{ref}/token")
+def deployment_token(request: Request, ref: str, _: Member,
+                     body: NewRuntimeToken | None = None) -> RuntimeToken:
+    """A short-lived token its runtime accepts: ``aud`` the runtime's audience URL, ``sub``
+    the deployment's provision id. Shown once, never stored."""
+    ttl = body.ttl_seconds if body else None
+    return runtime_tokens.deployment_token(request.app.state.ctx, ref, ttl)
+
+
+@router.get("/.well-known/jwks.json")
+def jwks(request: Request, _: Public) -> dict[str, Any]:
+    """The keys that sign runtime tokens (RFC 7517), newest first."""
+    return runtime_tokens.jwks(request.app.state.ctx)
