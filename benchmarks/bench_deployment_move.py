@@ -1,0 +1,152 @@
+"""Moving a deployment between provisioners (issue 22, "Measure"): the time of
+``restart_deployment`` (the service path of ``deployment restart`` and ``sudo project
+restart``) from stop to running on the new provisioner, and the preflight's share of it.
+
+The set holds two static provisioners (``a``, ``b``: one runtime each) and one kubernetes
+provisioner (``k``) on the local control plane (etcd, kube-apiserver, the real scheduler and
+deployment controller, kwok as the kubelet of one Node). Each run creates a deployment, starts
+it on ``a`` (not timed), points its project at the target and restarts it (timed), then
+deletes it. Rows:
+
+- ``a -> a``: a restart that moves nothing (the baseline of the ratio column);
+- ``a -> b``: static to static (release a slot, take a slot: ledger work only);
+- ``a -> k``: static to kubernetes: preflight (render the templates, a SelfSubjectAccessReview
+  per kind), release the slot, server-side apply of the Deployment and Service, and wait until
+  the Deployment is Available.
+
+The preflight column is the time spent in the target's ``preflight`` during the restart.
+The PVC template is left out (no storage provisioner runs here) and so is the claim.
+
+    .venv/bin/python benchmarks/bench_deployment_move.py [--smoke]   (BENCH_RUNS=5)
+
+--smoke: one run of each row.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _cli
+from benchmarks._table import median, ms, print_table
+
+MARKS = ("kube", "slow")
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+REPO = Path(__file__).resolve().parent.parent
+ROWS = (("a -> a (no move)", "a"), ("a -> b (static)", "b"), ("a -> k (kubernetes)", "k"))
+
+
+class Timed:
+    """The provisioners, with the time spent in each one's preflight added up."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.preflight = inner, 0.0
+
+    def __call__(self, name: str) -> Any:
+        found = self.inner(name)
+        timed = self
+
+        class Wrapped:
+            def __getattr__(self, attr: str) -> Any:
+                return getattr(found, attr)
+
+            def preflight(self, *args: Any) -> None:
+                start = time.perf_counter()
+                try:
+                    found.preflight(*args)
+                finally:
+                    timed.preflight += time.perf_counter() - start
+
+        return Wrapped()
+
+
+def provisioner_set(plane: Any, namespace: str) -> Any:
+    from automation.provisioners.provisioner_set import ProvisionerSet
+
+    statics = {name: {"type": "static", "spec": {"runtimes": [
+        {"host": f"http://{name}1.bench", "slots": 100, "data_dir": "/data",
+         "audience_url": f"https://{name}1.bench"}]}} for name in ("a", "b")}
+    kube = {"type": "kubernetes", "spec": {
+        "timeout_seconds": 120, "data_dir": "/data", "host": "http://rt-*.localhost",
+        "namespace": namespace, "image": "registry.k8s.io/pause:3.10",
+        "kubeconfig_path": str(plane.kubeconfig),
+        "per_slot": {"cpu": "10m", "memory": "16Mi", "storage": "1Gi"},
+        "template_paths": {"deployment": "templates/deployment.yaml",
+                           "service": "templates/service.yaml"}}}
+    return ProvisionerSet.model_validate(
+        {"provisioners": statics | {"k": kube}, "default": "a"})
+
+
+def main() -> None:
+    global RUNS
+    if _cli.parse(__doc__, MARKS).smoke:
+        RUNS = 1
+    from automation.app import App
+    from automation.devcluster import control_plane
+    from automation.devcluster.control_plane import KWOK_ANNOTATION
+    from automation.ledger import open_ledger
+    from automation.services import deployments, projects
+    from automation.services.provisioner_factory import provisioners
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        shutil.copytree(REPO / "k8s/runtime-templates", root / "templates")
+        deployment = root / "templates/deployment.yaml"
+        text = deployment.read_text()
+        deployment.write_text(text[:text.index("          volumeMounts:")])
+        plane = control_plane.start(root / "cp")
+        try:
+            plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
+            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
+            plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
+            plane.kubectl("create", "namespace", "bench-move")
+            the_set = provisioner_set(plane, "bench-move")
+            app = App(ledger=open_ledger(f"sqlite:///{root / 'ledger.db'}"))
+            projects.create_org(app, "acme")
+            projects.create_project(app, "web", "acme")
+            built = provisioners(app, the_set, root)  # templates/ relative to root
+            rows, baseline = [], None
+            try:
+                for label, target in ROWS:
+                    total, preflight = [], []
+                    for run in range(RUNS):
+                        made = deployments.create_deployment(app, f"m{target}{run}", "web")
+                        deployments.start_deployment(app, made.id, the_set, built)
+                        projects.set_project_provisioner(app, "web", target, the_set,
+                                                         by="bench")
+                        timed = Timed(built)
+                        start = time.perf_counter()
+                        moved = deployments.restart_deployment(app, made.id, the_set, timed)
+                        total.append(time.perf_counter() - start)
+                        preflight.append(timed.preflight)
+                        assert (moved.state, moved.provisioner) == ("running", target), moved
+                        deployments.delete_deployment(app, made.id, built)
+                        projects.set_project_provisioner(app, "web", None, the_set,
+                                                         by="bench")
+                    baseline = baseline or median(total)
+                    rows.append((label, ms(median(total)),
+                                 f"{min(total) * 1000:.0f}-{max(total) * 1000:.0f}",
+                                 ms(median(preflight)),
+                                 f"{median(preflight) / median(total):.0%}",
+                                 f"{median(total) / baseline:.1f}x"))
+            finally:
+                built.close()
+                app.ledger.dispose()
+        finally:
+            plane.stop()
+    print_table(f"deployment restart that moves it (stop -> running on the new provisioner), "
+                f"median of {RUNS} runs, milliseconds; local control plane with kwok, SQLite "
+                "ledger", ["move", "total", "range", "preflight", "preflight share",
+                           "vs no move"], rows)
+
+
+if __name__ == "__main__":
+    main()
