@@ -658,6 +658,8 @@ class RegisterClusterRequest(CamelRequest):
     kubernetes_version: str | None = None
     ca_pem: str | None = None
     offline: bool = False
+    # The caller says the VMs reach a private server address (VPC peering, a VPN).
+    allow_private_address: bool = False
 
 
 class SecretMaterial(CamelRequest):

@@ -550,6 +550,7 @@ class Remote:
             context=options.get("context"), server_url=options.get("server_url"),
             kubernetes_version=options.get("kubernetes_version"),
             offline=options.get("offline", False),
+            allow_private_address=options.get("allow_private_address", False),
             ca_pem=read_local_text("--ca-file", ca_file) if ca_file else None)
         return self.client.call("POST", "/clusters", Cluster, json=dump(body))
 

@@ -48,12 +48,15 @@ def cluster() -> None:
 @click.option("--kubernetes-version", help="Offline: the cluster's version, e.g. v1.36.2+k3s1.")
 @click.option("--ca-file", type=InputPath(path_type=Path), help="Offline: the cluster CA (PEM).")
 @click.option("--offline", is_flag=True, help="Do not contact the cluster now.")
+@click.option("--allow-private-address", is_flag=True,
+              help="Accept a private, loopback or link-local server address: the VMs reach "
+                   "it (VPC peering, VPN).")
 @json_option
 @handle_errors
 @click.pass_context
 def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str | None,
              server_url: str | None, kubernetes_version: str | None, ca_file: Path | None,
-             offline: bool, as_json: bool) -> None:
+             offline: bool, allow_private_address: bool, as_json: bool) -> None:
     """Record a cluster: its address, CA hash, version and identity. Embedded mode stores
     the kubeconfig's path; remote mode sends its contents, which the server seals (it must
     then carry its certificates and token inline, with no exec plugin)."""
@@ -61,7 +64,8 @@ def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str 
 
     c = backend_from(ctx).register_cluster(dict(
         name=name, kubeconfig=kubeconfig, context=kube_context, server_url=server_url,
-        kubernetes_version=kubernetes_version, ca_file=ca_file, offline=offline))
+        kubernetes_version=kubernetes_version, ca_file=ca_file, offline=offline,
+        allow_private_address=allow_private_address))
     _show(c, as_json)
 
 

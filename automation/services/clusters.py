@@ -52,21 +52,75 @@ class RegisterCluster:
     # offline CA as PEM text.
     kubeconfig_text: SecretStr | None = None
     ca_pem: str | None = None
+    # The caller says the VMs reach a private address (VPC peering, a VPN).
+    allow_private_address: bool = False
 
 
-def _check_server_url(field: str, url: str) -> str:
+# Networks VMs in another cloud cannot reach, each with the rule's words for it.
+# ipaddress's is_private is not used: it also holds the documentation ranges (203.0.113.0/24)
+# the demo and the tests register as a stand-in public address.
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_UNREACHABLE_NETWORKS: tuple[tuple[str, tuple[_Network, ...]], ...] = tuple(
+    (kind, tuple(ipaddress.ip_network(n) for n in networks)) for kind, networks in (
+        ("private (RFC 1918)", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")),
+        ("shared (CGNAT, RFC 6598)", ("100.64.0.0/10",)),
+        ("IPv6 unique local (fc00::/7)", ("fc00::/7",)),
+        ("IPv6 site-local (fec0::/10, deprecated)", ("fec0::/10",)),
+    ))
+# Host names are not resolved here: the DNS this process sees (a laptop's, a VPC's resolver)
+# may differ from what VMs in another cloud see. Names under the suffixes reserved for private
+# use resolve nowhere outside their own network (.internal is also what AWS and GCP name their
+# VMs' internal addresses), so they are refused like a private address.
+_PRIVATE_SUFFIXES = (".internal", ".local", ".localdomain")
+_LOOPBACK_NAMES = ("localhost",)
+
+
+def _address_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Which kind of unreachable address ``address`` is (None: a public one)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:10.0.0.5 is 10.0.0.5
+    if address.is_unspecified:
+        return "unspecified (0.0.0.0, ::)"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local (169.254.0.0/16, fe80::/10)"
+    for kind, networks in _UNREACHABLE_NETWORKS:
+        if any(address in network for network in networks):
+            return kind
+    return None
+
+
+def _host_kind(host: str) -> str | None:
+    """Which kind of address VMs in another cloud could not reach ``host`` is, if any."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a host name
+        return _name_kind(host.lower().rstrip("."))
+    return _address_kind(address)
+
+
+def _name_kind(name: str) -> str | None:
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+        return "loopback"
+    if name.endswith(_PRIVATE_SUFFIXES):
+        return "a private-use host name (" + ", ".join(_PRIVATE_SUFFIXES) + ")"
+    return None
+
+
+def check_server_url(field: str, url: str, *, allow_private: bool = False) -> str:
+    """``url`` as the address agents join: https, and public unless ``allow_private`` (the
+    caller says peering or a VPN makes it reachable from the VMs)."""
     parts = urlsplit(url)
     if parts.scheme != "https" or not parts.hostname:
         raise InvalidInput(field, url, "must be an https:// URL of the cluster's API server")
-    try:
-        loopback = ipaddress.ip_address(parts.hostname).is_loopback
-    except ValueError:
-        loopback = parts.hostname == "localhost"
-    if loopback:
+    kind = _host_kind(parts.hostname)
+    if kind is not None and not allow_private:
         raise InvalidInput(
             field, url,
-            "agents in other clouds cannot join a loopback address: "
-            "give the cluster's public address with --server-url",
+            f"must be a public address, not {kind}: VMs in another cloud could not join it; "
+            "give the cluster's public address with --server-url, or pass "
+            "--allow-private-address when VPC peering or a VPN makes it reachable from them",
         )
     return url
 
@@ -137,10 +191,9 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
         except ValueError as exc:
             raise InvalidInput("--kubeconfig", shown, str(exc).replace(str(kubeconfig), shown)
                                ) from exc
-        if req.server_url is not None:
-            server_url = _check_server_url("--server-url", req.server_url)
-        else:
-            server_url = _check_server_url("--kubeconfig", target.server_url)
+        field, url = (("--server-url", req.server_url) if req.server_url is not None
+                      else ("--kubeconfig", target.server_url))
+        server_url = check_server_url(field, url, allow_private=req.allow_private_address)
 
         version, uid, source, error = req.kubernetes_version, None, None, None
         ca = offline_ca or target.ca_sha256

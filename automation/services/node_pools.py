@@ -55,8 +55,13 @@ def _resolve_cluster(conn: Connection, ref: str | None) -> RowMapping:
     if ref is not None:
         return find_live(conn, clusters, ref, live=live, kind="cluster", field="--cluster")
     rows = conn.execute(sa.select(clusters).where(live).order_by(clusters.c.name)).mappings().all()
-    if not rows:
-        raise NotFound("cluster", "(any)", field="--cluster")
+    if not rows:  # the seed's code for "no ready cluster", as for a pending one
+        raise Conflict(
+            "node pools are unavailable until a cluster is registered and ready: "
+            "run `anycloud cluster register`",
+            code="NODE_POOLS_UNAVAILABLE", field="--cluster", value=None,
+            rule="a cluster must be registered and ready (Kubernetes version and CA known)",
+        )
     if len(rows) > 1:
         names = ", ".join(r["name"] for r in rows)
         raise InvalidInput(

@@ -101,6 +101,34 @@ def test_pending_cluster_gives_node_pools_unavailable(  # type: ignore[no-untype
     assert json.loads(result.stdout)["error"]["code"] == "NODE_POOLS_UNAVAILABLE"
 
 
+def test_no_cluster_gives_node_pools_unavailable(  # type: ignore[no-untyped-def]
+        run, in_each_mode: str) -> None:
+    ok_json(run(*AWS_ROLE, "--json"))
+    result = run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
+                 "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1", "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert (error["code"], error["field"]) == ("NODE_POOLS_UNAVAILABLE", "--cluster")
+    assert ok_json(run("node-pool", "list", "--json")) == []
+
+
+def test_private_server_url_needs_allow_private_address(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path, in_each_mode: str) -> None:
+    """In both modes: refused naming the flag, nothing registered; with it, registered."""
+    kc = _offline_kubeconfig(tmp_path / "kc")
+    args = ("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
+            "--kubernetes-version", "v1.36.2+k3s1", "--server-url", "https://10.0.0.5:6443",
+            "--json")
+    result = run(*args)
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert (error["field"], error["value"]) == ("--server-url", "https://10.0.0.5:6443")
+    assert "--allow-private-address" in error["rule"]
+    assert ok_json(run("cluster", "list", "--json")) == []
+    made = ok_json(run(*args, "--allow-private-address"))
+    assert made["serverUrl"] == "https://10.0.0.5:6443" and made["state"] == "ready"
+
+
 def test_unknown_names_exit_2(run, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]
     for args in (["node-pool", "status", "ghost"], ["cluster", "status", "ghost"],
                  ["credentials", "delete", "ghost"], ["deployment", "delete", "ghost"]):

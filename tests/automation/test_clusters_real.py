@@ -100,11 +100,13 @@ def test_a_loopback_api_address_is_refused(control_plane: ControlPlane, anycloud
     error = refused(anycloud(*args, "--json"))
     assert error["code"] == "INVALID_ARGUMENT"
     assert (error["field"], error["value"]) == (field, control_plane.server)
-    assert error["rule"] == ("agents in other clouds cannot join a loopback address: "
-                             "give the cluster's public address with --server-url")
+    assert error["rule"] == (
+        "must be a public address, not loopback: VMs in another cloud could not join it; "
+        "give the cluster's public address with --server-url, or pass "
+        "--allow-private-address when VPC peering or a VPN makes it reachable from them")
     human = anycloud(*args)
     assert human.exit_code == 2 and human.stdout == ""
-    assert f"{field} '{control_plane.server}': agents in other clouds" in human.stderr
+    assert f"{field} '{control_plane.server}': must be a public address" in human.stderr
     assert ok(anycloud("cluster", "list", "--json")) == []  # nothing recorded
 
 

@@ -97,11 +97,15 @@ def test_cluster_is_required_when_several_exist(world: App, kubeconfig: Path) ->
     assert node_pools.create_node_pool(world, _req(cluster="staging")).name == "cpu"
 
 
-def test_no_cluster_registered(app: App) -> None:
+def test_no_cluster_registered_refuses_with_node_pools_unavailable(app: App) -> None:
+    """No cluster at all is the seed's NODE_POOLS_UNAVAILABLE, as a pending one is."""
     credential(app)
-    with pytest.raises(NotFound) as err:
+    before = snapshot(app)
+    with pytest.raises(Conflict) as err:
         node_pools.create_node_pool(app, _req())
-    assert err.value.field == "--cluster"
+    assert (err.value.code, err.value.field) == ("NODE_POOLS_UNAVAILABLE", "--cluster")
+    assert "cluster register" in err.value.message and err.value.exit_code == 2
+    assert snapshot(app) == before
 
 
 def test_pending_cluster_refuses_with_node_pools_unavailable(

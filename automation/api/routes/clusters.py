@@ -55,7 +55,8 @@ def register_cluster(request: Request, body: RegisterClusterRequest, who: Admin)
     req = clusters.RegisterCluster(
         name=body.name, kubeconfig_text=body.kubeconfig, context=body.context,
         server_url=body.server_url, kubernetes_version=body.kubernetes_version,
-        ca_pem=body.ca_pem, offline=body.offline)
+        ca_pem=body.ca_pem, offline=body.offline,
+        allow_private_address=body.allow_private_address)
     return once(request, who, body, lambda: clusters.register_cluster(
         request.app.state.ctx, req), status=201)
 

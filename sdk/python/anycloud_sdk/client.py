@@ -231,7 +231,7 @@ class Clusters:
 
     def register(self, name: str, kubeconfig: str, **options: Any) -> models.Cluster:
         """``options``: ``context``, ``server_url``, ``kubernetes_version``, ``ca_pem``,
-        ``offline``."""
+        ``offline``, ``allow_private_address`` (a private server URL the VMs reach)."""
         body = models.RegisterClusterRequest(name=name, kubeconfig=SecretStr(kubeconfig),
                                              **options)
         return self._c.request("POST", "/clusters", models.Cluster, json=_body(body))

@@ -734,6 +734,9 @@ class RegisterClusterRequest(BaseModel):
         extra="allow",
         populate_by_name=True,
     )
+    allow_private_address: Annotated[
+        bool | None, Field(alias="allowPrivateAddress", title="Allowprivateaddress")
+    ] = False
     ca_pem: Annotated[str | None, Field(alias="caPem", title="Capem")] = None
     context: Annotated[str | None, Field(title="Context")] = None
     kubeconfig: Annotated[SecretStr, Field(title="Kubeconfig")]

@@ -150,3 +150,21 @@ def test_if_match_deletes_only_the_version_that_was_read(
     fresh = http.get("/v1/clusters/prod", headers=admin).headers["etag"]
     assert http.delete("/v1/clusters/prod", headers=admin | {"If-Match": fresh}
                        ).status_code == 200
+
+
+def test_a_private_server_url_is_refused_unless_allowed(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    """VMs in another cloud could not join 10.0.0.5: refused, nothing written, unless the
+    caller says (allowPrivateAddress) that peering or a VPN makes it reachable."""
+    before = snapshot(keyed)
+    url = "https://10.0.0.5:6443"
+    resp = register(http, callers["admin"], serverUrl=url)
+    assert resp.status_code == 400, resp.text
+    problem = resp.json()
+    assert (problem["code"], problem["field"], problem["value"]) == (
+        "INVALID_ARGUMENT", "--server-url", url)
+    assert "private (RFC 1918)" in problem["rule"]
+    assert "--allow-private-address" in problem["rule"] and snapshot(keyed) == before
+    made = register(http, callers["admin"], serverUrl=url, allowPrivateAddress=True)
+    assert made.status_code == 201, made.text
+    assert made.json()["serverUrl"] == url and made.json()["state"] == "ready"

@@ -227,3 +227,17 @@ def test_a_token_lifetime_beyond_ten_years_is_refused_not_a_500(
                                        "expiresInSeconds": 3650 * 86400},
                    headers=callers["admin"])
     assert ok.status_code == 201, ok.text
+
+
+def test_no_cluster_registered_is_node_pools_unavailable(
+        app: App, http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    """The seed's code for "no ready cluster", whether one is pending or none is registered."""
+    from tests.automation.conftest import credential
+
+    credential(app)
+    before = snapshot(app)
+    resp = http.post("/v1/node-pools", json=POOL, headers=callers["member"])
+    assert resp.status_code == 409, resp.text
+    problem = resp.json()
+    assert (problem["code"], problem["field"]) == ("NODE_POOLS_UNAVAILABLE", "--cluster")
+    assert "cluster register" in problem["detail"] and snapshot(app) == before
