@@ -6,8 +6,25 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, SecretStr, field_serializer
+from pydantic import (
+    AfterValidator,
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_serializer,
+)
 from pydantic.alias_generators import to_camel
+
+from automation.redact import redact
+
+# An error or event as users see it (CLI text and --json, the API, the SDK): redacted when
+# the model is built, so no path to the user can skip it -- status, list, delete and the
+# ingress view alike (automation.redact says what goes). This is the one boundary on
+# purpose: the ledger keeps the detail for operators, and the services that know the
+# cluster's own values redact those first with their labels (services.pool_status).
+ShownText = Annotated[str | None, AfterValidator(redact)]
 
 
 class ClusterState(StrEnum):
@@ -148,7 +165,7 @@ class NodePool(_Record):
     max_vms: int
     state: PoolState
     hosts_service: bool
-    last_error: str | None
+    last_error: ShownText
     created_at: datetime
     updated_at: datetime
 
@@ -182,7 +199,7 @@ class HelmJob(_CamelView):
     and the Job starts it again; ``message``: that non-zero exit (or why the Job failed)."""
 
     phase: HelmJobPhase
-    message: str | None = None
+    message: ShownText = None
 
 
 class IngressDaemonSet(_CamelView):
@@ -202,7 +219,7 @@ class IngressRelease(_CamelView):
     state: ReleaseState | None
     helm_job: HelmJob | None = None
     daemon_set: IngressDaemonSet | None = None
-    last_event: str | None = None
+    last_event: ShownText = None
 
 
 class IngressView(_CamelView):
@@ -274,7 +291,7 @@ class NodePoolStatus(CamelModel):
     vm_type: str
     vms: int
     state: PoolState
-    last_error: str | None
+    last_error: ShownText
     # A stable code for scripts (ENGINE_MISMATCH, CLUSTER_UNAVAILABLE, ENGINE_FAILED, …).
     last_error_code: str | None = None
     counts: VmCounts

@@ -30,6 +30,7 @@ from automation.reconciler import decide as d
 from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
 from automation.reconciler.workers import Serialized, WorkerRunner, is_throttling, run_turns
+from automation.redact import redact
 from automation.reports import write_crash_report
 from automation.settings import Limits
 from automation.stack_targets import pool_target
@@ -77,6 +78,10 @@ class PoolOutcome:
 
 
 Reporter = Callable[[str, str, dict[str, Any]], None]
+# The reports that quote an error (a pool's last error, a cluster or provider failure): the
+# reconcile command prints them (its "events"), redacted like status. The others keep the
+# addresses an operator acts on (a VM's public IP). The ledger keeps the detail.
+_ERROR_KINDS = frozenset({"error", "provider", "pool", "ingress", "addons"})
 
 
 class Reconciler:
@@ -92,6 +97,8 @@ class Reconciler:
 
         # Everything a pass reports and records names the engine that ran it.
         def labelled(kind: str, message: str, data: dict[str, Any]) -> None:
+            if kind in _ERROR_KINDS:  # the text status shows: shown as status shows it
+                message = redact(message) or message
             given(kind, message, {**data, "engine": self.engine})
 
         self.report: Reporter = labelled

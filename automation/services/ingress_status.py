@@ -8,7 +8,7 @@ the command.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +24,7 @@ STATUS_TIMEOUT_SECONDS = 5.0
 OpenSealed = Callable[[Any], "str | None"]
 
 _CLUSTER_SQL = """
-SELECT c.id, c.name, c.kubeconfig_path, c.kube_context
+SELECT c.id, c.name, c.server_url, c.kubeconfig_path, c.kube_context
 FROM node_pools p JOIN clusters c ON c.id = p.cluster_id
 WHERE p.id = :id
 """
@@ -40,9 +40,11 @@ class IngressReader(Protocol):
 ClusterPortFactory = Callable[[NodePoolStatus], IngressReader]
 
 
-def with_ingress(status: NodePoolStatus,
-                 cluster_port_factory: ClusterPortFactory) -> NodePoolStatus:
-    """``status`` with ``ingress`` filled in (read from the cluster for Service pools)."""
+def with_ingress(status: NodePoolStatus, cluster_port_factory: ClusterPortFactory,
+                 hide: Mapping[str, str] | None = None) -> NodePoolStatus:
+    """``status`` with ``ingress`` filled in (read from the cluster for Service pools);
+    ``hide``: the cluster's own values, named by their labels when the cluster is unreadable
+    (``automation.redact.cluster_values``)."""
     if not status.hosts_service:
         return status.model_copy(update={"ingress": IngressView(entry_ip=None, release=None)})
     from automation.kube.ingress import ingress_release, unavailable
@@ -55,7 +57,7 @@ def with_ingress(status: NodePoolStatus,
         release = ingress_release(port.ingress_objects(status.id))
     except ClusterUnavailable as exc:  # ClusterForbidden included: it names the grant
         # The reason, without the cluster's address or the kubeconfig's path.
-        release = unavailable(redact(str(exc)) or "")
+        release = unavailable(redact(str(exc), hide or {}) or "")
     finally:
         close = getattr(port, "close", None)
         if callable(close):
@@ -93,7 +95,10 @@ def kubernetes_port_factory(ledger: Ledger, open_sealed: OpenSealed | None = Non
 def pool_status_with_ingress(ledger: Ledger, ref: str,
                              open_sealed: OpenSealed | None = None) -> NodePoolStatus:
     """``node-pool status``: the pool's status with its ingress view read from its cluster."""
+    from automation.redact import cluster_values
     from automation.services.pool_status import node_pool_status
 
-    return with_ingress(node_pool_status(ledger, ref),
-                        kubernetes_port_factory(ledger, open_sealed))
+    status = node_pool_status(ledger, ref)
+    rows = ledger.query(_CLUSTER_SQL, {"id": status.id})
+    hide = cluster_values(rows[0]["server_url"], rows[0]["kubeconfig_path"]) if rows else {}
+    return with_ingress(status, kubernetes_port_factory(ledger, open_sealed), hide)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
 from automation.models import Cost, NodePoolStatus, VmCounts
-from automation.redact import known_values, redact
+from automation.redact import HIDDEN, cluster_values, known_values, redact
 from automation.services.cost import PriceKey, lookup_prices, rate
 
 # Ready: running with a Ready Node (for GPU types: advertising the catalog's count). Starting:
@@ -64,10 +64,11 @@ def _utc(value: Any) -> datetime:
     return stamp.replace(tzinfo=UTC)
 
 
-def hidden_values(r: dict[str, Any]) -> list[str]:
-    """What this pool's status must not show: its cluster's address and kubeconfig path and
-    its credential's reference values."""
-    return known_values(r["cluster_server"], r["cluster_kubeconfig"], r["credential_reference"])
+def hidden_values(r: dict[str, Any]) -> dict[str, str]:
+    """What this pool's status must not show, each with the label shown instead: its
+    cluster's API server and kubeconfig path, and its credential's reference values."""
+    return {**dict.fromkeys(known_values(r["credential_reference"]), HIDDEN),
+            **cluster_values(r["cluster_server"], r["cluster_kubeconfig"])}
 
 
 def _price_key(r: dict[str, Any]) -> PriceKey:
@@ -102,8 +103,8 @@ def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
         vms=r["max_vms"], state=r["state"],
-        last_error=(redact(r["last_error"], hidden_values(r)) if r["last_error"]
-                    else r["last_error"]),
+        # The cluster's own values first, with their labels; the model redacts the rest.
+        last_error=redact(r["last_error"], hidden_values(r)),
         last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],

@@ -127,7 +127,7 @@ def test_forbidden_and_unbuildable_ports_are_notes() -> None:
     out = with_ingress(pool_status("np-web1", hosts_service=True), broken)
     assert out.ingress is not None and out.ingress.release is not None
     assert out.ingress.release.last_event == (
-        "cluster unavailable: cannot load kubeconfig <hidden>: no such file")
+        "cluster unavailable: cannot load kubeconfig <file>: no such file")
 
 
 def test_the_port_is_closed_after_reading() -> None:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from ipaddress import IPv4Address, IPv6Address
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from automation.app import App
-from automation.ledger import schema
+from automation.devcluster.control_plane import kubeconfig_document
+from automation.ledger import open_ledger, schema
 from automation.redact import known_values, redact
 from automation.services import node_pools, pool_status
 from automation.services.ingress_status import with_ingress
-from tests.automation.conftest import credential, ready_cluster
+from tests.automation.conftest import DEMO_CA, credential, ok_json, ready_cluster
 
 LEAKY = ("cluster unavailable: cannot reach https://203.0.113.10:6443 (list nodes): "
          "HTTPSConnectionPool(host='203.0.113.10', port=6443): Max retries exceeded; "
@@ -76,4 +82,148 @@ def test_an_unreadable_cluster_in_the_ingress_view_names_no_path() -> None:
         "created_at": "2026-12-01T00:00:00Z", "updated_at": "2026-12-01T00:00:00Z"})
     release = with_ingress(status, factory).ingress.release  # type: ignore[arg-type,union-attr]
     assert release is not None and "/srv/anycloud" not in (release.last_event or "")
-    assert "cannot load kubeconfig <hidden>" in (release.last_event or "")
+    assert "cannot load kubeconfig <file>: no such file" in (release.last_event or "")
+
+
+# -- issue 23: what the ledger records, and what every user-facing path shows of it ---------
+
+UNRESOLVED = "k3s-abc123.invalid"
+# urllib3 when the API server's name does not resolve (as automation.kube.adapter words it)
+DNS_FAILURE = (f"cluster unavailable: cannot reach https://{UNRESOLVED}:6443 (list nodes): "
+               f"HTTPSConnectionPool(host='{UNRESOLVED}', port=6443): Max retries exceeded "
+               f"with url: /api/v1/nodes (Caused by NameResolutionError(\"HTTPSConnection("
+               f"host='{UNRESOLVED}', port=6443): Failed to resolve '{UNRESOLVED}' ([Errno -2] "
+               "Name or service not known)\"))")
+MISSING_FILE = ("cluster unavailable: cannot load kubeconfig /srv/kc.yaml: File does not exist: "
+                "/srv/secrets/admin-client.crt")
+# The Pulumi kubernetes provider (Go) when the API server refuses the connection
+DIAL_REFUSED = ("provider failure 1 in a row: kubernetes:core/v1:Namespace anycloud: Get "
+                "\"https://203.0.113.10:6443/api?timeout=32s\": dial tcp 203.0.113.10:6443: "
+                "connect: connection refused")
+
+
+def _cluster_pool(run: Any, tmp_path: Path, server: str, *, user: dict[str, str] | None = None,
+                  ) -> str:
+    """A cluster registered offline at ``server`` (its kubeconfig's user: ``user``) and a pool
+    on it, through the CLI; the pool's id."""
+    doc = kubeconfig_document(server, DEMO_CA)
+    if user is not None:
+        doc["users"][0]["user"] = user
+    kc = tmp_path / "kc.json"
+    kc.write_text(json.dumps(doc))
+    ok_json(run("cluster", "register", "prod", "--kubeconfig", str(kc), "--offline",
+                "--kubernetes-version", "v1.36.2+k3s1", "--json"))
+    ok_json(run("credentials", "new", "team", "--provider", "aws", "--role-arn",
+                "arn:aws:iam::123456789012:role/anycloud", "--json"))  # remote mode: no profile
+    pool = ok_json(run("node-pool", "create", "cpu", "--credentials", "team", "--region",
+                       "us-east-1", "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms",
+                       "1", "--json"))
+    return str(pool["id"])
+
+
+def _record(ledger_url: str, pool_id: str, **values: Any) -> None:
+    """What the reconciler records (the ledger keeps the detail for operators)."""
+    ledger = open_ledger(ledger_url)
+    try:
+        with ledger.write() as conn:
+            conn.execute(schema.node_pools.update().where(schema.node_pools.c.id == pool_id)
+                         .values(**values))
+    finally:
+        ledger.dispose()
+
+
+def _shown(run: Any, *args: str) -> str:
+    result = run(*args)
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return str(result.stdout)
+
+
+def _status_and_list(run: Any) -> list[str]:
+    """``node-pool status`` (JSON and text) and ``node-pool list --json``."""
+    listed = json.loads(_shown(run, "node-pool", "list", "--json"))
+    return [json.loads(_shown(run, "node-pool", "status", "cpu", "--json"))["lastError"],
+            _shown(run, "node-pool", "status", "cpu"), listed[0]["lastError"]]
+
+
+def test_an_unresolved_api_server_is_named_in_no_status_or_list(
+    run: Any, tmp_path: Path, ledger_url: str, in_each_mode: str
+) -> None:
+    pool = _cluster_pool(run, tmp_path, f"https://{UNRESOLVED}:6443")
+    _record(ledger_url, pool, last_error=DNS_FAILURE, last_error_code="CLUSTER_UNAVAILABLE")
+    for shown in _status_and_list(run):
+        assert UNRESOLVED not in shown and "k3s-abc123" not in shown
+        # the kind of error stays: which name did not resolve does not
+        assert "Failed to resolve '<api-server>' ([Errno -2] Name or service not known)" in shown
+
+
+def test_an_unresolved_api_server_is_named_in_no_ingress_event(
+    run: Any, tmp_path: Path, ledger_url: str
+) -> None:
+    """The real path: status reads the cluster through its kubeconfig; .invalid never
+    resolves (RFC 6761)."""
+    pool = _cluster_pool(run, tmp_path, f"https://{UNRESOLVED}:6443")
+    _record(ledger_url, pool, hosts_service=True)
+    status = json.loads(_shown(run, "node-pool", "status", "cpu", "--json"))
+    event = status["ingress"]["release"]["lastEvent"]
+    assert UNRESOLVED not in json.dumps(status) and "k3s-abc123" not in json.dumps(status)
+    assert "Failed to resolve '<api-server>'" in event
+
+
+def test_files_the_kubeconfig_names_are_shown_as_file(
+    run: Any, tmp_path: Path, ledger_url: str
+) -> None:
+    """Embedded mode only: the API refuses a kubeconfig that names files."""
+    pool = _cluster_pool(run, tmp_path, "https://203.0.113.10:6443", user={
+        "client-certificate": "/srv/secrets/admin-client.crt",
+        "client-key": "/srv/secrets/admin-client.key"})
+    _record(ledger_url, pool, hosts_service=True, last_error=MISSING_FILE,
+            last_error_code="CLUSTER_UNAVAILABLE")
+    status = json.loads(_shown(run, "node-pool", "status", "cpu", "--json"))
+    event = status["ingress"]["release"]["lastEvent"]  # read now, through the kubeconfig
+    for shown in (*_status_and_list(run), event):
+        assert "/srv/" not in shown and "admin-client" not in shown
+        assert "File does not exist: <file>" in shown
+
+
+def test_a_dialled_address_and_port_are_shown_as_the_api_server(
+    run: Any, tmp_path: Path, ledger_url: str, in_each_mode: str
+) -> None:
+    pool = _cluster_pool(run, tmp_path, "https://203.0.113.10:6443")
+    _record(ledger_url, pool, last_error=DIAL_REFUSED, last_error_code="ENGINE_FAILED")
+    for shown in _status_and_list(run):
+        assert "203.0.113.10" not in shown and "6443" not in shown
+        assert "dial tcp <api-server>: connect: connection refused" in shown
+        assert "kubernetes:core/v1:Namespace anycloud" in shown  # what failed stays
+
+
+def test_delete_shows_the_last_error_redacted(
+    run: Any, tmp_path: Path, ledger_url: str, in_each_mode: str
+) -> None:
+    pool = _cluster_pool(run, tmp_path, "https://203.0.113.10:6443")
+    _record(ledger_url, pool, last_error=DIAL_REFUSED, last_error_code="ENGINE_FAILED")
+    deleted = json.loads(_shown(run, "node-pool", "delete", "cpu", "--json"))
+    assert deleted["state"] == "deleting" and deleted["name"] == "cpu"
+    assert "203.0.113.10" not in deleted["lastError"] and "6443" not in deleted["lastError"]
+    assert "connect: connection refused" in deleted["lastError"]
+
+
+_PORTS = st.integers(min_value=1, max_value=65535)
+
+
+@given(ip=st.ip_addresses(), port=_PORTS)
+def test_no_address_or_port_survives(ip: IPv4Address | IPv6Address, port: int) -> None:
+    host = f"[{ip}]" if ip.version == 6 else str(ip)
+    for text in (f"dial tcp {host}:{port}: connect: connection refused",
+                 f"lookup api on {host}:{port}: no such host", f"no route to {ip}."):
+        shown = redact(text)
+        assert shown is not None and "<address>" in shown
+        assert str(ip) not in shown and str(port) not in shown.replace("<address>", "")
+        assert redact(shown) == shown  # a second pass (the CLI over the API) changes nothing
+
+
+@given(words=st.lists(st.sampled_from(
+    ["cpu", "m7i.large", "us-east-1", "us-east-1b", "g5.12xlarge", "np-0a1b2c", "v1.36.2+k3s1",
+     "[ENGINE_FAILED]", "1/2", "3:04", "aws:ec2/instance:Instance", "ready", "→"]), max_size=8))
+def test_names_people_need_are_kept(words: list[str]) -> None:
+    text = " ".join(words)
+    assert redact(text) == text

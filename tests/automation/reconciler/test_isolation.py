@@ -118,3 +118,31 @@ def test_serve_outlives_a_failed_pass(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(calls) == 2
     assert "pass failed: OSError: the ledger's disk is full" in result.stderr
     assert "(report: " in result.stderr
+
+
+def test_a_failed_turns_report_shows_its_error_as_status_does(rig: Rig) -> None:
+    """What `reconcile` prints of a pool's failure (its events) is redacted like status; the
+    ledger keeps the address for operators."""
+    from automation.ledger import schema
+
+    pool = rig.pool("cpu", count=1)
+    rig.passes(6, step=M)
+
+    def refused(name: str) -> None:
+        raise ClusterUnavailable("dial tcp 203.0.113.10:6443: connect: connection refused")
+
+    from automation.services import node_pools
+
+    node_pools.delete_node_pool(rig.app, "cpu")  # the next pass cordons its Nodes
+    cluster = Failing(rig.world.cluster, cordon_node=refused)
+    ports = Ports(**{**rig.reconciler.ports.__dict__, "cluster_for": lambda row: cluster})
+    Reconciler(rig.app, ports, report=lambda kind, msg, _: rig.log.append((kind, msg))
+               ).run_once()
+    errors = [m for kind, m in rig.log if kind == "error"]
+    assert errors and "cpu: [CLUSTER_UNAVAILABLE] cluster unavailable: dial tcp <address>: " \
+                      "connect: connection refused" in errors[-1]
+    assert not any("203.0.113.10" in m for _, m in rig.log)
+    assert "203.0.113.10" not in (status(rig, pool).last_error or "")
+    with rig.app.ledger.read() as conn:
+        stored = conn.execute(schema.node_pools.select()).mappings().one()["last_error"]
+    assert "203.0.113.10:6443" in stored
