@@ -29,7 +29,6 @@ client), preflight 36 ms (17 %), the rest mostly waiting for the Deployment to b
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -38,12 +37,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _cli
+from benchmarks import _cli, _kube_plane
 from benchmarks._table import median, ms, print_table
 
 MARKS = ("kube", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-REPO = Path(__file__).resolve().parent.parent
 ROWS = (("a -> a (no move)", "a"), ("a -> b (static)", "b"), ("a -> k (kubernetes)", "k"))
 
 
@@ -94,23 +92,16 @@ def main() -> None:
         RUNS = 1
     from automation.app import App
     from automation.devcluster import control_plane
-    from automation.devcluster.control_plane import KWOK_ANNOTATION
     from automation.ledger import open_ledger
     from automation.services import deployments, projects
     from automation.services.provisioner_factory import provisioners
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        shutil.copytree(REPO / "k8s/runtime-templates", root / "templates")
-        deployment = root / "templates/deployment.yaml"
-        text = deployment.read_text()
-        deployment.write_text(text[:text.index("          volumeMounts:")])
+        _kube_plane.templates_without_claim(root)
         plane = control_plane.start(root / "cp")
         try:
-            plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
-                "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
-            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
-            plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
+            _kube_plane.big_node(plane)
             plane.kubectl("create", "namespace", "bench-move")
             the_set = provisioner_set(plane, "bench-move")
             app = App(ledger=open_ledger(f"sqlite:///{root / 'ledger.db'}"))

@@ -22,7 +22,6 @@ client-side throttling message.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -30,13 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _cli
+from benchmarks import _cli, _kube_plane
 from benchmarks._table import median, ms, print_table
 
 MARKS = ("kube", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 SIZES = (10, 100)
-REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
@@ -44,23 +42,16 @@ def main() -> None:
     if _cli.parse(__doc__, MARKS).smoke:
         RUNS, SIZES = 1, (1, 2)
     from automation.devcluster import control_plane
-    from automation.devcluster.control_plane import KWOK_ANNOTATION
     from automation.provisioners.base import ProvisionRequest
     from automation.provisioners.kubernetes import KubernetesProvisioner
     from automation.provisioners.provisioner_set import KubernetesSpec, TemplatePaths
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        shutil.copytree(REPO / "k8s/runtime-templates", root / "templates")
-        deployment = root / "templates/deployment.yaml"
-        text = deployment.read_text()
-        deployment.write_text(text[:text.index("          volumeMounts:")])
+        _kube_plane.templates_without_claim(root)
         plane = control_plane.start(root / "cp")
         try:
-            plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
-                "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
-            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
-            plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
+            _kube_plane.big_node(plane)
             rows = []
             for size in SIZES:
                 applied, ready = [], []
