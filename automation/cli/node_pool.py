@@ -17,7 +17,7 @@ from automation.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from automation.models import NodePoolStatus
+    from automation.models import IngressRelease, NodePoolStatus
 
 
 @click.group("node-pool", cls=LazyGroup, lazy_subcommands={
@@ -107,8 +107,11 @@ def _show(p: NodePoolStatus) -> None:
         ("Engine", _ENGINES.get(p.engine or "")),
         ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
          else _running_cost(p)),
-        *(_ingress_lines(p) if p.hosts_service else []),
     ])
+    if p.hosts_service:
+        # Plain lines, not table cells: the seed's wording, greppable and never wrapped.
+        for line in _ingress_lines(p):
+            click.echo(line)
 
 
 _ENGINES = {"mock": "mock (simulated VMs: nothing was bought)", "pulumi": "pulumi"}
@@ -120,26 +123,44 @@ def _running_cost(p: NodePoolStatus) -> str | None:
     return None if p.cost is None else describe(p.cost)
 
 
-def _ingress_lines(p: NodePoolStatus) -> list[tuple[str, str]]:
-    """Ingress entry: <IP> — release <state> (helm job <phase>[: <exit>]) and
-    Ingress Traefik: <ready>/<desired> ready, entry Node Ready|not Ready — last event: …"""
+def _ingress_lines(p: NodePoolStatus) -> list[str]:
+    """The seed's two lines: ``Ingress entry: <IP> — release <state> (helm job <phase>[:
+    <exit>])`` and ``Ingress Traefik: <ready>/<desired> ready, entry Node Ready|not Ready —
+    last event: …``. Every value comes from the view's fields, which are already redacted."""
     entry = p.ingress_entry_ip or "not elected yet"
     release = p.ingress.release if p.ingress is not None else None
-    if release is None:  # not read from the cluster (e.g. right after create)
-        return [("Ingress entry", entry)]
+    if release is None:  # not read from the cluster (right after create)
+        return [f"Ingress entry: {entry}"]
+    return [f"Ingress entry: {entry} — {_release_text(release)}",
+            f"Ingress Traefik: {_traefik_text(release)}"]
+
+
+def _release_text(release: IngressRelease) -> str:
+    """``release <state>`` plus the helm job once the HelmChart exists."""
+    if release.state is None:  # the cluster could not be read: lastEvent says why
+        return "release state unknown"
+    if release.state == "absent":
+        return "release absent (no HelmChart on the cluster yet)"
     job = release.helm_job
-    state = f"release {release.state or 'unknown'}"
-    if job is not None:
-        state += f" (helm job {job.phase}" + (f": {job.message}" if job.message else "") + ")"
+    if job is None:
+        return f"release {release.state}"
+    exit_ = f": {job.message}" if job.message else ""
+    return f"release {release.state} (helm job {job.phase}{exit_})"
+
+
+def _traefik_text(release: IngressRelease) -> str:
+    """The DaemonSet's readiness (or why there is none), then the newest event if any."""
     ds = release.daemon_set
-    if ds is None:
-        traefik = "unknown" if release.state is None else "DaemonSet not created yet"
-    else:
+    if ds is not None:
         node = "Ready" if ds.entry_node_ready else "not Ready"
-        traefik = f"{ds.ready}/{ds.desired} ready, entry Node {node}"
+        text = f"{ds.ready}/{ds.desired} ready, entry Node {node}"
+    elif release.state is None:
+        text = "unknown"
+    else:
+        text = "not created yet"
     if release.last_event:
-        traefik += f" — last event: {release.last_event}"
-    return [("Ingress entry", f"{entry} — {state}"), ("Ingress Traefik", traefik)]
+        text += f" — last event: {release.last_event}"
+    return text
 
 
 @node_pool.command()

@@ -165,8 +165,8 @@ def test_human_lines_installed(capsys: pytest.CaptureFixture[str]) -> None:
         state="installed", helm_job=HelmJob(phase="succeeded"),
         daemon_set=IngressDaemonSet(desired=1, ready=1, entry_node_ready=True),
         last_event="Started: Started container traefik")), capsys)
-    assert ("Ingress entry 198.51.100.7 — release installed (helm job succeeded)" in lines)
-    assert ("Ingress Traefik 1/1 ready, entry Node Ready — last event: Started: Started "
+    assert ("Ingress entry: 198.51.100.7 — release installed (helm job succeeded)" in lines)
+    assert ("Ingress Traefik: 1/1 ready, entry Node Ready — last event: Started: Started "
             "container traefik") in lines
 
 
@@ -175,26 +175,27 @@ def test_human_lines_failed(capsys: pytest.CaptureFixture[str]) -> None:
         state="failed", helm_job=HelmJob(phase="retrying", message="exit code 1"),
         last_event="BackOff: Back-off restarting failed container helm"), entry_ip=None),
         capsys)
-    assert ("Ingress entry not elected yet — release failed (helm job retrying: exit code 1)"
+    assert ("Ingress entry: not elected yet — release failed (helm job retrying: exit code 1)"
             in lines)
-    assert ("Ingress Traefik DaemonSet not created yet — last event: BackOff: Back-off "
+    assert ("Ingress Traefik: not created yet — last event: BackOff: Back-off "
             "restarting failed container helm") in lines
 
 
 def test_human_lines_absent_not_ready_and_unavailable(
         capsys: pytest.CaptureFixture[str]) -> None:
     lines = _shown(_with(IngressRelease(state="absent")), capsys)
-    assert "Ingress entry 198.51.100.7 — release absent" in lines
-    assert "Ingress Traefik DaemonSet not created yet" in lines
+    assert ("Ingress entry: 198.51.100.7 — release absent (no HelmChart on the cluster yet)"
+            in lines)
+    assert "Ingress Traefik: not created yet" in lines
     lines = _shown(_with(IngressRelease(
         state="installing", helm_job=HelmJob(phase="running"),
         daemon_set=IngressDaemonSet(desired=1, ready=0, entry_node_ready=False))), capsys)
-    assert "Ingress entry 198.51.100.7 — release installing (helm job running)" in lines
-    assert "Ingress Traefik 0/1 ready, entry Node not Ready" in lines
+    assert "Ingress entry: 198.51.100.7 — release installing (helm job running)" in lines
+    assert "Ingress Traefik: 0/1 ready, entry Node not Ready" in lines
     lines = _shown(_with(IngressRelease(state=None, last_event="cluster unavailable: boom")),
                    capsys)
-    assert "Ingress entry 198.51.100.7 — release unknown" in lines
-    assert "Ingress Traefik unknown — last event: cluster unavailable: boom" in lines
+    assert "Ingress entry: 198.51.100.7 — release state unknown" in lines
+    assert "Ingress Traefik: unknown — last event: cluster unavailable: boom" in lines
 
 
 def test_human_lines_absent_for_pools_without_a_service(
@@ -289,9 +290,9 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
             "lastEvent": "BackOff: Back-off restarting failed container helm"}}
         assert failing["ingressEntryIp"] is None
         lines = _flat(run("node-pool", "status", "web"))
-        assert ("Ingress entry not elected yet — release failed (helm job retrying: exit code "
+        assert ("Ingress entry: not elected yet — release failed (helm job retrying: exit code "
                 "1)") in lines
-        assert ("Ingress Traefik DaemonSet not created yet — last event: BackOff: Back-off "
+        assert ("Ingress Traefik: not created yet — last event: BackOff: Back-off "
                 "restarting failed container helm") in lines
 
         # The next try exits 0: the Job controller completes the Job. Helm has created the
@@ -314,8 +315,8 @@ def test_cli_status_reads_the_release(run: Any, tmp_path: Path, control_plane: C
             "daemonSet": {"desired": 1, "ready": 0, "entryNodeReady": False},
             "lastEvent": 'Pulling: Pulling image "docker.io/traefik:v3.5"'}
         lines = _flat(run("node-pool", "status", "web"))
-        assert "Ingress entry not elected yet — release installed (helm job succeeded)" in lines
-        assert ("Ingress Traefik 0/1 ready, entry Node not Ready — last event: "
+        assert "Ingress entry: not elected yet — release installed (helm job succeeded)" in lines
+        assert ("Ingress Traefik: 0/1 ready, entry Node not Ready — last event: "
                 'Pulling: Pulling image "docker.io/traefik:v3.5"') in lines
 
     # The API server is no longer where the kubeconfig points: status still answers, with
