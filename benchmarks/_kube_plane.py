@@ -4,6 +4,9 @@ and the runtime templates without the data claim (no storage provisioner runs he
 from __future__ import annotations
 
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +28,20 @@ def templates_without_claim(root: Path) -> None:
     deployment = root / "templates/deployment.yaml"
     text = deployment.read_text()
     deployment.write_text(text[:text.index("          volumeMounts:")])
+
+
+@contextmanager
+def plane_with_templates() -> Iterator[tuple[Path, Any]]:
+    """A temporary directory holding the claim-less templates, and a local control plane
+    with one big Node started under it (stopped on the way out)."""
+    from automation.devcluster import control_plane
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        templates_without_claim(root)
+        plane = control_plane.start(root / "cp")
+        try:
+            big_node(plane)
+            yield root, plane
+        finally:
+            plane.stop()

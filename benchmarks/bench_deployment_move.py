@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -86,57 +85,55 @@ def provisioner_set(plane: Any, namespace: str) -> Any:
         {"provisioners": statics | {"k": kube}, "default": "a"})
 
 
+def restarts(app: Any, the_set: Any, built: Any, target: str) -> tuple[list[float], list[float]]:
+    """RUNS restarts onto ``target``, each of a fresh deployment started on ``a``: the
+    seconds each took, and the seconds of it spent in the target's preflight."""
+    from automation.services import deployments, projects
+
+    total, preflight = [], []
+    for run in range(RUNS):
+        made = deployments.create_deployment(app, f"m{target}{run}", "web")
+        deployments.start_deployment(app, made.id, the_set, built)
+        projects.set_project_provisioner(app, "web", target, the_set, by="bench")
+        timed = Timed(built)
+        start = time.perf_counter()
+        moved = deployments.restart_deployment(app, made.id, the_set, timed)
+        total.append(time.perf_counter() - start)
+        preflight.append(timed.preflight)
+        assert (moved.state, moved.provisioner) == ("running", target), moved
+        deployments.delete_deployment(app, made.id, built)
+        projects.set_project_provisioner(app, "web", None, the_set, by="bench")
+    return total, preflight
+
+
 def main() -> None:
     global RUNS
     if _cli.parse(__doc__, MARKS).smoke:
         RUNS = 1
     from automation.app import App
-    from automation.devcluster import control_plane
     from automation.ledger import open_ledger
-    from automation.services import deployments, projects
+    from automation.services import projects
     from automation.services.provisioner_factory import provisioners
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        _kube_plane.templates_without_claim(root)
-        plane = control_plane.start(root / "cp")
+    rows, baseline = [], None
+    with _kube_plane.plane_with_templates() as (root, plane):
+        plane.kubectl("create", "namespace", "bench-move")
+        the_set = provisioner_set(plane, "bench-move")
+        app = App(ledger=open_ledger(f"sqlite:///{root / 'ledger.db'}"))
+        projects.create_org(app, "acme")
+        projects.create_project(app, "web", "acme")
+        built = provisioners(app, the_set, root)  # templates/ relative to root
         try:
-            _kube_plane.big_node(plane)
-            plane.kubectl("create", "namespace", "bench-move")
-            the_set = provisioner_set(plane, "bench-move")
-            app = App(ledger=open_ledger(f"sqlite:///{root / 'ledger.db'}"))
-            projects.create_org(app, "acme")
-            projects.create_project(app, "web", "acme")
-            built = provisioners(app, the_set, root)  # templates/ relative to root
-            rows, baseline = [], None
-            try:
-                for label, target in ROWS:
-                    total, preflight = [], []
-                    for run in range(RUNS):
-                        made = deployments.create_deployment(app, f"m{target}{run}", "web")
-                        deployments.start_deployment(app, made.id, the_set, built)
-                        projects.set_project_provisioner(app, "web", target, the_set,
-                                                         by="bench")
-                        timed = Timed(built)
-                        start = time.perf_counter()
-                        moved = deployments.restart_deployment(app, made.id, the_set, timed)
-                        total.append(time.perf_counter() - start)
-                        preflight.append(timed.preflight)
-                        assert (moved.state, moved.provisioner) == ("running", target), moved
-                        deployments.delete_deployment(app, made.id, built)
-                        projects.set_project_provisioner(app, "web", None, the_set,
-                                                         by="bench")
-                    baseline = baseline or median(total)
-                    rows.append((label, ms(median(total)),
-                                 f"{min(total) * 1000:.0f}-{max(total) * 1000:.0f}",
-                                 ms(median(preflight)),
-                                 f"{median(preflight) / median(total):.0%}",
-                                 f"{median(total) / baseline:.1f}x"))
-            finally:
-                built.close()
-                app.ledger.dispose()
+            for label, target in ROWS:
+                total, preflight = restarts(app, the_set, built, target)
+                baseline = baseline or median(total)
+                rows.append((label, ms(median(total)),
+                             f"{min(total) * 1000:.0f}-{max(total) * 1000:.0f}",
+                             ms(median(preflight)), f"{median(preflight) / median(total):.0%}",
+                             f"{median(total) / baseline:.1f}x"))
         finally:
-            plane.stop()
+            built.close()
+            app.ledger.dispose()
     print_table(f"deployment restart that moves it (stop -> running on the new provisioner), "
                 f"median of {RUNS} runs, milliseconds; local control plane with kwok, SQLite "
                 "ledger", ["move", "total", "range", "preflight", "preflight share",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,42 +40,34 @@ def main() -> None:
     global RUNS, SIZES
     if _cli.parse(__doc__, MARKS).smoke:
         RUNS, SIZES = 1, (1, 2)
-    from automation.devcluster import control_plane
     from automation.provisioners.base import ProvisionRequest
     from automation.provisioners.kubernetes import KubernetesProvisioner
     from automation.provisioners.provisioner_set import KubernetesSpec, TemplatePaths
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        _kube_plane.templates_without_claim(root)
-        plane = control_plane.start(root / "cp")
-        try:
-            _kube_plane.big_node(plane)
-            rows = []
-            for size in SIZES:
-                applied, ready = [], []
-                for run in range(RUNS):
-                    spec = KubernetesSpec(
-                        timeout_seconds=300, data_dir="/data", host="http://rt-*.localhost",
-                        namespace=f"bench-{size}-{run}", image="registry.k8s.io/pause:3.10",
-                        kubeconfig_path=str(plane.kubeconfig),
-                        template_paths=TemplatePaths(deployment="templates/deployment.yaml",
-                                                     service="templates/service.yaml"))
-                    p = KubernetesProvisioner("bench", spec, root, poll_seconds=0.05)
-                    request = ProvisionRequest(cpu="10m", memory="16Mi")
-                    start = time.perf_counter()
-                    done = [p.provision(f"d{i}", request) for i in range(size)]
-                    applied.append(time.perf_counter() - start)
-                    for d in done:
-                        p.await_ready(d)
-                    ready.append(time.perf_counter() - start)
-                    p.close()
-                    plane.kubectl("delete", "namespace", spec.namespace, "--wait=false")
-                rows.append((size, ms(median(applied)), ms(median(applied) / size),
-                             ms(median(ready)), ms(median(ready) / size),
-                             f"{min(ready):.2f}-{max(ready):.2f}"))
-        finally:
-            plane.stop()
+    with _kube_plane.plane_with_templates() as (root, plane):
+        rows = []
+        for size in SIZES:
+            applied, ready = [], []
+            for run in range(RUNS):
+                spec = KubernetesSpec(
+                    timeout_seconds=300, data_dir="/data", host="http://rt-*.localhost",
+                    namespace=f"bench-{size}-{run}", image="registry.k8s.io/pause:3.10",
+                    kubeconfig_path=str(plane.kubeconfig),
+                    template_paths=TemplatePaths(deployment="templates/deployment.yaml",
+                                                 service="templates/service.yaml"))
+                p = KubernetesProvisioner("bench", spec, root, poll_seconds=0.05)
+                request = ProvisionRequest(cpu="10m", memory="16Mi")
+                start = time.perf_counter()
+                done = [p.provision(f"d{i}", request) for i in range(size)]
+                applied.append(time.perf_counter() - start)
+                for d in done:
+                    p.await_ready(d)
+                ready.append(time.perf_counter() - start)
+                p.close()
+                plane.kubectl("delete", "namespace", spec.namespace, "--wait=false")
+            rows.append((size, ms(median(applied)), ms(median(applied) / size),
+                         ms(median(ready)), ms(median(ready) / size),
+                         f"{min(ready):.2f}-{max(ready):.2f}"))
     print_table(f"kubernetes provisioner on the local control plane (kwok), median of {RUNS} "
                 "runs, milliseconds",
                 ["deployments", "apply all", "apply/each", "all ready", "ready/each",

@@ -18,6 +18,7 @@ from automation.auth.runtime_tokens import DEFAULT_TTL, MAX_TTL, SigningKey, iss
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
 from automation.models import RuntimeToken
+from automation.sealing import SealingKey
 from automation.services import sealed
 from automation.services.deployments import get_deployment
 
@@ -36,16 +37,28 @@ def jwks(app: App) -> dict[str, Any]:
     return {"keys": list(rows)}
 
 
+def _newest(conn: Any, seal: SealingKey) -> SigningKey | None:
+    kid = conn.execute(sa.select(_KEYS.c.kid).where(_KEYS.c.retired_at.is_(None))
+                       .order_by(_KEYS.c.created_at.desc()).limit(1)).scalar()
+    if kid is None:
+        return None
+    blob = conn.execute(sa.select(schema.sealed_secrets.c.sealed).where(
+        schema.sealed_secrets.c.owner == _owner(kid))).scalar_one()
+    return SigningKey.from_pem(seal.open(blob, _owner(kid)))
+
+
 def signing_key(app: App) -> SigningKey:
-    """The newest key, opened; made (and published) when there is none yet."""
+    """The newest key, opened; made (and published) when there is none yet. Only the first
+    token takes a write transaction: every later one reads."""
     seal = sealed.require_key(app, "the runtime-token signing key")
+    with app.ledger.read() as conn:
+        found = _newest(conn, seal)
+    if found is not None:
+        return found
     with app.ledger.write() as conn:
-        kid = conn.execute(sa.select(_KEYS.c.kid).where(_KEYS.c.retired_at.is_(None))
-                           .order_by(_KEYS.c.created_at.desc()).limit(1)).scalar()
-        if kid is not None:
-            blob = conn.execute(sa.select(schema.sealed_secrets.c.sealed).where(
-                schema.sealed_secrets.c.owner == _owner(kid))).scalar_one()
-            return SigningKey.from_pem(seal.open(blob, _owner(kid)))
+        found = _newest(conn, seal)  # made meanwhile by another request or replica
+        if found is not None:
+            return found
         key, now = SigningKey.generate(), app.clock.now()
         sealed.store(conn, seal, _owner(key.kid), key.private_pem(), {"kid": key.kid}, now)
         conn.execute(_KEYS.insert().values(kid=key.kid, public_jwk=key.public_jwk(),
