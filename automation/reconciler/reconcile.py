@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -29,11 +29,12 @@ from automation.ledger.records import record_event
 from automation.reconciler import decide as d
 from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
+from automation.reconciler.token_renewal import renewal_reason
 from automation.reconciler.workers import Serialized, WorkerRunner, is_throttling, run_turns
 from automation.redact import redact
 from automation.reports import write_crash_report
 from automation.settings import Limits
-from automation.stack_targets import pool_target
+from automation.stack_targets import pool_target, token_ttl_minutes
 
 pools, attempts_t, workloads = schema.node_pools, schema.vm_attempts, schema.workloads
 ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")
@@ -404,6 +405,7 @@ class Reconciler:
         error: str | None = None
         code: str | None = None
         if decision.of(d.ApplyStack):
+            self._renew_tokens(pool, now)
             try:
                 result = self.ports.runner.up(pool_target(self.app, pool_id, planned=False))
             except EngineFailed as exc:
@@ -516,6 +518,31 @@ class Reconciler:
         elif owner == "foreign":
             return f"namespace {name} is not owned by anycloud and was left in place"
         return None
+
+    def _renew_tokens(self, pool: RowMapping, now: datetime) -> None:
+        """Draw a new token generation for attempts about to be bought with a stale one
+        (``token_renewal``): written before the ``up`` that uses it, so a crash in between
+        leaves the next pass applying the new generation, never the old."""
+        ttl = timedelta(minutes=token_ttl_minutes())
+        with self.app.ledger.write() as conn:
+            rows = conn.execute(sa.select(attempts_t).where(
+                attempts_t.c.pool_id == pool["id"], attempts_t.c.state == "pending")
+            ).mappings().all()
+            for r in rows:
+                why = renewal_reason(state=r["state"], token_removed=r["token_removed_at"]
+                                     is not None, issued_at=r["token_issued_at"], ttl=ttl,
+                                     now=now, pool_failures=pool["consecutive_failures"])
+                if why is None:
+                    continue
+                generation = r["token_generation"] + 1
+                conn.execute(attempts_t.update().where(attempts_t.c.id == r["id"]).values(
+                    token_generation=generation, token_issued_at=now, updated_at=now))
+                self._event(conn, now, pool["id"], "token_renewed",
+                             f"bootstrap token of {r['id']} renewed (generation {generation}): "
+                             f"{why}")
+                self.report("token", f"{pool['name']}: new bootstrap token for {r['id']} "
+                            f"(generation {generation}): {why}",
+                            {"attempt": r["id"], "generation": generation})
 
     def _sync_attempts(self, pool_id: str, outputs: dict[str, Any], now: datetime) -> None:
         """After a successful up: pending attempts are running, with the VM's facts. The
