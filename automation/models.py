@@ -291,6 +291,12 @@ class DriftChange(CamelModel):
     properties: list[str] = Field(default_factory=list)
 
 
+def drift_source(engine: str) -> str:
+    """What a drift check compared the stack's state with, as the user reads it: the mock
+    engine's checks read the simulated cloud, never a real one."""
+    return "simulated cloud" if engine == "mock" else "cloud"
+
+
 class DriftReport(CamelModel):
     """The last drift check of a pool's stack: a refresh previewed (nothing written). ``error``
     when the check itself failed (its changes are then unknown, not none). ``source`` says
