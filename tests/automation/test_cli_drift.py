@@ -86,3 +86,16 @@ def test_a_pool_bought_by_the_mock_engine_is_not_checked_with_pulumi(
     result = run("node-pool", "status", "cpu", "--check-drift", "--engine", "pulumi", "--json")
     assert result.exit_code == 2 and "ENGINE_MISMATCH" in result.output
     assert _status(run)["drift"] is None  # nothing recorded
+
+
+def test_check_drift_answers_the_same_in_each_mode(
+        run: Any, in_each_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The server's engine in remote mode (ANYCLOUD_ENGINE there), this machine's embedded;
+    the plain mock engine fails the check in both, the same way."""
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")
+    doc = _status(run, "--check-drift")
+    assert doc["drift"]["errorCode"] == "DRIFT_UNSUPPORTED"
+    assert doc["drift"]["source"] == "simulated cloud"
+    if in_each_mode == "remote":
+        refused = run("node-pool", "status", "cpu", "--check-drift", "--simulate", "--json")
+        assert refused.exit_code == 2 and "--simulate" in refused.output
