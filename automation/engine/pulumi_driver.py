@@ -437,11 +437,16 @@ class AutomationRunner:
                 return
             m = done.metadata
             op = str(getattr(m.op, "value", m.op))
-            if op not in ("update", "delete"):
+            kind: Literal["update", "delete"]
+            if op == "update":
+                kind = "update"
+            elif op == "delete":
+                kind = "delete"
+            else:
                 return
             names = sorted((m.detailed_diff or {}).keys()) or sorted(m.diffs or [])
             changes[m.urn] = DriftChange(urn=m.urn, type=m.type, name=m.urn.rsplit("::", 1)[-1],
-                                         op=op, properties=[str(n) for n in names])
+                                         op=kind, properties=[str(n) for n in names])
 
         with self._errors(target), private_tmp(self.home) as tmp:
             stack = self._stack(target, tmp)
