@@ -109,12 +109,13 @@ def _show(p: NodePoolStatus) -> None:
         ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
          else _running_cost(p)),
     ])
-    if p.hosts_service:
-        # Plain lines, not table cells: the seed's wording, greppable and never wrapped.
-        for line in _ingress_lines(p):
-            click.echo(line)
+    # Plain lines, not table cells: greppable and never wrapped. The seed's ingress lines
+    # stay the last two.
     for line in drift_lines(p.drift):
         click.echo(line)
+    if p.hosts_service:
+        for line in _ingress_lines(p):
+            click.echo(line)
 
 
 def drift_lines(drift: DriftReport | None) -> list[str]:
