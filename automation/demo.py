@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from automation.devcluster.control_plane import ControlPlane
     from automation.devcluster.kubelets import Kubelets
     from automation.engine.runner import ProgressSink, RunResult, StackRunner, StackTarget
+    from automation.models import DriftChange
 
 Step = Callable[[str, str, dict[str, Any]], None]
 STEP = timedelta(seconds=30)
@@ -328,6 +329,9 @@ class ReportingRunner:
 
     def unlock(self, target: StackTarget) -> bool:
         return self.runner.unlock(target)
+
+    def check_drift(self, target: StackTarget) -> list[DriftChange]:
+        return self.runner.check_drift(target)
 
 
 class LocalSide:

@@ -278,6 +278,40 @@ class CostReport(CamelModel):
     simulated_vm_hours: float
 
 
+class DriftChange(CamelModel):
+    """One resource whose live state differs from what its stack applied: its URN, type and
+    name, what a refresh would do to the stack's state (``update``: changed outside anycloud;
+    ``delete``: gone from the cloud, the next up creates it again) and the names of the
+    properties that differ. Never a value: a property may hold a secret."""
+
+    urn: str
+    type: str
+    name: str
+    op: Literal["update", "delete"]
+    properties: list[str] = Field(default_factory=list)
+
+
+def drift_source(engine: str) -> str:
+    """What a drift check compared the stack's state with, as the user reads it: the mock
+    engine's checks read the simulated cloud, never a real one."""
+    return "simulated cloud" if engine == "mock" else "cloud"
+
+
+class DriftReport(CamelModel):
+    """The last drift check of a pool's stack: a refresh previewed (nothing written). ``error``
+    when the check itself failed (its changes are then unknown, not none). ``source`` says
+    what was compared: ``cloud`` (the real engine read the provider), ``simulated cloud`` (the
+    mock engine read the simulator)."""
+
+    checked_at: datetime
+    engine: Literal["pulumi", "mock"]
+    source: str
+    changes: list[DriftChange] = Field(default_factory=list)
+    error: ShownText = None
+    error_code: str | None = None
+    seconds: float | None = None  # how long the check took
+
+
 class NodePoolStatus(CamelModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 
@@ -305,6 +339,9 @@ class NodePoolStatus(CamelModel):
     # Who runs the pool's live VMs: "mock" when the mock engine does (simulated: nothing was
     # bought, nothing is billed), "pulumi" for the real engine, None before any VM.
     engine: Literal["pulumi", "mock"] | None = None
+    # The last drift check of the pool's stack (``node-pool status --check-drift`` or the
+    # reconciler's periodic one, ANYCLOUD_DRIFT_INTERVAL); None when never checked.
+    drift: DriftReport | None = None
     created_at: datetime
     updated_at: datetime
 

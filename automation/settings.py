@@ -21,6 +21,10 @@ DEFAULT_OVERALL = 8
 # engine's plugins are ended (ANYCLOUD_STACK_TIMEOUT): above an Azure GPU pool's slowest
 # up (VMs take ~150 s each, in parallel) with a wide margin, and below "hung for good".
 DEFAULT_STACK_TIMEOUT = 3600.0
+# Seconds between a pool's periodic drift checks (ANYCLOUD_DRIFT_INTERVAL; 0: off). Each is a
+# refresh previewed (every resource read from the provider): hourly on the Pulumi engine;
+# off by default on the mock engine, whose simulated cloud only drifts when a test says so.
+DEFAULT_DRIFT_INTERVAL = {"pulumi": 3600.0, "mock": 0.0}
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Settings:
     concurrency: str | None = None
     concurrency_per_credential: str | None = None
     stack_timeout: str | None = None  # ANYCLOUD_STACK_TIMEOUT, seconds
+    drift_interval: str | None = None  # ANYCLOUD_DRIFT_INTERVAL, seconds (0: off)
 
     @classmethod
     def from_env(cls, home: str | os.PathLike[str] | None = None) -> Settings:
@@ -65,7 +70,23 @@ class Settings:
                    concurrency=os.environ.get("ANYCLOUD_CONCURRENCY") or None,
                    concurrency_per_credential=os.environ.get(
                        "ANYCLOUD_CONCURRENCY_PER_CREDENTIAL") or None,
-                   stack_timeout=os.environ.get("ANYCLOUD_STACK_TIMEOUT") or None)
+                   stack_timeout=os.environ.get("ANYCLOUD_STACK_TIMEOUT") or None,
+                   drift_interval=os.environ.get("ANYCLOUD_DRIFT_INTERVAL") or None)
+
+    def drift_seconds(self, engine: str) -> float:
+        """The periodic drift check's interval for pools run by ``engine``: the variable
+        when set, else the engine's default (hourly on Pulumi, off on the mock engine)."""
+        if self.drift_interval is None:
+            return DEFAULT_DRIFT_INTERVAL.get(engine, 0.0)
+        try:
+            seconds = float(self.drift_interval)
+        except ValueError:
+            raise InvalidInput("ANYCLOUD_DRIFT_INTERVAL", self.drift_interval,
+                               "must be a number of seconds (0: off)") from None
+        if seconds < 0:
+            raise InvalidInput("ANYCLOUD_DRIFT_INTERVAL", self.drift_interval,
+                               "must be a number of seconds (0: off)")
+        return seconds
 
     def limits(self, overall: int | None = None, per_credential: int | None = None) -> Limits:
         """The pass's bounds: an option given wins over the variable, the variable over the

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         CostReport,
         Credential,
         DeploymentStatus,
+        DriftReport,
         EngineUnlock,
         IssuedToken,
         NewCredentialRequest,
@@ -88,6 +89,25 @@ class Embedded:
         from automation.services.node_pools import delete_node_pool
 
         return delete_node_pool(self._app(), ref)
+
+    def check_pool_drift(self, ref: str, engine: str | None, simulate: bool) -> DriftReport:
+        """``simulate``: the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine), the
+        one ``reconcile --simulate`` runs the pools on."""
+        from automation.engine.select import make_runner
+        from automation.services.pool_drift import check_pool_drift
+
+        app = self._app()
+
+        def runner() -> Any:
+            if not simulate:
+                return make_runner(app.home, engine)
+            from automation.simulators.world import SimWorld
+
+            world = SimWorld(app.home / "sim")
+            app.clock = world.clock
+            return make_runner(app.home, "mock", cloud=world.cloud)
+
+        return check_pool_drift(app, runner, ref)
 
     def create_token(self, name: str, role: str, pool: str | None,
                      expires_in: timedelta | None, bootstrap: bool) -> IssuedToken:
@@ -407,6 +427,19 @@ class Remote:
         from automation.models import NodePool
 
         return self.client.call("DELETE", f"/node-pools/{_segment(ref)}", NodePool)
+
+    def check_pool_drift(self, ref: str, engine: str | None, simulate: bool) -> DriftReport:
+        """With the server's engine (``ANYCLOUD_ENGINE``): ``--engine``/``--simulate`` choose
+        this machine's engine, which remote mode does not run."""
+        from automation.errors import InvalidInput
+        from automation.models import DriftReport
+
+        if engine is not None or simulate:
+            raise InvalidInput("--engine" if engine is not None else "--simulate",
+                               engine if engine is not None else True,
+                               "remote mode checks drift with the server's engine")
+        return self.client.call("POST", f"/node-pools/{_segment(ref)}/drift-check",
+                                DriftReport)
 
     def create_token(self, name: str, role: str, pool: str | None,
                      expires_in: timedelta | None, bootstrap: bool) -> IssuedToken:

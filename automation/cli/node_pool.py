@@ -8,6 +8,7 @@ import click
 
 from automation.cli.lazy import LazyGroup
 from automation.cli.output import (
+    engine_option,
     handle_errors,
     info,
     json_option,
@@ -17,7 +18,7 @@ from automation.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from automation.models import IngressRelease, NodePoolStatus
+    from automation.models import DriftReport, IngressRelease, NodePoolStatus
 
 
 @click.group("node-pool", cls=LazyGroup, lazy_subcommands={
@@ -108,10 +109,36 @@ def _show(p: NodePoolStatus) -> None:
         ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
          else _running_cost(p)),
     ])
+    # Plain lines, not table cells: greppable and never wrapped. The seed's ingress lines
+    # stay the last two.
+    for line in drift_lines(p.drift):
+        click.echo(line)
     if p.hosts_service:
-        # Plain lines, not table cells: the seed's wording, greppable and never wrapped.
         for line in _ingress_lines(p):
             click.echo(line)
+
+
+def drift_lines(drift: DriftReport | None) -> list[str]:
+    """``Drift: none (checked …)``, ``Drift: 2 changes (checked …)`` and a line per change
+    (its op, type, name and property names), ``Drift: check failed (…)``; or ``Drift: not
+    checked yet``. A check by the mock engine says it read the simulated cloud."""
+    if drift is None:
+        return ["Drift: not checked yet (node-pool status --check-drift)"]
+    when = drift.checked_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    seconds = f", {drift.seconds:.1f} s" if drift.seconds is not None else ""
+    where = "" if drift.source == "cloud" else f", {drift.source}: mock engine"
+    checked = f"(checked {when}{seconds}{where})"
+    if drift.error is not None:
+        return [f"Drift: check failed {checked}: [{drift.error_code}] {drift.error}"]
+    if not drift.changes:
+        return [f"Drift: none {checked}"]
+    count = len(drift.changes)
+    lines = [f"Drift: {count} change{'s' if count != 1 else ''} {checked}"]
+    for c in drift.changes:
+        what = {"update": "changed", "delete": "gone"}[c.op]
+        props = f": {', '.join(c.properties)}" if c.properties else ""
+        lines.append(f"  {what} {c.type} {c.name}{props}")
+    return lines
 
 
 _ENGINES = {"mock": "mock (simulated VMs: nothing was bought)", "pulumi": "pulumi"}
@@ -165,14 +192,33 @@ def _traefik_text(release: IngressRelease) -> str:
 
 @node_pool.command()
 @click.argument("ref")
+@click.option("--check-drift", is_flag=True,
+              help="Check the pool's stack for drift now (a refresh previewed: nothing is "
+                   "changed), record the result and show it.")
+@engine_option
+@click.option("--simulate", is_flag=True,
+              help="With --check-drift: the simulated cloud kept in $ANYCLOUD_HOME/sim "
+                   "(mock engine).")
 @json_option
 @handle_errors
 @click.pass_context
-def status(ctx: click.Context, ref: str, as_json: bool) -> None:
-    """Lifecycle state, last error, VM counts and (Service pools) the ingress release."""
+def status(ctx: click.Context, ref: str, check_drift: bool, engine: str | None,
+           simulate: bool, as_json: bool) -> None:
+    """Lifecycle state, last error, VM counts, (Service pools) the ingress release, and
+    the last drift check."""
     from automation.cli.backend import backend_from
+    from automation.errors import InvalidInput
 
-    p = backend_from(ctx).node_pool_status(ref)
+    work = backend_from(ctx)
+    if check_drift:
+        report = work.check_pool_drift(ref, engine, simulate)
+        if not as_json:
+            info(f"drift check of {ref} done in {report.seconds or 0:.1f} s")
+    elif engine is not None or simulate:
+        raise InvalidInput("--engine" if engine is not None else "--simulate",
+                           engine if engine is not None else True,
+                           "only with --check-drift")
+    p = work.node_pool_status(ref)
     if as_json:
         print_json(p)
     else:

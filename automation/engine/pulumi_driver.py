@@ -36,6 +36,7 @@ from automation.engine.recovery import (
 )
 from automation.engine.runner import (
     ChangeSummary,
+    DriftChange,
     Operation,
     PolicyFinding,
     ProgressEvent,
@@ -419,6 +420,38 @@ class AutomationRunner:
             "with PULUMI_BACKEND_URL), or import each resource with `pulumi import`; then "
             "the pool's next pass goes on. Nothing was changed.",
             code="ADOPT_UNSUPPORTED")
+
+    @instruments.stack_operation
+    def check_drift(self, target: StackTarget) -> list[DriftChange]:
+        """``pulumi refresh --preview-only``: the provider reads every resource and the
+        engine reports what a refresh would change in the state, writing nothing. Each
+        resource whose refresh is an update (changed outside anycloud) or a delete (gone) is
+        one change, named with its detailed diff's property paths (never values)."""
+        changes: dict[str, DriftChange] = {}
+
+        def collect(event: Any) -> None:
+            # The refresh's result per resource arrives with its outputs (op same, update
+            # or delete); the step's start says only "refresh".
+            done = event.res_outputs_event
+            if done is None:
+                return
+            m = done.metadata
+            op = str(getattr(m.op, "value", m.op))
+            kind: Literal["update", "delete"]
+            if op == "update":
+                kind = "update"
+            elif op == "delete":
+                kind = "delete"
+            else:
+                return
+            names = sorted((m.detailed_diff or {}).keys()) or sorted(m.diffs or [])
+            changes[m.urn] = DriftChange(urn=m.urn, type=m.type, name=m.urn.rsplit("::", 1)[-1],
+                                         op=kind, properties=[str(n) for n in names])
+
+        with self._errors(target), private_tmp(self.home) as tmp:
+            stack = self._stack(target, tmp)
+            stack.preview_refresh(on_event=collect, color="never")
+        return [changes[urn] for urn in sorted(changes)]
 
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """``running`` while the stack's state holds a VM tagged with the attempt, else

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from automation.models import (  # noqa: F401  (the results live with the other models)
     CamelModel,
     ChangeSummary,
+    DriftChange,
     Operation,
     PolicyFinding,
     RunResult,
@@ -116,4 +117,10 @@ class StackRunner(Protocol):
 
     def unlock(self, target: StackTarget) -> bool:
         """Clear a lock a killed run left; False when this engine keeps no lock."""
+        ...
+
+    def check_drift(self, target: StackTarget) -> list[DriftChange]:
+        """A refresh, previewed: the resources whose live state differs from what the stack
+        applied, with the names of the properties that differ (never their values). Writes
+        nothing, neither to the state nor to the cloud."""
         ...

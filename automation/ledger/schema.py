@@ -121,6 +121,22 @@ sa.Index(
 )
 sa.Index("ix_node_pools_state", node_pools.c.state)
 
+# The last drift check of each pool's stack (issue 23): when, with which engine, the changes
+# found (urns, types, ops and property names: never a value), or why the check failed. One
+# row per pool, replaced by each check; a failed check is recorded here, not as the pool's
+# last error.
+pool_drift = sa.Table(
+    "pool_drift",
+    metadata,
+    sa.Column("pool_id", sa.String(32), sa.ForeignKey("node_pools.id"), primary_key=True),
+    _ts("checked_at", False),
+    sa.Column("engine", sa.String(16), nullable=False),
+    sa.Column("changes", sa.JSON, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("error_code", sa.String(64)),
+    sa.Column("seconds", sa.Float),
+)
+
 vm_attempts = sa.Table(
     "vm_attempts",
     metadata,

@@ -82,13 +82,17 @@ Reporter = Callable[[str, str, dict[str, Any]], None]
 # The reports that quote an error (a pool's last error, a cluster or provider failure): the
 # reconcile command prints them (its "events"), redacted like status. The others keep the
 # addresses an operator acts on (a VM's public IP). The ledger keeps the detail.
-_ERROR_KINDS = frozenset({"error", "provider", "pool", "ingress", "addons"})
+_ERROR_KINDS = frozenset({"error", "provider", "pool", "ingress", "addons", "drift"})
 
 
 class Reconciler:
     def __init__(self, app: App, ports: Ports, leases: Leases | None = None,
-                 report: Reporter | None = None, limits: Limits | None = None) -> None:
+                 report: Reporter | None = None, limits: Limits | None = None,
+                 drift_interval: float | None = None) -> None:
         self.app, self.ports = app, ports
+        # Seconds between a pool's drift checks (0: off); None: ANYCLOUD_DRIFT_INTERVAL or
+        # the engine's default (``automation.settings``).
+        self.drift_interval = drift_interval
         # None or overall 1: pools one after another in this process (deterministic).
         self.limits = limits
         self._concurrent_ports: Ports | None = None
@@ -126,7 +130,7 @@ class Reconciler:
             new_run()
         snap = self._snapshot()
         if self.limits is None or self.limits.serial or len(snap.pools) < 2:
-            return [self._reconcile(pool, snap) for pool in snap.pools]
+            return [self._turn(pool, snap) for pool in snap.pools]
         return self._run_concurrently(snap, self.limits)
 
     def _run_concurrently(self, snap: Snapshot, limits: Limits) -> list[PoolOutcome]:
@@ -145,7 +149,7 @@ class Reconciler:
             self._concurrent_ports = replace(self.ports, runner=runner, **steps)
         serial_ports, self.ports = self.ports, self._concurrent_ports
         try:
-            return run_turns(snap.pools, lambda pool: self._reconcile(pool, snap),
+            return run_turns(snap.pools, lambda pool: self._turn(pool, snap),
                              lambda pool: str(pool["credential_id"]), limits,
                              lambda outcome: outcome.throttled)
         finally:
@@ -163,7 +167,7 @@ class Reconciler:
         snap = self._snapshot(pool_id)
         if not snap.pools:
             return PoolOutcome(pool_id, "?", skipped="no such active pool")
-        return self._reconcile(snap.pools[0], snap)
+        return self._turn(snap.pools[0], snap)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -196,6 +200,51 @@ class Reconciler:
         return pool, list(rows)
 
     # -- one pool ---------------------------------------------------------------------
+
+    def _turn(self, pool: RowMapping, snap: Snapshot) -> PoolOutcome:
+        """The pool's reconcile, then its drift check when one is due."""
+        outcome = self._reconcile(pool, snap)
+        if outcome.skipped != "bought by another engine":
+            self._check_drift_if_due(pool)
+        return outcome
+
+    def _check_drift_if_due(self, pool: RowMapping) -> None:
+        """The periodic drift check (``automation.reconciler.drift``), for pools whose stack
+        was applied. Never fails the pool's turn: a failed check is recorded as the check's
+        outcome, and whatever else goes wrong is reported and left for the next pass."""
+        from automation.reconciler import drift
+
+        try:
+            if self.drift_interval is None:
+                from automation.settings import Settings
+
+                self.drift_interval = Settings.from_env(self.app.home).drift_seconds(
+                    self.engine)
+            if (self.drift_interval <= 0 or pool["state"] not in drift.CHECKED_STATES
+                    or not pool["applied_digest"]):
+                return
+            now = self.app.clock.now()
+            if not drift.is_due(drift.last_checked(self.app, pool["id"]), now,
+                                self.drift_interval):
+                return
+            try:
+                report = drift.run_check(self.ports.runner, pool_target(self.app, pool["id"]),
+                                         now)
+            except Exception as exc:  # not the engine's refusal: recorded all the same
+                from automation.models import DriftReport
+
+                report = DriftReport(checked_at=now, engine=self.engine,
+                                     source=drift.source_of(self.engine),
+                                     error=f"{type(exc).__name__}: {exc}",
+                                     error_code="INTERNAL_ERROR")
+            drift.record(self.app, pool["id"], report)
+            found = (f"failed: [{report.error_code}] {report.error}" if report.error
+                     else f"{len(report.changes)} change(s)")
+            self.report("drift", f"{pool['name']}: drift check {found}",
+                        {"pool": pool["id"], "changes": len(report.changes)})
+        except Exception as exc:
+            self.report("drift", f"{pool['name']}: drift check not recorded: "
+                        f"{type(exc).__name__}: {exc}", {"pool": pool["id"]})
 
     def _reconcile(self, pool: RowMapping, snap: Snapshot) -> PoolOutcome:
         """One pool's turn. Whatever goes wrong with it (a stack locked by a killed run, an

@@ -39,6 +39,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from automation.engine.errors import EngineFailed, StackTimeout
 from automation.engine.processes import end_session, worker_session
 from automation.engine.runner import (
+    DriftChange,
     ProgressEvent,
     ProgressSink,
     RunResult,
@@ -416,6 +417,13 @@ class WorkerRunner:
 
     def unlock(self, target: StackTarget) -> bool:
         return bool(self.inner.unlock(target))
+
+    def check_drift(self, target: StackTarget) -> list[DriftChange]:
+        """In this process, one at a time with the other in-process engine work (the
+        Automation API's settings are process-global); it writes nothing."""
+        with IN_PROCESS_SDK:
+            found: list[DriftChange] = self.inner.check_drift(target)
+            return found
 
     def _run(self, op: Literal["up", "destroy", "preview", "refresh"], target: StackTarget,
              sink: ProgressSink | None, options: dict[str, Any] | None = None) -> RunResult:

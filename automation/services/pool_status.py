@@ -8,12 +8,20 @@ from the catalog file (``services.cost.lookup_prices``), never by loading the ca
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
-from automation.models import Cost, NodePoolStatus, VmCounts
+from automation.models import (
+    Cost,
+    DriftChange,
+    DriftReport,
+    NodePoolStatus,
+    VmCounts,
+    drift_source,
+)
 from automation.redact import HIDDEN, cluster_values, known_values, redact
 from automation.services.cost import PriceKey, lookup_prices, rate
 
@@ -28,7 +36,10 @@ SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
        COALESCE(a.draining, 0) AS draining, COALESCE(a.billed, 0) AS billed,
        COALESCE(a.simulated, 0) AS simulated, COALESCE(a.engine_run, 0) AS engine_run,
-       e.public_ip AS ingress_entry_ip
+       e.public_ip AS ingress_entry_ip,
+       dr.checked_at AS drift_checked_at, dr.engine AS drift_engine,
+       dr.changes AS drift_changes, dr.error AS drift_error,
+       dr.error_code AS drift_error_code, dr.seconds AS drift_seconds
 FROM node_pools p
 JOIN clusters c ON c.id = p.cluster_id
 JOIN credentials cr ON cr.id = p.credential_id
@@ -51,6 +62,7 @@ LEFT JOIN (
     GROUP BY pool_id
 ) a ON a.pool_id = p.id
 LEFT JOIN vm_attempts e ON e.id = p.ingress_entry_attempt_id
+LEFT JOIN pool_drift dr ON dr.pool_id = p.id
 """
 _LIVE = "p.state <> 'deleted'"
 # A pool's id, or the live pools of that name (on several clusters, several).
@@ -98,6 +110,20 @@ def _engine_of(r: dict[str, Any]) -> Literal["pulumi", "mock"] | None:
     return "pulumi" if r["engine_run"] else None
 
 
+def _drift(r: dict[str, Any]) -> DriftReport | None:
+    """The pool's last drift check, its error redacted like the last error."""
+    if r["drift_checked_at"] is None:
+        return None
+    raw = r["drift_changes"]  # SQLite gives the JSON text, PostgreSQL the parsed value
+    changes = json.loads(raw) if isinstance(raw, str) else (raw or [])
+    return DriftReport(
+        checked_at=_utc(r["drift_checked_at"]), engine=r["drift_engine"],
+        source=drift_source(r["drift_engine"]),
+        changes=[DriftChange.model_validate(c) for c in changes],
+        error=redact(r["drift_error"], hidden_values(r)), error_code=r["drift_error_code"],
+        seconds=r["drift_seconds"])
+
+
 def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
     return NodePoolStatus(
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
@@ -110,6 +136,7 @@ def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],
         cost=rates.of(r),
         engine=_engine_of(r),
+        drift=_drift(r),
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 

@@ -31,6 +31,7 @@ is running).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
@@ -86,6 +87,26 @@ def identity(type_: str, name: str, inputs: dict[str, Any]) -> list[Any]:
     prop = rules_for(type_).name_property or "name"
     named = _plain(inputs.get(prop)) or name
     return [type_, "name", str(named), str(_plain(inputs.get("resourceGroupName")) or "")]
+
+
+def _public(value: Any) -> Any:
+    """A resource's inputs as the cloud keeps them for its console: every secret value left
+    out (the simulator's file never holds one), the rest as given."""
+    from pulumi.runtime import rpc
+
+    if isinstance(value, dict):
+        return {str(k): _public(v) for k, v in value.items() if not rpc.is_rpc_secret(v)}
+    if isinstance(value, list | tuple):
+        return [_public(v) for v in value if not rpc.is_rpc_secret(v)]
+    return value
+
+
+# Where each cloud's VM keeps its type among its properties (wire names).
+VM_TYPE_PROPERTY = {
+    "aws:ec2/instance:Instance": ("instanceType",),
+    "gcp:compute/instance:Instance": ("machineType",),
+    "azure-native:compute:VirtualMachine": ("hardwareProfile", "vmSize"),
+}
 
 
 def _vm_type(inputs: dict[str, Any]) -> str:
@@ -155,6 +176,10 @@ class CloudSimulator(MockProviders):
         self.vms: dict[str, SimVm] = {}  # by VM id
         # Every other resource bought, by id: {"type", "state": live | deleted, "identity"}.
         self.resources: dict[str, dict[str, Any]] = {}
+        # What the cloud's console shows of each resource it holds, by id: its non-secret
+        # properties as last created or updated, and as a person changed them since
+        # (``console_*``). A drift check compares them with the stack's state.
+        self.live: dict[str, dict[str, Any]] = {}
         self.faults = Faults()
         self.journal: list[tuple[str, str]] = []  # (verb, attempt id)
         self.on_vm_created: list[Callable[[SimVm], None]] = []
@@ -169,6 +194,7 @@ class CloudSimulator(MockProviders):
         raw = json.loads(path.read_text())
         self.vms = {k: SimVm(**v) for k, v in raw["vms"].items()}
         self.resources = raw.get("resources", {})
+        self.live = raw.get("live", {})
         self.faults = Faults(**raw["faults"])
         self.journal = [tuple(x) for x in raw.get("journal", [])]  # type: ignore[misc]
         self._ips.update(raw.get("ips", {}))
@@ -178,7 +204,7 @@ class CloudSimulator(MockProviders):
             return
         with self._vm_lock:
             data = {"vms": {k: asdict(v) for k, v in self.vms.items()},
-                    "resources": self.resources,
+                    "resources": self.resources, "live": self.live,
                     "faults": asdict(self.faults), "journal": self.journal, "ips": self._ips}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".cloud-")
@@ -192,7 +218,13 @@ class CloudSimulator(MockProviders):
         step = getattr(args, "step", None)
         kept = isinstance(step, Step) and step.op in ("same", "update")
         if kept or not args.custom or args.typ.startswith(NOT_IN_THE_CLOUD):
-            return super().new_resource(args)  # nothing is created
+            rid, extra = super().new_resource(args)  # nothing is created
+            if (isinstance(step, Step) and step.op == "update" and rid is not None
+                    and args.custom and not args.typ.startswith(NOT_IN_THE_CLOUD)):
+                with self._vm_lock:  # updated in place: the console shows the new values
+                    self.live[rid] = _public(dict(args.inputs))
+                    self.save()
+            return rid, extra
         if args.typ in VM_TYPES:
             return self._create_vm(args)
         return self._create_resource(args)
@@ -228,8 +260,11 @@ class CloudSimulator(MockProviders):
                 prior = self.resources.get(rid or "")
                 if prior is not None and prior["state"] == "live":
                     self._conflict(args, str(rid))
+                    self.live[str(rid)] = _public(dict(args.inputs))
+                    self.save()
                     return rid, extra  # Azure: updated in place
             if rid is not None:
+                self.live[rid] = _public(dict(args.inputs))
                 self.resources[rid] = {"type": args.typ, "state": "live", "identity": identity(
                     args.typ, args.name, dict(args.inputs))}
                 self.save()
@@ -254,6 +289,7 @@ class CloudSimulator(MockProviders):
                 prior = self.vms.get(str(rid))
                 if prior is not None and prior.state == "running":
                     self._conflict(args, str(rid))
+                    self.live[str(rid)] = _public(dict(args.inputs))
                     self.journal.append(("update", attempt))  # Azure: the same VM, updated
                     self.save()
                     return rid, extra
@@ -265,6 +301,7 @@ class CloudSimulator(MockProviders):
                        public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots,
                        vm_type=_vm_type(dict(args.inputs)), cluster_id=cluster)
             self.vms[vm.id] = vm
+            self.live[vm.id] = _public(dict(args.inputs))
             self.journal.append(("create", attempt))
             self.save()
             for hook in self.on_vm_created:
@@ -336,6 +373,56 @@ class CloudSimulator(MockProviders):
         self._settle()
         vm = self.vms.get(resource_id)
         return vm is not None and vm.state != "terminated"
+
+    # -- a person at the cloud's console (out-of-band changes) --------------------------
+
+    def console_change_vm_type(self, attempt_id: str, vm_type: str) -> SimVm:
+        """Stop the attempt's running VM, change its type and start it again, as a person
+        would in the console: the VM keeps its id; the stack's state does not know."""
+        vm = self.live_vm(attempt_id)
+        if vm is None:
+            raise LookupError(f"no running VM for attempt {attempt_id}")
+        with self._vm_lock:
+            vm.vm_type = vm_type
+            props = self.live.setdefault(vm.id, {})
+            *parents, leaf = VM_TYPE_PROPERTY[vm.resource_type]
+            for key in parents:
+                props = props.setdefault(key, {})
+            props[leaf] = vm_type
+            self.save()
+        return vm
+
+    def console_edit(self, resource_id: str, prop: str, value: Any) -> None:
+        """Set one top-level property of a live resource (wire name), as a person would."""
+        with self._vm_lock:
+            if resource_id not in self.live:
+                raise LookupError(f"the cloud holds no resource {resource_id}")
+            self.live[resource_id][prop] = value
+            self.save()
+
+    def console_add_rule(self, group_id: str, direction: str, rule: dict[str, Any]) -> None:
+        """Add a rule to a live security group (``ingress`` or ``egress``) by hand."""
+        with self._vm_lock:
+            if group_id not in self.live:
+                raise LookupError(f"the cloud holds no resource {group_id}")
+            rules = list(self.live[group_id].get(direction) or [])
+            self.live[group_id][direction] = [*rules, rule]
+            self.save()
+
+    def live_properties(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
+        """What the console shows of a resource: None when it is gone (or this cloud never
+        held it); its non-secret properties otherwise."""
+        self._settle()
+        with self._vm_lock:
+            if resource_type in VM_TYPES:
+                vm = self.vms.get(resource_id)
+                if vm is None or vm.state == "terminated":
+                    return None
+            else:
+                held = self.resources.get(resource_id)
+                if held is None or held["state"] != "live":
+                    return None
+            return copy.deepcopy(self.live.get(resource_id, {}))
 
     def vms_of_pool(self, pool_id: str) -> list[SimVm]:
         self._settle()

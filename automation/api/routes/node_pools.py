@@ -1,4 +1,5 @@
-"""Node pools: create (durable intent), list (paged), status with the ingress view, delete;
+"""Node pools: create (durable intent), list (paged), status with the ingress view and the
+last drift check, a drift check now, delete;
 the plan and the policy check of a pool's stack (evaluated offline under the mock engine, as
 ``node-pool plan`` and ``policy check`` do), its preview with the server's engine, and
 unlocking its stacks after a killed run."""
@@ -14,6 +15,7 @@ from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, 
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.models import (
+    DriftReport,
     NewNodePool,
     NodePool,
     NodePoolCreated,
@@ -98,6 +100,18 @@ def pool_preview(request: Request, ref: str, _: Reader, diff: bool = False) -> P
 
     state = request.app.state
     return preview_pool(state.ctx, lambda: stack_runner(state), ref, diff=diff)
+
+
+@router.post("/node-pools/{ref}/drift-check")
+def pool_drift_check(request: Request, ref: str, _: Member) -> DriftReport:
+    """Check the pool's stack for drift now, with the server's engine: a refresh previewed
+    (nothing is written to the cloud or the stack's state); the result replaces the pool's
+    last one, which its status shows as ``drift``. A failed check answers 200 with ``error``
+    set: the check failed, not the pool. Member: it records the result."""
+    from automation.services.pool_drift import check_pool_drift
+
+    state = request.app.state
+    return check_pool_drift(state.ctx, lambda: stack_runner(state), ref)
 
 
 @router.post("/node-pools/{ref}/unlock")

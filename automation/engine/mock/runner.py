@@ -37,6 +37,7 @@ from automation.engine.mock.model import (
 from automation.engine.recovery import Answer, PendingCreate
 from automation.engine.runner import (
     ChangeSummary,
+    DriftChange,
     Operation,
     PolicyFinding,
     ProgressEvent,
@@ -154,6 +155,22 @@ def _absent_objects(items: list[tuple[PendingCreate, str]]) -> dict[str, Answer]
     """The mock engine's Kubernetes objects exist nowhere but in its state (no cluster is
     written): one whose create was in flight was never made anywhere."""
     return {p.urn: Answer("absent") for p, _ in items}
+
+
+def _differing(record: dict[str, Any], live: dict[str, Any], salt: str) -> list[str]:
+    """The top-level properties (wire names) whose leaves the cloud shows otherwise than
+    the state recorded them. A property the state keeps no plain value of (a secret) is
+    compared only if the cloud shows it, which it does not."""
+    recorded: dict[str, dict[str, str]] = {}
+    for path, digest in (record.get("leaves") or {}).items():
+        recorded.setdefault(str(diff.parse_path(path)[0]), {})[path] = digest
+    shown: dict[str, dict[str, str]] = {}
+    for parts, value in diff.flatten(live).items():
+        shown.setdefault(str(parts[0]), {})[diff.format_path(parts)] = diff.leaf_digest(
+            salt, value)
+    public = set(record.get("inputs") or {})
+    return sorted(key for key in set(shown) | (set(recorded) & public)
+                  if shown.get(key) != recorded.get(key))
 
 
 def _refusal(type_: str, name: str, d: diff.Decision) -> str:
@@ -516,6 +533,43 @@ class MockEngineRunner:
         self._save_state(target, state)
         return self._result("refresh", target, ChangeSummary(
             delete=len(gone), same=len(state["resources"])))
+
+    @instruments.stack_operation
+    def check_drift(self, target: StackTarget) -> list[DriftChange]:
+        """A refresh previewed against the simulated cloud: each resource the stack's state
+        records is read from the cloud (``live_properties``, what its console shows) and
+        compared, property by property, with the state's record (its salted digests, so no
+        value is kept or shown). Gone from the cloud: ``delete``; a property that differs,
+        was added or removed: ``update`` naming it. Secret properties are not compared (the
+        cloud does not show them); providers, random values and the mock engine's
+        Kubernetes objects live in no cloud. Writes nothing. Refused, rather than answered
+        "no drift", by a cloud that keeps nothing to compare with."""
+        read = getattr(self.cloud, "live_properties", None)
+        if read is None:
+            raise EngineFailed("mock engine: this simulated cloud keeps no live resources to "
+                               "compare the state with (use the simulated cloud: --simulate)",
+                               code="DRIFT_UNSUPPORTED")
+        self._check_credentials(target)
+        state = self.load_state(target)
+        salt = state["salt"]
+        changes: list[DriftChange] = []
+        for urn, record in sorted(state["resources"].items()):
+            rid = record.get("id")
+            if (not record.get("custom") or not rid
+                    or str(record.get("type", "")).startswith(NOT_IN_THE_CLOUD)):
+                continue
+            live = read(record["type"], rid)
+            if live is None:
+                changes.append(DriftChange(urn=urn, type=record["type"], name=record["name"],
+                                           op="delete"))
+                continue
+            if not live:
+                continue  # the cloud shows nothing of it to compare
+            changed = _differing(record, live, salt)
+            if changed:
+                changes.append(DriftChange(urn=urn, type=record["type"], name=record["name"],
+                                           op="update", properties=changed))
+        return changes
 
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """Ask the simulated cloud; without one, the stack state is the only witness."""

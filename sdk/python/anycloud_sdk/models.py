@@ -261,6 +261,34 @@ class CostReport(BaseModel):
     until: Annotated[AwareDatetime, Field(title="Until")]
 
 
+class DriftChange(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(title="Name")]
+    op: Annotated[Literal["update", "delete"] | str, Field(title="Op")]
+    properties: Annotated[list[str] | None, Field(title="Properties")] = None
+    type: Annotated[str, Field(title="Type")]
+    urn: Annotated[str, Field(title="Urn")]
+
+
+class DriftReport(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    changes: Annotated[list[DriftChange] | None, Field(title="Changes")] = None
+    checked_at: Annotated[AwareDatetime, Field(alias="checkedAt", title="Checkedat")]
+    engine: Annotated[Literal["pulumi", "mock"] | str, Field(title="Engine")]
+    error: Annotated[str | None, Field(title="Error")] = None
+    error_code: Annotated[str | None, Field(alias="errorCode", title="Errorcode")] = (
+        None
+    )
+    seconds: Annotated[float | None, Field(title="Seconds")] = None
+    source: Annotated[str, Field(title="Source")]
+
+
 class EngineUnlock(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1160,6 +1188,7 @@ class NodePoolStatus(BaseModel):
     counts: VmCounts
     created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
     credentials: Annotated[str, Field(title="Credentials")]
+    drift: DriftReport | None = None
     engine: Annotated[Literal["pulumi", "mock"] | str | None, Field(title="Engine")] = (
         None
     )

@@ -241,3 +241,27 @@ def test_no_cluster_registered_is_node_pools_unavailable(
     problem = resp.json()
     assert (problem["code"], problem["field"]) == ("NODE_POOLS_UNAVAILABLE", "--cluster")
     assert "cluster register" in problem["detail"] and snapshot(app) == before
+
+
+def test_a_drift_check_is_a_member_post_and_shows_in_status(
+        world: App, http: TestClient, callers: dict[str, dict[str, str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """POST /node-pools/{ref}/drift-check runs the server's engine; a viewer may read the
+    result (status ``drift``) but not run one. The server's plain mock engine keeps no cloud
+    to compare with: the check fails, answered 200 with its error, the pool untouched."""
+    monkeypatch.setenv("ANYCLOUD_ENGINE", "mock")
+    made = http.post("/v1/node-pools", json=POOL, headers=callers["member"]).json()
+    before = http.get(f"/v1/node-pools/{made['id']}", headers=callers["viewer"]).json()
+    assert before["drift"] is None
+    refused = http.post(f"/v1/node-pools/{made['id']}/drift-check", headers=callers["viewer"])
+    assert refused.status_code == 403
+    checked = http.post(f"/v1/node-pools/{made['id']}/drift-check", headers=callers["member"])
+    assert checked.status_code == 200, checked.text
+    report = checked.json()
+    assert (report["engine"], report["source"], report["errorCode"]) == (
+        "mock", "simulated cloud", "DRIFT_UNSUPPORTED")
+    after = http.get(f"/v1/node-pools/{made['id']}", headers=callers["viewer"]).json()
+    assert after["drift"] == report
+    assert (after["state"], after["lastError"]) == (before["state"], before["lastError"])
+    missing = http.post("/v1/node-pools/ghost/drift-check", headers=callers["member"])
+    assert missing.status_code == 404
