@@ -5,14 +5,18 @@ their token is revoked, Bearer for scripts, and no data for anyone the API would
 from __future__ import annotations
 
 import re
-from html import escape
 from collections.abc import Iterator
+from html import escape
 
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from automation.app import App
+from automation.ledger import schema
+from automation.models import NewNodePool
+from automation.services import node_pools
 from automation.services.tokens import create_token, revoke_token
 from automation.ui.sessions import LOGIN_CSRF_COOKIE, SESSION_COOKIE
 from tests.automation.api.conftest import POOL
@@ -32,24 +36,12 @@ def browser(api: FastAPI) -> Iterator[TestClient]:
 @pytest.fixture
 def pooled(world: App) -> App:
     """A pool named ``gpu`` in the world, failed with an error that names the API server."""
-    from automation.services import node_pools
-
-    made = node_pools.create_node_pool_reported(world, _new_pool())
+    made = node_pools.create_node_pool_reported(world, NewNodePool.model_validate(POOL))
     with world.ledger.write() as conn:
-        import sqlalchemy as sa
-
-        from automation.ledger import schema
-
         conn.execute(sa.update(schema.node_pools).where(schema.node_pools.c.id == made.id)
                      .values(state="failed",
                              last_error="dial tcp 203.0.113.10:6443: connection refused"))
     return world
-
-
-def _new_pool():  # type: ignore[no-untyped-def]
-    from automation.models import NewNodePool
-
-    return NewNodePool.model_validate(POOL)
 
 
 def _login(client: TestClient, token: str) -> TestClient:
