@@ -3,9 +3,10 @@ Debian's chromedriver (``.ci/browser.sh`` installs both; selenium is pointed at 
 downloads nothing), against ``anycloud serve --simulate --api-listen`` on loopback.
 
 A viewer logs in through the form, watches a pool go from pending to ready as the control
-loop runs (the page polls; it is never reloaded), sees a failed pool's error redacted, opens
-a pool's page, finds no way to write, and is logged out when its token is revoked. Each page
-is saved as a screenshot under $ANYCLOUD_TEST_ARTIFACTS (default: the test's tmp dir)."""
+loop runs (the page polls; it is never reloaded), sees the data marked stale while refreshes
+fail, sees a failed pool's error redacted, opens a pool's page, finds no way to write, and is
+logged out when its token is revoked. Each page is saved as a screenshot under
+$ANYCLOUD_TEST_ARTIFACTS (default: the test's tmp dir)."""
 
 from __future__ import annotations
 
@@ -108,11 +109,28 @@ def _wait(what: str, check: Any, seconds: float = 60) -> Any:
     raise AssertionError(f"waited {seconds}s for {what}")
 
 
-def _row_state(driver: Any, name: str) -> str | None:
+def _fresh(driver: Any, css: str, act: Any) -> Any:
+    """``act`` on the element ``css`` finds, found again if a poll replaced it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    rows = driver.find_elements(By.CSS_SELECTOR, f'tr[data-pool="{name}"]')
-    return rows[0].get_attribute("data-state") if rows else None
+    for _ in range(5):
+        try:
+            return act(driver.find_element(By.CSS_SELECTOR, css))
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} kept being replaced")
+
+
+def _row_state(driver: Any, name: str) -> str | None:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        rows = driver.find_elements(By.CSS_SELECTOR, f'tr[data-pool="{name}"]')
+        return rows[0].get_attribute("data-state") if rows else None
+    except StaleElementReferenceException:  # a poll replaced the table: look again
+        return _row_state(driver, name)
 
 
 def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
@@ -140,11 +158,11 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         assert cookie["sameSite"] == "Strict"
 
         # A failed pool's error, redacted as `node-pool status` shows it.
-        broken = driver.find_element(By.CSS_SELECTOR, 'tr[data-pool="broken"]')
-        assert broken.get_attribute("data-state") == "failed"
-        error = broken.find_element(By.CSS_SELECTOR, ".last-error").text
+        assert _row_state(driver, "broken") == "failed"
+        error = _fresh(driver, 'tr[data-pool="broken"] .last-error', lambda e: e.text)
         assert "connection refused" in error and "203.0.113.10" not in error, error
-        assert "failed" in broken.find_element(By.CSS_SELECTOR, ".state").text  # not colour
+        shown = _fresh(driver, 'tr[data-pool="broken"] .state', lambda e: e.text)
+        assert "failed" in shown  # in words, not in colour only
 
         # A pool made now appears, and goes to ready, with no reload of the page.
         driver.execute_script("window.notReloaded = true")
@@ -163,12 +181,20 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         _wait("pool cpu ready on the page", ready, seconds=180)
         assert driver.execute_script("return window.notReloaded === true")
         assert seen[0] in ("pending", "provisioning") and seen[-1] == "ready", seen
-        row = driver.find_element(By.CSS_SELECTOR, 'tr[data-pool="cpu"]')
-        assert "2 / 2" in row.text
+        assert "2 / 2" in _fresh(driver, 'tr[data-pool="cpu"]', lambda row: row.text)
         stamp = driver.find_element(By.CSS_SELECTOR, ".freshness time").text
         assert stamp.endswith("UTC")
         assert not driver.find_element(By.CSS_SELECTOR, ".freshness .stale").is_displayed()
         driver.save_screenshot(str(artifacts / "overview.png"))
+
+        # A refresh that fails marks the data stale; the next one that works clears it.
+        driver.execute_script("window.realFetch = window.fetch;"
+                              "window.fetch = () => Promise.reject(new Error('down'));")
+        stale = driver.find_element(By.CSS_SELECTOR, ".freshness .stale")  # never replaced
+        _wait("the stale marker", stale.is_displayed, seconds=15)
+        driver.save_screenshot(str(artifacts / "overview-stale.png"))
+        driver.execute_script("window.fetch = window.realFetch;")
+        _wait("fresh data again", lambda: not stale.is_displayed(), seconds=15)
 
         # No way to write from the page: its only form logs out, and its cookie is no
         # credential for the API's write routes.
@@ -181,8 +207,8 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         assert status == 401
         assert member.get("/node-pools/cpu").json()["state"] == "ready"
 
-        # The pool's page, by its link.
-        row.find_element(By.LINK_TEXT, "cpu").click()
+        # The pool's page, by its link (the table was replaced by the polls since).
+        _fresh(driver, 'tr[data-pool="cpu"] a', lambda link: link.click())
         _wait("the pool page", lambda: "/ui/pools/" in driver.current_url)
         assert driver.find_element(By.TAG_NAME, "h1").text == "Node pool cpu"
         assert "2 ready" in driver.page_source
