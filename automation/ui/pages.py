@@ -12,6 +12,7 @@ each carries its gate like every API route (``automation.api.security.route_acce
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -55,13 +56,15 @@ _templates = Environment(loader=PackageLoader("automation.ui", "templates"),
                          trim_blocks=True, lstrip_blocks=True)
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
+_MAKING = threading.Lock()
 
 
 def sessions(request: Request) -> Sessions:
     """The app's sessions, made on first use (under the server's secrets key, if any)."""
     state = request.app.state
-    if getattr(state, "ui_sessions", None) is None:
-        state.ui_sessions = Sessions(state.ctx.sealing)
+    with _MAKING:  # once: two keys of a process's own would end each other's sessions
+        if getattr(state, "ui_sessions", None) is None:
+            state.ui_sessions = Sessions(state.ctx.sealing)
     return state.ui_sessions  # type: ignore[no-any-return]
 
 
