@@ -102,6 +102,11 @@ class SealingKey:
             raise SealedSecretUnreadable(owner, "its bytes were changed, or it was sealed "
                                                 "for another row") from None
 
+    def subkey(self, purpose: str) -> SealingKey:
+        """A key of its own for one use (the dashboard's session cookies), derived from this
+        one: what it seals opens under no other purpose, and it reveals nothing of this key."""
+        return SealingKey(self._derived(b"subkey\0" + purpose.encode()))
+
     def fingerprint(self, plaintext: bytes) -> str:
         digest = hmac.new(self._derived(b"fingerprint"), plaintext, hashlib.sha256).hexdigest()
         return "hmac-sha256:" + digest[:16]

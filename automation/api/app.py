@@ -1,7 +1,8 @@
 """The API app: every route under ``/v1``, its OpenAPI document at ``/v1/openapi.json`` (the
 contract the SDK is generated from; a reader's token, like every route but the health
 probe), Prometheus' ``/metrics`` (``automation.api.metrics``; a reader's token too), the
-server's version on every answer (``Anycloud-Version``)."""
+server's version on every answer (``Anycloud-Version``), and the read-only dashboard
+under ``/ui`` (``automation.ui``; not in the OpenAPI document)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from automation.api.security import PREFIX, Reader, route_access
 from automation.app import App
 from automation.auth import tokens as token_auth
 from automation.services import fleet_counts
+from automation.ui import pages as ui_pages
 
 VERSION_HEADER = "Anycloud-Version"
 # FastAPI wraps each request body in Annotated[Model, Body(alias=<parameter>)], and pydantic
@@ -63,6 +65,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
                    deployments, runtime_tokens, sudo, cost, rollout, catalog):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(serving.routes())
+    ui_pages.install(api)  # the read-only dashboard under /ui (automation.ui)
     metrics.install(api, ctx.ledger,  # GET /metrics
                     desired=lambda: fleet_counts.desired_replicas(ctx.ledger))
 

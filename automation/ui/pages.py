@@ -1,0 +1,245 @@
+"""The dashboard's routes under ``/ui``: a log-in page, the overview of every node pool, a
+pool's page, the fragments the pages poll to refresh themselves, and their script and style.
+
+Read-only: its only POSTs are log in and log out. Every page and fragment asks for the viewer
+role, from a session cookie (``automation.ui.sessions``) or an ``Authorization: Bearer``
+header, and reads through the same service functions as ``GET /v1/node-pools`` and ``GET
+/v1/node-pools/{ref}``: it shows a token nothing the API would not give it. An anonymous page
+request is sent to the log-in page; an anonymous fragment request gets 401 and no data.
+
+The routes are left out of the OpenAPI document (they are HTML, not the API's contract), and
+each carries its gate like every API route (``automation.api.security.route_access``)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from automation.auth import tokens as token_auth
+from automation.auth.roles import Access, Principal, authorize
+from automation.errors import AnycloudError, Unauthenticated
+from automation.models import NodePoolStatus, PoolState
+from automation.services.ingress_status import pool_status_with_ingress
+from automation.services.pool_status import list_node_pools
+from automation.ui.sessions import (
+    COOKIE_PATH,
+    LOGIN_CSRF_COOKIE,
+    MAX_AGE,
+    SESSION_COOKIE,
+    Sessions,
+    login_csrf_ok,
+    new_login_csrf,
+)
+
+PREFIX = "/ui"
+STATIC = Path(__file__).with_name("static")
+_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+# No inline script or style, no frames, nothing sent elsewhere.
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_templates = Environment(loader=PackageLoader("automation.ui", "templates"),
+                         autoescape=select_autoescape(default=True, default_for_string=True),
+                         trim_blocks=True, lstrip_blocks=True)
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+_MAKING = threading.Lock()
+
+
+def sessions(request: Request) -> Sessions:
+    """The app's sessions, made on first use (under the server's secrets key, if any)."""
+    state = request.app.state
+    with _MAKING:  # once: two keys of a process's own would end each other's sessions
+        if getattr(state, "ui_sessions", None) is None:
+            state.ui_sessions = Sessions(state.ctx.sealing)
+    return state.ui_sessions  # type: ignore[no-any-return]
+
+
+def _viewer(request: Request,
+            authorization: Annotated[str | None, Header()] = None) -> Principal | None:
+    """The caller, from a Bearer header (refused as the API refuses it) or from the session
+    cookie (None when there is none, or its token no longer authenticates); a caller below
+    the viewer role is refused (403)."""
+    ctx = request.app.state.ctx
+    now = ctx.clock.now()
+    if authorization:
+        who = token_auth.principal(ctx.ledger, authorization, now)
+    else:
+        token = sessions(request).open(request.cookies.get(SESSION_COOKIE), now)
+        if token is None:
+            return None
+        try:
+            who = token_auth.authenticate(ctx.ledger, token, now)
+        except Unauthenticated:
+            return None  # revoked or expired since: the session is over
+    authorize(who, Access.READ)
+    request.state.principal = who
+    return who
+
+
+def _public() -> None:
+    return None
+
+
+_viewer.access = Access.READ  # type: ignore[attr-defined]
+_public.access = "public"  # type: ignore[attr-defined]
+Viewer = Annotated[Principal | None, Depends(_viewer)]
+Public = Annotated[None, Depends(_public)]
+
+
+def _page(name: str, status: int = 200, **values: Any) -> HTMLResponse:
+    return HTMLResponse(_templates.get_template(name).render(prefix=PREFIX, **values),
+                        status_code=status, headers=_HEADERS)
+
+
+def _to_login(request: Request) -> RedirectResponse:
+    out = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=_HEADERS)
+    if SESSION_COOKIE in request.cookies:
+        _forget(out)
+    return out
+
+
+def _forget(response: Response) -> None:
+    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, secure=True, httponly=True,
+                           samesite="strict")
+
+
+def _cookie(response: Response, name: str, value: str, max_age: int | None = None) -> None:
+    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, secure=True,
+                        httponly=True, samesite="strict")
+
+
+def _shown_at(now: datetime) -> str:
+    return f"{now:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _overview_values(request: Request) -> dict[str, Any]:
+    ctx = request.app.state.ctx
+    pools = list_node_pools(ctx.ledger)
+    counts = Counter(p.state for p in pools)
+    return {"pools": pools, "as_of": _shown_at(ctx.clock.now()),
+            "counts": [(state.value, counts.get(state, 0)) for state in PoolState
+                       if state is not PoolState.DELETED]}
+
+
+def _pool_values(request: Request, ref: str) -> dict[str, Any]:
+    ctx = request.app.state.ctx
+    pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
+    return {"pool": pool, "as_of": _shown_at(ctx.clock.now())}
+
+
+def _session_values(request: Request, who: Principal) -> dict[str, Any]:
+    cookie = request.cookies.get(SESSION_COOKIE)
+    # Logging out is for a session; a script with a Bearer header has none.
+    return {"who": who, "csrf": sessions(request).csrf(cookie) if cookie else None}
+
+
+@router.get("/login")
+def login_page(request: Request, _: Public) -> Response:
+    return _login_form(request)
+
+
+def _login_form(request: Request, error: str | None = None, status: int = 200) -> Response:
+    csrf = new_login_csrf()
+    out = _page("login.html", status, csrf=csrf, error=error)
+    _cookie(out, LOGIN_CSRF_COOKIE, csrf, max_age=3600)
+    return out
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = (await request.body())[:16384].decode("utf-8", "replace")
+    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+@router.post("/login")
+async def login(request: Request, _: Public) -> Response:
+    """The token of the form, checked as the API checks it (and for the viewer role); a
+    session cookie that holds it sealed. The form's CSRF token must match its cookie."""
+    form = await _form(request)
+    if not login_csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), form.get("csrf")):
+        return PlainTextResponse("CSRF check failed: reload the log-in page", 403,
+                                 headers=_HEADERS)
+    ctx = request.app.state.ctx
+    now = ctx.clock.now()
+    token = form.get("token", "").strip()
+    try:
+        who = token_auth.authenticate(ctx.ledger, token, now)
+        authorize(who, Access.READ)
+    except AnycloudError as exc:
+        return _login_form(request, f"token refused: {exc}", status=401)
+    out = RedirectResponse(f"{PREFIX}/", status_code=303, headers=_HEADERS)
+    _cookie(out, SESSION_COOKIE, sessions(request).seal(token, now),
+            max_age=int(MAX_AGE.total_seconds()))
+    out.delete_cookie(LOGIN_CSRF_COOKIE, path=COOKIE_PATH, secure=True, httponly=True,
+                      samesite="strict")
+    return out
+
+
+@router.post("/logout")
+async def logout(request: Request, _: Public) -> Response:
+    form = await _form(request)
+    if not sessions(request).csrf_ok(request.cookies.get(SESSION_COOKIE), form.get("csrf")):
+        return PlainTextResponse("CSRF check failed", 403, headers=_HEADERS)
+    out = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=_HEADERS)
+    _forget(out)
+    return out
+
+
+@router.get("/")
+def overview(request: Request, who: Viewer) -> Response:
+    if who is None:
+        return _to_login(request)
+    return _page("overview.html", **_overview_values(request), **_session_values(request, who))
+
+
+@router.get("/pools/{ref}")
+def pool_page(request: Request, ref: str, who: Viewer) -> Response:
+    if who is None:
+        return _to_login(request)
+    return _page("pool.html", **_pool_values(request, ref), **_session_values(request, who))
+
+
+def _logged_out() -> Response:
+    return PlainTextResponse("logged out", 401, headers=_HEADERS)
+
+
+@router.get("/fragments/pools")
+def pools_fragment(request: Request, who: Viewer) -> Response:
+    """The overview's live part (counts and table), polled by app.js."""
+    if who is None:
+        return _logged_out()
+    return _page("_pools.html", **_overview_values(request))
+
+
+@router.get("/fragments/pools/{ref}")
+def pool_fragment(request: Request, ref: str, who: Viewer) -> Response:
+    if who is None:
+        return _logged_out()
+    return _page("_pool.html", **_pool_values(request, ref))
+
+
+@router.get("/static/{name}")
+def static(name: str, _: Public) -> Response:
+    if name not in _TYPES:
+        return PlainTextResponse("not found", 404)
+    return Response((STATIC / name).read_bytes(), media_type=_TYPES[name],
+                    headers={**_HEADERS, "Cache-Control": "max-age=300"})
+
+
+def install(api: FastAPI) -> None:
+    """Add the dashboard's routes to the API app (flat, like the API's own: route_access
+    reads their gates)."""
+    api.router.routes.extend(router.routes)

@@ -1,0 +1,234 @@
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by selenium through
+Debian's chromedriver (``.ci/browser.sh`` installs both; selenium is pointed at them and
+downloads nothing), against ``anycloud serve --simulate --api-listen`` on loopback.
+
+A viewer logs in through the form, watches a pool go from pending to ready as the control
+loop runs (the page polls; it is never reloaded), sees the data marked stale while refreshes
+fail, sees a failed pool's error redacted, opens a pool's page, finds no way to write, and is
+logged out when its token is revoked. Each page is saved as a screenshot under
+$ANYCLOUD_TEST_ARTIFACTS (default: the test's tmp dir)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import sqlalchemy as sa
+
+from automation.app import App
+from automation.clock import SystemClock
+from automation.ledger import open_ledger, schema
+from automation.models import NewNodePool
+from automation.services import credentials, node_pools
+from automation.services.tokens import create_token
+from automation.simulators.world import register_simulated_cluster
+from tests.automation.api.test_api_serve import ANYCLOUD, listening
+from tests.conftest import missing
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+POOL = {"credentials": "team-aws", "region": "us-east-1", "vmType": "m7i.large",
+        "minVms": 2, "maxVms": 2}
+# What the failed pool's error says in the ledger; the page must show it redacted.
+RAW_ERROR = "dial tcp 203.0.113.10:6443: connect: connection refused"
+
+pytestmark = pytest.mark.slow
+
+
+def _driver(width: int = 1280, height: int = 900) -> Any:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing("selenium is not installed (pip install -c constraints.txt -e '.[dev]')")
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(path, os.X_OK):
+            missing(f"{path} is missing: run .ci/browser.sh (Debian's chromium and "
+                    "chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    where = Path(os.environ.get("ANYCLOUD_TEST_ARTIFACTS") or tmp_path / "artifacts")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """``serve --simulate --api-listen`` on loopback over a ledger with the simulated
+    cluster, a credential, a failed pool and tokens: its URL and the tokens."""
+    home = tmp_path / "home"
+    env = {**os.environ, "ANYCLOUD_HOME": str(home)}
+    env.pop("ANYCLOUD_DATABASE_URL", None)
+    ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
+    app = App(ledger=ledger, clock=SystemClock(), home=home)
+    register_simulated_cluster(app, home)
+    credentials.new_credential(app, credentials.NewCredential("team-aws", "aws",
+                                                              {"profile": "team"}))
+    broken = node_pools.create_node_pool_reported(
+        app, NewNodePool.model_validate({**POOL, "name": "broken"}))
+    with ledger.write() as conn:  # parked: the control loop leaves a failed pool alone
+        conn.execute(sa.update(schema.node_pools).where(schema.node_pools.c.id == broken.id)
+                     .values(state="failed", last_error=RAW_ERROR))
+    tokens = {role: create_token(app, name, role, by="test").token
+              for name, role in (("watcher", "viewer"), ("dev", "member"), ("root", "admin"))}
+    ledger.dispose()
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--simulate", "--interval", "0.5", "--speed",
+                             "20", "--api-listen", "127.0.0.1:0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url, _ = listening(proc)
+        yield {"url": url.removesuffix("/v1").rstrip("/"), **tokens}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
+def _wait(what: str, check: Any, seconds: float = 60) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"waited {seconds}s for {what}")
+
+
+def _fresh(driver: Any, css: str, act: Any) -> Any:
+    """``act`` on the element ``css`` finds, found again if a poll replaced it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    for _ in range(5):
+        try:
+            return act(driver.find_element(By.CSS_SELECTOR, css))
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} kept being replaced")
+
+
+def _row_state(driver: Any, name: str) -> str | None:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        rows = driver.find_elements(By.CSS_SELECTOR, f'tr[data-pool="{name}"]')
+        return rows[0].get_attribute("data-state") if rows else None
+    except StaleElementReferenceException:  # a poll replaced the table: look again
+        return _row_state(driver, name)
+
+
+def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
+                                                 artifacts: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    base = server["url"]
+    member = httpx2.Client(base_url=f"{base}/v1",
+                           headers={"Authorization": f"Bearer {server['member']}"})
+    driver = _driver()
+    try:
+        driver.get(f"{base}/ui/")
+        assert driver.current_url == f"{base}/ui/login"  # anonymous: the log-in page
+        assert "broken" not in driver.page_source
+        driver.save_screenshot(str(artifacts / "login.png"))
+        field = driver.find_element(By.ID, "token")
+        field.send_keys(server["viewer"])
+        driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+        _wait("the overview", lambda: driver.current_url == f"{base}/ui/")
+        # Chrome kept the Secure, HTTP-only cookie on http://127.0.0.1 (a trustworthy origin):
+        # the page after the redirect is the overview, and scripts cannot read the cookie.
+        assert driver.execute_script("return document.cookie") == ""
+        cookie = driver.get_cookie("anycloud_session")
+        assert cookie and cookie["httpOnly"] and cookie["secure"]
+        assert cookie["sameSite"] == "Strict"
+
+        # A failed pool's error, redacted as `node-pool status` shows it.
+        assert _row_state(driver, "broken") == "failed"
+        error = _fresh(driver, 'tr[data-pool="broken"] .last-error', lambda e: e.text)
+        assert "connection refused" in error and "203.0.113.10" not in error, error
+        shown = _fresh(driver, 'tr[data-pool="broken"] .state', lambda e: e.text)
+        assert "failed" in shown  # in words, not in colour only
+
+        # A pool made now appears, and goes to ready, with no reload of the page.
+        driver.execute_script("window.notReloaded = true")
+        made = member.post("/node-pools", json={**POOL, "name": "cpu"})
+        assert made.status_code == 201, made.text
+        seen: list[str] = []
+
+        def ready() -> bool:
+            state = _row_state(driver, "cpu")
+            if state and (not seen or seen[-1] != state):
+                seen.append(state)
+                if state != "ready":
+                    driver.save_screenshot(str(artifacts / f"overview-{state}.png"))
+            return state == "ready"
+
+        _wait("pool cpu ready on the page", ready, seconds=180)
+        assert driver.execute_script("return window.notReloaded === true")
+        assert seen[0] in ("pending", "provisioning") and seen[-1] == "ready", seen
+        assert "2 / 2" in _fresh(driver, 'tr[data-pool="cpu"]', lambda row: row.text)
+        stamp = driver.find_element(By.CSS_SELECTOR, ".freshness time").text
+        assert stamp.endswith("UTC")
+        assert not driver.find_element(By.CSS_SELECTOR, ".freshness .stale").is_displayed()
+        driver.save_screenshot(str(artifacts / "overview.png"))
+
+        # A refresh that fails marks the data stale; the next one that works clears it.
+        driver.execute_script("window.realFetch = window.fetch;"
+                              "window.fetch = () => Promise.reject(new Error('down'));")
+        stale = driver.find_element(By.CSS_SELECTOR, ".freshness .stale")  # never replaced
+        _wait("the stale marker", stale.is_displayed, seconds=15)
+        driver.save_screenshot(str(artifacts / "overview-stale.png"))
+        driver.execute_script("window.fetch = window.realFetch;")
+        _wait("fresh data again", lambda: not stale.is_displayed(), seconds=15)
+
+        # No way to write from the page: its only form logs out, and its cookie is no
+        # credential for the API's write routes.
+        forms = [f.get_attribute("action") for f in driver.find_elements(By.TAG_NAME, "form")]
+        assert forms == [f"{base}/ui/logout"], forms
+        status = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch('/v1/node-pools/cpu', {method: 'DELETE', credentials: 'same-origin'})"
+            ".then(r => done(r.status)).catch(e => done(String(e)));")
+        assert status == 401
+        assert member.get("/node-pools/cpu").json()["state"] == "ready"
+
+        # The pool's page, by its link (the table was replaced by the polls since).
+        _fresh(driver, 'tr[data-pool="cpu"] a', lambda link: link.click())
+        _wait("the pool page", lambda: "/ui/pools/" in driver.current_url)
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Node pool cpu"
+        assert "2 ready" in driver.page_source
+        driver.save_screenshot(str(artifacts / "pool.png"))
+
+        # A phone-width screen: the overview still shows every pool.
+        driver.set_window_size(390, 844)
+        driver.get(f"{base}/ui/")
+        assert driver.find_element(By.CSS_SELECTOR, 'tr[data-pool="cpu"]').is_displayed()
+        driver.save_screenshot(str(artifacts / "overview-phone.png"))
+        driver.set_window_size(1280, 900)
+
+        # Revoked: the next poll finds the session over and goes to the log-in page.
+        admin = httpx2.Client(base_url=f"{base}/v1",
+                              headers={"Authorization": f"Bearer {server['admin']}"})
+        assert admin.delete("/tokens/watcher").status_code == 200
+        admin.close()
+        _wait("the log-in page after the revocation",
+              lambda: driver.current_url == f"{base}/ui/login", seconds=30)
+        assert "cpu" not in driver.page_source
+    finally:
+        member.close()
+        driver.quit()
