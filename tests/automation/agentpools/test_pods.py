@@ -190,7 +190,7 @@ def _gpu_template(limits: Any, requests: Any = None) -> dict[str, Any]:
 
 @pytest.mark.parametrize("amount", ["0.5", "500m", 0.5, "1.5", "half"])
 def test_a_fractional_gpu_request_on_a_gpu_node_pool_is_refused(amount: Any) -> None:
-    with pytest.raises(InvalidInput, match="whole nvidia.com/gpu devices") as err:
+    with pytest.raises(InvalidInput, match=r"whole nvidia\.com/gpu devices") as err:
         render_pod(_gpu_template(amount), node_pool=NodePoolRef("np_1", gpus=4))
     assert err.value.field.startswith("spec.template.spec.containers[0].resources.")
     assert err.value.value == amount
@@ -203,7 +203,7 @@ def test_gpu_requests_must_equal_limits() -> None:
                                "nvidia.com/gpu")
     src = _gpu_template(1)
     del src["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    with pytest.raises(InvalidInput, match="must be set equal to resources.requests"):
+    with pytest.raises(InvalidInput, match=r"must be set equal to resources\.requests"):
         render_pod(src, node_pool=NodePoolRef("np_1", gpus=4))
 
 
@@ -232,7 +232,7 @@ def test_another_runtime_class_on_a_gpu_node_pool_is_refused() -> None:
 
 
 def test_work_without_gpus_on_a_gpu_node_pool_is_refused() -> None:
-    with pytest.raises(InvalidInput, match="whole nvidia.com/gpu devices"):
+    with pytest.raises(InvalidInput, match=r"whole nvidia\.com/gpu devices"):
         render_pod(pool(nodePool="gpu-a10"), node_pool=NodePoolRef("np_1", gpus=1))
 
 
