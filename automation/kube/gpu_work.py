@@ -31,8 +31,10 @@ WHOLE = "must request whole nvidia.com/gpu devices"
 RUNTIME = "run under the nvidia RuntimeClass"
 NONE_ON_CPU = "work on a CPU node pool must request none"
 ONE_NODE = "no more than one Node advertises"
-_SUFFIX = {"": 1, "m": Decimal("0.001"), "k": 1000, "M": 10**6, "G": 10**9, "T": 10**12,
-           "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+_SUFFIX: dict[str, Decimal] = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(1000), "M": Decimal(10**6),
+    "G": Decimal(10**9), "T": Decimal(10**12),
+    "Ki": Decimal(1024), "Mi": Decimal(1024**2), "Gi": Decimal(1024**3)}
 
 
 def gpu_quantity(value: Any) -> Decimal | None:
