@@ -27,6 +27,14 @@ from automation.redact import redact
 ShownText = Annotated[str | None, AfterValidator(redact)]
 
 
+def _shown(text: str) -> str:
+    return redact(text) or text
+
+
+# The same for a text that is always there (a runtime's health detail).
+ShownDetail = Annotated[str, AfterValidator(_shown)]
+
+
 class ClusterState(StrEnum):
     PENDING = "pending"
     READY = "ready"
@@ -129,7 +137,7 @@ class Cluster(_Record):
     kubeconfig_path: str | None
     kube_context: str | None
     facts_source: str | None
-    last_error: str | None
+    last_error: ShownText
     created_at: datetime
     updated_at: datetime
     # A kubeconfig sent to the API: sealed by the server, shown by fingerprint and server.
@@ -590,7 +598,7 @@ class ProjectDeployment(_Record):
     runtime_host: str | None = None
     data_dir: str | None = None
     move: dict[str, Any] | None = None  # a move in progress (from, to, step)
-    last_error: str | None = None
+    last_error: ShownText = None
     node_pool_id: str | None = None  # set while a nodepool provisioner holds objects there
     resources: dict[str, Any] | None = None  # slots, cpu, memory, storage asked of the runtime
     audience: str | None = None  # what its runtime verifies tokens for (set with the host)
@@ -605,7 +613,7 @@ class NextStart(CamelModel):
 
 class RuntimeHealth(CamelModel):
     ok: bool
-    detail: str
+    detail: ShownDetail
 
 
 class DeploymentStatus(ProjectDeployment):
@@ -614,7 +622,7 @@ class DeploymentStatus(ProjectDeployment):
 
     next_start: NextStart | None = None  # None: the set is missing or broken (set_problem)
     health: RuntimeHealth | None = None
-    set_problem: str | None = None  # what is wrong with the provisioner set, if anything
+    set_problem: ShownText = None  # what is wrong with the provisioner set, if anything
 
 
 class ApiToken(_Record):

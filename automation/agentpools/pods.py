@@ -21,11 +21,13 @@ What the operator adds to the pool's template (and why):
 - ``spec.nodePool``: nodeSelector ``anycloud.sh/node-pool=<pool id>`` and the toleration of
   exactly that pool's taint (seed 003: select exactly that node pool, tolerate only its taint),
   and a template toleration that would let the pods onto another node pool is refused;
-- ``spec.nodePool`` naming one of our GPU node pools and a container requesting
-  ``nvidia.com/gpu``: runtimeClassName ``nvidia`` and nodeSelector
-  ``anycloud.sh/accelerator=nvidia`` (what those pools' Nodes run and carry). A GPU request
-  on a CPU node pool is refused. Without ``spec.nodePool`` a GPU template is scheduled as
-  written (its own selector, tolerations and runtime class: the seed's GKE pool).
+- ``spec.nodePool``: seed 003's GPU work rule (``automation/kube/gpu_work.py``, shared with
+  the ``nodepool`` provisioner): on one of our GPU node pools whole ``nvidia.com/gpu``
+  devices (limits == requests, at least one, no more than one Node advertises), then
+  runtimeClassName ``nvidia`` (another runtime class is refused) and nodeSelector
+  ``anycloud.sh/accelerator=nvidia``; on a CPU node pool no GPU request. Without
+  ``spec.nodePool`` a GPU template is scheduled as written (its own selector, tolerations and
+  runtime class: the seed's GKE pool).
 """
 
 from __future__ import annotations
@@ -42,13 +44,11 @@ from typing import Any
 
 from automation.agentpools.model import API_VERSION, KIND
 from automation.errors import InvalidInput
+from automation.kube.gpu_work import place_gpu_work
 from automation.kube.port import (
-    ACCELERATOR_LABEL,
-    GPU_RESOURCE,
     MANAGED_BY,
     MANAGER,
     POOL_LABEL,
-    RUNTIME_CLASS_NAME,
 )
 
 AGENT_POOL_LABEL = "anycloud.sh/agent-pool"
@@ -93,16 +93,6 @@ def agent_container(spec: dict[str, Any]) -> dict[str, Any]:
     """The container that runs ``anycloud agent``: the one named ``agent``, else the first."""
     containers = spec["containers"]
     return next((c for c in containers if c.get("name") == AGENT_CONTAINER), containers[0])
-
-
-def requests_gpu(spec: dict[str, Any]) -> bool:
-    for c in [*spec.get("containers", []), *spec.get("initContainers", [])]:
-        res = c.get("resources") or {}
-        for part in ("requests", "limits"):
-            value = (res.get(part) or {}).get(GPU_RESOURCE)
-            if value not in (None, 0, "0"):
-                return True
-    return False
 
 
 def config_maps(pod: dict[str, Any]) -> list[str]:
@@ -218,18 +208,6 @@ def _node_pool(spec: dict[str, Any], pool_id: str) -> None:
         tolerations.append(mine)
 
 
-def _gpu_placement(spec: dict[str, Any], node_pool: NodePoolRef, named: str) -> None:
-    """GPU work on our node pools: only on a GPU pool, then with the runtime its Nodes run."""
-    if not requests_gpu(spec):
-        return
-    if not node_pool.gpus:
-        raise InvalidInput("spec.template.spec.containers[].resources", GPU_RESOURCE,
-                           f"must not request GPUs: spec.nodePool {named!r} is a CPU node "
-                           "pool (no NVIDIA GPU on its VMs); target a GPU node pool")
-    spec.setdefault("runtimeClassName", RUNTIME_CLASS_NAME)
-    spec.setdefault("nodeSelector", {})[ACCELERATOR_LABEL] = "nvidia"
-
-
 def render_pod(pool: dict[str, Any], *, node_pool: NodePoolRef | None = None,
                config_map: str | None = DEFAULT_CONFIG_MAP, broker: str | None = None,
                suffix: Callable[[], str] = random_suffix) -> dict[str, Any]:
@@ -264,7 +242,8 @@ def render_pod(pool: dict[str, Any], *, node_pool: NodePoolRef | None = None,
         _config_mount(pod_spec, container, config_map)
     if node_pool is not None:
         _node_pool(pod_spec, node_pool.id)
-        _gpu_placement(pod_spec, node_pool, spec["nodePool"])
+        place_gpu_work(pod_spec, gpus=node_pool.gpus, pool=spec["nodePool"],
+                       field="spec.template.spec")
 
     labels[TEMPLATE_HASH_LABEL] = hashlib.sha256(json.dumps(
         [tmeta, pod_spec], sort_keys=True).encode()).hexdigest()[:12]

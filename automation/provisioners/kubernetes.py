@@ -14,7 +14,10 @@ Requests go out as plain JSON (``kube_api``); what is rendered is handled by ``o
 The ``nodepool`` type is the same provisioner aimed at one node pool (seed 003): its objects go
 to the pool's namespace on the pool's cluster, and every pod template selects exactly that
 pool and tolerates only its taint; a template that would let pods onto another pool is
-refused before anything is applied.
+refused before anything is applied. Its pod templates obey seed 003's GPU work rule too
+(``automation/kube/gpu_work.py``, the rule AgentPools obey): whole ``nvidia.com/gpu`` under
+the ``nvidia`` RuntimeClass (added, with the accelerator nodeSelector) on a GPU pool, none on a
+CPU pool; refused at render, so in preflight and before provision applies anything.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import AnycloudError, Conflict, InvalidInput
+from automation.kube.gpu_work import place_gpu_work
 from automation.kube.port import MANAGED_BY, MANAGER, POOL_LABEL
 from automation.provisioners.base import Health, Provisioned, ProvisionRequest
 from automation.provisioners.kube_api import (
@@ -82,6 +86,7 @@ class PoolTarget:
     namespace: str
     kubeconfig_path: str
     context: str | None = None
+    gpus: int = 0  # NVIDIA GPUs on each of the pool's VMs (the catalog's); 0: a CPU pool
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class _Target:
     kubeconfig_path: str
     context: str | None
     pool_id: str | None  # set: every pod template is placed on exactly this node pool
+    gpus: int = 0  # the pool's GPUs per VM: seed 003's GPU work rule (kube/gpu_work.py)
 
 
 # -- the provisioner -----------------------------------------------------------------------
@@ -317,7 +323,10 @@ class KubernetesProvisioner:
             tlabels = template.setdefault("metadata", {}).setdefault("labels", {})
             tlabels[PROVISION_ID_LABEL] = provision_id
             if self.target.pool_id is not None:
-                place_on_pool(spec, self.target.pool_id, f"{field} spec.template.spec")
+                where = f"{field} spec.template.spec"
+                place_on_pool(spec, self.target.pool_id, where)
+                place_gpu_work(spec, gpus=self.target.gpus, pool=self.target.pool_id,
+                               field=where)
 
     # -- API steps -------------------------------------------------------------------------
 
@@ -440,14 +449,15 @@ class KubernetesProvisioner:
 
 class NodePoolProvisioner(KubernetesProvisioner):
     """The ``nodepool`` type: the kubernetes type on one node pool's namespace and cluster;
-    every pod template selects exactly that pool and tolerates only its taint."""
+    every pod template selects exactly that pool, tolerates only its taint and obeys the
+    GPU work rule for the pool's GPU count."""
 
     def __init__(self, name: str, spec: NodePoolSpec, pool: PoolTarget,
                  base_dir: Path = Path("."), *, poll_seconds: float = 0.1,
                  request_timeout: float = 10.0) -> None:
         self.pool = pool
         self._setup(name, spec, base_dir, _Target(pool.namespace, pool.kubeconfig_path,
-                                                  pool.context, pool.pool_id),
+                                                  pool.context, pool.pool_id, pool.gpus),
                     poll_seconds, request_timeout)
 
 

@@ -205,6 +205,7 @@ class PoolPlacement:
     pool_id: str
     kubeconfig_path: str
     kube_context: str | None
+    gpus: int = 0  # NVIDIA GPUs per VM (the catalog's, for the pool's VM type); 0: CPU
 
 
 def find_pool_placement(app: App, ref: str, cluster: str | None, field: str) -> PoolPlacement:
@@ -220,7 +221,10 @@ def find_pool_placement(app: App, ref: str, cluster: str | None, field: str) -> 
     if not path:
         raise InvalidInput(field, ref, f"its cluster {owner['name']!r} has no kubeconfig: "
                            "register it with `anycloud cluster register --kubeconfig`")
-    return PoolPlacement(row["id"], path, owner["kube_context"])
+    cloud = app.catalog.providers.get(row["provider"])
+    vm = cloud.vm_type(row["vm_type"]) if cloud is not None else None
+    return PoolPlacement(row["id"], path, owner["kube_context"],
+                         int(vm.gpus) if vm is not None else 0)
 
 
 def admit_deployment(app: App, pool_id: str, provision_id: str) -> None:

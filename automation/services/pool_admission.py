@@ -22,6 +22,9 @@ class AdmittedNodePool:
         self.name = inner.name
 
     def provision(self, provision_id: str, request: ProvisionRequest) -> Provisioned:
+        # Templates that break a rule (placement, seed 003's GPU work rule) are refused
+        # before the pool records the deployment: nothing is held, nothing is created.
+        self.inner.render(provision_id, request)
         admit_deployment(self.app, self.inner.pool.pool_id, provision_id)
         return self.inner.provision(provision_id, request)
 

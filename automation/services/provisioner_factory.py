@@ -125,5 +125,5 @@ def _build(app: App, provisioner_set: ProvisionerSet, name: str,
     where = find_pool_placement(app, entry.spec.node_pool, entry.spec.cluster,
                                 field=f"{SET_ENV}.{name}.spec.node_pool")
     target = PoolTarget(where.pool_id, pool_namespace(where.pool_id), where.kubeconfig_path,
-                        where.kube_context)
+                        where.kube_context, gpus=where.gpus)
     return AdmittedNodePool(app, NodePoolProvisioner(name, entry.spec, target, base_dir))

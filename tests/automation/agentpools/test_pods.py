@@ -171,7 +171,74 @@ def test_a_gpu_template_on_our_gpu_node_pool_gets_the_nvidia_runtime_and_selecto
 def test_a_gpu_request_on_a_cpu_node_pool_is_refused() -> None:
     with pytest.raises(InvalidInput, match="'cpu-big' is a CPU node pool") as err:
         render_pod(pool("gpu-pool.yaml", nodePool="cpu-big"), node_pool=NodePoolRef("np_2"))
-    assert err.value.value == "nvidia.com/gpu"
+    assert err.value.field == ("spec.template.spec.containers[0].resources.limits."
+                               "nvidia.com/gpu")
+    assert err.value.value == 1
+    assert "work on a CPU node pool must request none" in err.value.rule
+
+
+def _gpu_template(limits: Any, requests: Any = None) -> dict[str, Any]:
+    src = pool("gpu-pool.yaml", nodePool="gpu-a10")
+    spec = src["spec"]["template"]["spec"]
+    spec.pop("runtimeClassName", None)
+    spec.pop("nodeSelector", None)
+    spec["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": limits},
+        "requests": {"nvidia.com/gpu": limits if requests is None else requests}}
+    return src
+
+
+@pytest.mark.parametrize("amount", ["0.5", "500m", 0.5, "1.5", "half"])
+def test_a_fractional_gpu_request_on_a_gpu_node_pool_is_refused(amount: Any) -> None:
+    with pytest.raises(InvalidInput, match=r"whole nvidia\.com/gpu devices") as err:
+        render_pod(_gpu_template(amount), node_pool=NodePoolRef("np_1", gpus=4))
+    assert err.value.field.startswith("spec.template.spec.containers[0].resources.")
+    assert err.value.value == amount
+
+
+def test_gpu_requests_must_equal_limits() -> None:
+    with pytest.raises(InvalidInput, match="requests == limits") as err:
+        render_pod(_gpu_template(2, requests=1), node_pool=NodePoolRef("np_1", gpus=4))
+    assert err.value.field == ("spec.template.spec.containers[0].resources.requests."
+                               "nvidia.com/gpu")
+    src = _gpu_template(1)
+    del src["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    with pytest.raises(InvalidInput, match=r"must be set equal to resources\.requests"):
+        render_pod(src, node_pool=NodePoolRef("np_1", gpus=4))
+
+
+def test_more_gpus_than_one_node_advertises_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="no more than one Node advertises") as err:
+        render_pod(_gpu_template(8), node_pool=NodePoolRef("np_1", gpus=4))
+    assert err.value.value == 8
+    # The larger of the biggest init container and the regular containers' total counts.
+    src = _gpu_template(1)
+    src["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": "warm", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 2}}}]
+    pod = render_pod(src, node_pool=NodePoolRef("np_1", gpus=2))
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
+    with pytest.raises(InvalidInput, match="no more than one Node advertises") as err:
+        render_pod(src, node_pool=NodePoolRef("np_1", gpus=1))
+    assert err.value.field == ("spec.template.spec.initContainers[0].resources.limits."
+                               "nvidia.com/gpu")
+
+
+def test_another_runtime_class_on_a_gpu_node_pool_is_refused() -> None:
+    src = _gpu_template(1)
+    src["spec"]["template"]["spec"]["runtimeClassName"] = "runc"
+    with pytest.raises(InvalidInput, match="nvidia RuntimeClass") as err:
+        render_pod(src, node_pool=NodePoolRef("np_1", gpus=1))
+    assert (err.value.field, err.value.value) == ("spec.template.spec.runtimeClassName", "runc")
+
+
+def test_work_without_gpus_on_a_gpu_node_pool_is_refused() -> None:
+    with pytest.raises(InvalidInput, match=r"whole nvidia\.com/gpu devices"):
+        render_pod(pool(nodePool="gpu-a10"), node_pool=NodePoolRef("np_1", gpus=1))
+
+
+def test_a_fractional_gpu_on_a_cpu_node_pool_is_refused() -> None:
+    with pytest.raises(InvalidInput):
+        render_pod(_gpu_template("500m"), node_pool=NodePoolRef("np_2"))
 
 
 def test_the_broker_address_is_given_and_no_configmap_is_needed() -> None:

@@ -327,6 +327,34 @@ def test_template_errors_and_missing_node_pools_create_nothing() -> None:
         == {"np_77"}
 
 
+@pytest.mark.parametrize("gpus, edit, words", [
+    (4, {"limits": "500m", "requests": "500m"}, "whole nvidia.com/gpu devices"),
+    (4, {"limits": 2, "requests": 1}, "requests == limits"),
+    (1, {"runtimeClassName": "runc"}, "must run under the nvidia RuntimeClass"),
+    (0, {}, "work on a CPU node pool must request none"),
+])
+def test_gpu_work_rule_breaches_on_a_node_pool_create_nothing(
+        gpus: int, edit: dict[str, Any], words: str) -> None:
+    """Seed 003's GPU work rule for AgentPools with spec.nodePool: the pass stops at
+    TemplateInvalid with the seed's words before any Secret or Pod is made."""
+    body = pool_body("gpu-pool.yaml")
+    body["spec"]["nodePool"] = "gpus"
+    spec = body["spec"]["template"]["spec"]
+    spec.pop("runtimeClassName", None)
+    spec.pop("nodeSelector", None)
+    resources = spec["containers"][0]["resources"]
+    for part in ("limits", "requests"):
+        if part in edit:
+            resources.setdefault(part, {})["nvidia.com/gpu"] = edit[part]
+    if "runtimeClassName" in edit:
+        spec["runtimeClassName"] = edit["runtimeClassName"]
+    api = FakeApi()
+    out = Reconciler(api=api, state=FakeState(), clock=ManualClock(NOW),
+                     node_pool_id=lambda name: NodePoolRef("np_9", gpus=gpus)).reconcile(body)
+    assert out.reason == "TemplateInvalid" and words in out.message
+    assert api.pods == {} and api.secrets == {}
+
+
 def test_registered_idle_agents_decay_and_busy_ones_stay() -> None:
     api = FakeApi()
     body = pool_body("shell-pool.yaml", minReplicas=0, minIdle=1, maxIdle=1,

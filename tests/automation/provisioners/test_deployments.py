@@ -189,7 +189,13 @@ def test_a_cluster_that_cannot_be_reached_is_a_domain_error_and_nothing_moves(
     assert err.value.code == "PROVISIONER_UNAVAILABLE" and "'k'" in err.value.message
     kept = deps.get_deployment(app, "api")
     assert (kept.state, kept.provisioner, kept.move) == ("running", "a", None)
-    assert "no-such-kubeconfig" in (kept.last_error or "")
+    # Shown redacted (issue 23: no kubeconfig path in what users see); the ledger keeps it.
+    assert "cannot load kubeconfig <file>" in (kept.last_error or "")
+    assert "no-such-kubeconfig" not in (kept.last_error or "")
+    with app.ledger.read() as conn:
+        stored = conn.execute(schema.deployments.select().where(
+            schema.deployments.c.id == kept.id)).mappings().one()["last_error"]
+    assert "no-such-kubeconfig" in stored
     assert held(app) == [(d.provision_id, "a")]
 
 

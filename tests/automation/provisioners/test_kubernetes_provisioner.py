@@ -492,6 +492,106 @@ def test_nodepool_refuses_a_template_reaching_another_pool(
     assert get(plane, "namespace", f"anycloud-{pool_id}") is None  # nothing applied
 
 
+def _gpu_template(templates: Path, gpus: str, runtime: str | None = None) -> None:
+    """The shipped Deployment (no claim) asking ``gpus`` nvidia.com/gpu (limits == requests),
+    under ``runtime`` when given."""
+    path = templates / "templates/deployment.yaml"
+    shutil.copy(REPO / "k8s/runtime-templates/deployment.yaml", path)
+    _without_volume(templates)
+    text = path.read_text().replace(
+        'limits: {memory: "{{ resources.memory }}"}',
+        f'limits: {{memory: "{{{{ resources.memory }}}}", nvidia.com/gpu: "{gpus}"}}').replace(
+        'requests: {cpu: "{{ resources.cpu }}", memory: "{{ resources.memory }}"}',
+        'requests: {cpu: "{{ resources.cpu }}", memory: "{{ resources.memory }}", '
+        f'nvidia.com/gpu: "{gpus}"}}')
+    if runtime is not None:
+        at = text.index("      containers:")
+        text = text[:at] + f"      runtimeClassName: {runtime}\n" + text[at:]
+    path.write_text(text)
+
+
+def _offline_pool(templates: Path, gpus: int) -> NodePoolProvisioner:
+    spec = NodePoolSpec(timeout_seconds=5, data_dir="/data", image=IMAGE,
+                        host="http://np-*.localhost", node_pool="np-g",
+                        template_paths=_paths(pvc=None, http_ingress=None, grpc_ingress=None))
+    target = PoolTarget(pool_id="np-g", namespace="anycloud-np-g",
+                        kubeconfig_path="/nonexistent/kubeconfig", gpus=gpus)
+    return NodePoolProvisioner("pool", spec, target, templates)
+
+
+def _deployment_spec(objects: list[Any]) -> dict[str, Any]:
+    [deployment] = [o for o in objects if o.kind == "Deployment"]
+    return deployment.body["spec"]["template"]["spec"]
+
+
+def test_nodepool_on_a_gpu_pool_runs_gpu_work_under_the_nvidia_runtime(
+        templates: Path) -> None:
+    _gpu_template(templates, "2")
+    spec = _deployment_spec(_offline_pool(templates, gpus=4).render("np-g1",
+                                                                     ProvisionRequest()))
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["nodeSelector"] == {"anycloud.sh/node-pool": "np-g",
+                                    "anycloud.sh/accelerator": "nvidia"}
+    # A template that names the nvidia runtime itself is the same.
+    _gpu_template(templates, "1", runtime="nvidia")
+    spec = _deployment_spec(_offline_pool(templates, gpus=1).render("np-g1",
+                                                                     ProvisionRequest()))
+    assert spec["runtimeClassName"] == "nvidia"
+
+
+@pytest.mark.parametrize("gpus", ["0.5", "500m", "1.5"])
+def test_nodepool_refuses_a_fractional_gpu(templates: Path, gpus: str) -> None:
+    _gpu_template(templates, gpus)
+    with pytest.raises(InvalidInput, match=r"whole nvidia\.com/gpu devices") as err:
+        _offline_pool(templates, gpus=4).render("np-g1", ProvisionRequest())
+    assert err.value.field == ("pool.spec.template_paths.deployment spec.template.spec."
+                               "containers[0].resources.limits.nvidia.com/gpu")
+    assert err.value.value == gpus
+
+
+def test_nodepool_refuses_another_runtime_class_on_a_gpu_pool(templates: Path) -> None:
+    _gpu_template(templates, "1", runtime="runc")
+    with pytest.raises(InvalidInput, match="must run under the nvidia RuntimeClass") as err:
+        _offline_pool(templates, gpus=1).render("np-g1", ProvisionRequest())
+    assert err.value.field == ("pool.spec.template_paths.deployment spec.template.spec."
+                               "runtimeClassName")
+    assert err.value.value == "runc"
+
+
+def test_nodepool_refuses_gpu_work_on_a_cpu_pool_and_more_than_one_node_has(
+        templates: Path) -> None:
+    _gpu_template(templates, "1")
+    with pytest.raises(InvalidInput, match="work on a CPU node pool must request none"):
+        _offline_pool(templates, gpus=0).render("np-g1", ProvisionRequest())
+    _gpu_template(templates, "8")
+    with pytest.raises(InvalidInput, match="no more than one Node advertises"):
+        _offline_pool(templates, gpus=4).render("np-g1", ProvisionRequest())
+    # CPU work on a CPU pool: no runtime class, no accelerator selector.
+    shutil.copy(REPO / "k8s/runtime-templates/deployment.yaml",
+                templates / "templates/deployment.yaml")
+    _without_volume(templates)
+    spec = _deployment_spec(_offline_pool(templates, gpus=0).render("np-g1",
+                                                                     ProvisionRequest()))
+    assert "runtimeClassName" not in spec
+    assert spec["nodeSelector"] == {"anycloud.sh/node-pool": "np-g"}
+
+
+@pytest.mark.kube
+def test_nodepool_refuses_a_gpu_request_on_a_cpu_pool_before_creating_anything(
+        plane: ControlPlane, templates: Path, pools: tuple[str, str]) -> None:
+    pool_id, _ = pools
+    _gpu_template(templates, "1")
+    p = _pool_provisioner(plane, templates, pool_id)  # gpus=0: a CPU pool
+    try:
+        with pytest.raises(InvalidInput, match="CPU node pool"):
+            p.preflight("np-c1", ProvisionRequest())
+        with pytest.raises(InvalidInput, match="CPU node pool"):
+            p.provision("np-c1", ProvisionRequest())
+    finally:
+        p.close()
+    assert get(plane, "namespace", f"anycloud-{pool_id}") is None  # nothing applied
+
+
 @pytest.mark.kube
 @pytest.mark.slow
 def test_a_deleted_pools_node_leaves_the_pod_pending(

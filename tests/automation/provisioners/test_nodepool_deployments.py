@@ -16,7 +16,7 @@ import pytest
 from automation.app import App
 from automation.clock import ManualClock
 from automation.devcluster.control_plane import ControlPlane
-from automation.errors import Conflict
+from automation.errors import Conflict, InvalidInput
 from automation.ledger import open_ledger
 from automation.models import NodePool, PoolState
 from automation.provisioners.base import ProvisionRequest
@@ -134,3 +134,60 @@ def test_a_move_off_the_pool_removes_its_objects_and_keeps_the_id(
         "shared", dep.provision_id, "https://rt1.example", None)
     assert objects(control_plane, f"anycloud-{pool.id}", dep.provision_id) == []
     assert node_pools.delete_node_pool(app, pool.name).state is PoolState.DELETING
+
+
+def _ask_gpus(pset_dir: Path, gpus: str) -> None:
+    path = pset_dir / "templates/deployment.yaml"
+    text = path.read_text().replace(
+        'limits: {memory: "{{ resources.memory }}"}',
+        f'limits: {{memory: "{{{{ resources.memory }}}}", nvidia.com/gpu: "{gpus}"}}')
+    assert "nvidia.com/gpu" in text
+    path.write_text(text)
+
+
+def test_a_gpu_request_on_a_cpu_pool_is_refused_and_nothing_is_created_or_held(
+        world: tuple[App, NodePool], control_plane: ControlPlane, tmp_path: Path) -> None:
+    """Seed 003: work on a CPU node pool must request no nvidia.com/gpu. Refused before the
+    pool records the deployment: no namespace, no object, the pool free to delete."""
+    app, pool = world
+    pset = the_set(tmp_path, pool.name)
+    _ask_gpus(tmp_path, "1")
+    dep = deps.create_deployment(app, "train", "web")
+    with provisioners(app, pset, tmp_path) as built, pytest.raises(InvalidInput) as err:
+        deps.start_deployment(app, "train", pset, built, SMALL)
+    assert "work on a CPU node pool must request none" in err.value.message
+    assert err.value.field is not None and err.value.field.endswith(
+        "containers[0].resources.limits.nvidia.com/gpu")
+    assert objects(control_plane, f"anycloud-{pool.id}", dep.provision_id) == []
+    assert control_plane.kubectl("get", "namespace", f"anycloud-{pool.id}",
+                                 "--ignore-not-found").stdout.strip() == ""
+    after = deps.get_deployment(app, "train")
+    assert (after.state, after.node_pool_id, after.provisioner) == ("stopped", None, None)
+    assert after.last_error and "CPU node pool" in after.last_error
+    assert node_pools.delete_node_pool(app, pool.name).state is PoolState.DELETING
+
+
+def test_a_fractional_gpu_is_refused_on_a_gpu_pool_and_a_whole_one_gets_the_nvidia_runtime(
+        world: tuple[App, NodePool], tmp_path: Path) -> None:
+    app, _ = world
+    gpu = node_pools.create_node_pool(app, node_pools.CreateNodePool(
+        name=f"g5{secrets.token_hex(2)}", credentials="team-aws", region="us-east-1",
+        zone="us-east-1a", vm_type="g5.xlarge", min_vms=1, max_vms=1))
+    assert node_pools.find_pool_placement(app, gpu.name, None, "f").gpus == 1
+    pset = the_set(tmp_path, gpu.name)
+    _ask_gpus(tmp_path, "500m")
+    deps.create_deployment(app, "half", "web")
+    with provisioners(app, pset, tmp_path) as built:
+        with pytest.raises(InvalidInput, match=r"whole nvidia\.com/gpu devices"):
+            deps.start_deployment(app, "half", pset, built, SMALL)
+        assert deps.get_deployment(app, "half").node_pool_id is None
+        path = tmp_path / "templates/deployment.yaml"
+        path.write_text(path.read_text().replace('nvidia.com/gpu: "500m"',
+                                                 'nvidia.com/gpu: "1"'))
+        # Guarded -> AdmittedNodePool -> NodePoolProvisioner: what it would apply.
+        inner = built("pool").inner.inner  # type: ignore[attr-defined]
+        [deployment] = [o for o in inner.render("rt-g1", SMALL) if o.kind == "Deployment"]
+    pod = deployment.body["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["nodeSelector"] == {"anycloud.sh/node-pool": gpu.id,
+                                   "anycloud.sh/accelerator": "nvidia"}
