@@ -1,0 +1,130 @@
+"""The mass-failure brake: stop replacing and buying VMs for a cluster when many of its VMs
+fail at once (the cause is then the cluster or the network, not the VMs).
+
+Pure, like ``decide``: no I/O, no clock. The reconciler computes it once per pass per
+cluster from the pass's ledger snapshot, and ``node-pool status`` from the same ledger rows.
+
+Definitions (the notions and timeouts are ``decide``'s, none new):
+
+- A **live VM** is an attempt in pending, creating or running of a pool that is not being
+  deleted. A cluster's VMs are the live VMs of all of its pools.
+- A live VM is **failing** when its Node, as the reconciler last recorded it, is NotReady
+  (``node_state == "NotReady"``), or when it has no Node ``NODE_APPEAR_TIMEOUT`` (10 minutes)
+  after the provider confirmed the VM (never joined). It fails *since* its Node's
+  ``not_ready_since`` or since ``vm_created_at + NODE_APPEAR_TIMEOUT``. Every other live VM
+  (starting, Ready, waiting for GPUs) is healthy. Failures count in the same window: the
+  VMs failing at the time of the pass, whatever made each one fail.
+- A cluster is **braked** when ``failing >= min_failing`` (default 3) **and**
+  ``failing / total > fraction`` (default 0.40): exactly 40 % is not braked.
+  ANYCLOUD_BRAKE_MIN and ANYCLOUD_BRAKE_FRACTION (``automation.settings.BrakeLimits``).
+- In a braked cluster, a pool with at least one failing VM of its own is **held**
+  (``Held: cluster-wide failure — <evidence>``): ``decide`` releases nothing for
+  replacement and buys nothing for it (no replacements, no scale-up); scale-down, deletion,
+  token drops, labels and ingress go on. A pool whose own VMs are all healthy is never held.
+  The brake lifts by itself: the first pass that finds the cluster under the threshold (its
+  Nodes recovered) decides normally.
+
+**The cap.** ``cap(total)`` is the most failing VMs a cluster of ``total`` VMs can have
+without being braked: ``max(f <= total : not braked(f, total))``, i.e.
+``max(min_failing - 1, floor(fraction * total))`` capped at ``total``. ``decide`` replaces
+only failing VMs, so while a cluster is not braked the replacements started in one pass
+across its pools never exceed ``cap(total)``; once braked, they are zero (held pools replace
+nothing, the others have nothing failing). A burst of failures can never buy more than the
+cap at once.
+
+The brake reads the Node states recorded by the previous pass (a Node that turns NotReady
+is counted from the next pass on; replacing one takes 15 minutes of NotReady, so the brake
+is always ahead of it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from automation.reconciler.decide import NODE_APPEAR_TIMEOUT
+from automation.settings import BrakeLimits
+
+HELD_REASON = "cluster-wide failure"
+_LIVE = frozenset(("pending", "creating", "running"))
+
+
+@dataclass(frozen=True)
+class VmHealth:
+    """One live VM of a cluster as the brake sees it."""
+
+    pool_id: str
+    failing_since: datetime | None = None  # None: healthy
+
+
+def failing_since(state: str, node_state: str | None, not_ready_since: datetime | None,
+                  vm_created_at: datetime | None, now: datetime) -> datetime | None:
+    """When a VM started failing (NotReady, or no Node after its join window), or None
+    when it is healthy or not live."""
+    if state not in _LIVE:
+        return None
+    if node_state == "NotReady":
+        return not_ready_since or now
+    if node_state is None and vm_created_at is not None:
+        due = vm_created_at + NODE_APPEAR_TIMEOUT
+        if now >= due:
+            return due
+    return None
+
+
+def braked(failing: int, total: int, limits: BrakeLimits) -> bool:
+    return failing >= limits.min_failing and failing > limits.fraction * total
+
+
+def cap(total: int, limits: BrakeLimits) -> int:
+    """The most failing VMs (so replacements in one pass) a cluster of ``total`` VMs may
+    have without being braked."""
+    return max((f for f in range(total + 1) if not braked(f, total, limits)), default=0)
+
+
+@dataclass(frozen=True)
+class Brake:
+    """A braked cluster: its tally and the pools held."""
+
+    cluster_id: str
+    failing: int
+    total: int
+    pools: int  # pools with live VMs in the cluster
+    since: datetime  # the earliest failure counted
+    held_pools: frozenset[str]  # the pools with failing VMs of their own
+
+    @property
+    def evidence(self) -> str:
+        return (f"{self.failing} of {self.total} VMs across {self.pools} "
+                f"pool{'s' if self.pools != 1 else ''} NotReady or never joined; since "
+                f"{self.since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}")
+
+    def held(self, pool_id: str) -> str | None:
+        """The hold ``decide`` gets for a pool (``PoolView.held``), None when not held."""
+        return self.evidence if pool_id in self.held_pools else None
+
+
+def evaluate(clusters: Mapping[str, Iterable[VmHealth]],
+             limits: BrakeLimits) -> dict[str, Brake]:
+    """The braked clusters (cluster id → Brake) among ``clusters`` (cluster id → its live
+    VMs); a cluster missing from the answer is not braked."""
+    out: dict[str, Brake] = {}
+    for cluster_id, vms in clusters.items():
+        total = failing = 0
+        pools: set[str] = set()
+        sick: set[str] = set()
+        since: datetime | None = None
+        for vm in vms:
+            total += 1
+            pools.add(vm.pool_id)
+            at = vm.failing_since
+            if at is not None:
+                failing += 1
+                sick.add(vm.pool_id)
+                if since is None or at < since:
+                    since = at
+        if since is not None and braked(failing, total, limits):
+            out[cluster_id] = Brake(cluster_id, failing, total, len(pools), since,
+                                    frozenset(sick))
+    return out
