@@ -278,6 +278,16 @@ class CostReport(CamelModel):
     simulated_vm_hours: float
 
 
+class PoolHold(_CamelView):
+    """A node pool held by the mass-failure brake (``automation.reconciler.brake``): too
+    many of its cluster's VMs are NotReady or never joined, so none of its VMs is replaced
+    and none bought until the cluster's Nodes recover."""
+
+    reason: str  # "cluster-wide failure"
+    evidence: str  # "7 of 12 VMs across 3 pools NotReady or never joined; since …"
+    since: datetime  # the earliest failure counted
+
+
 class NodePoolStatus(CamelModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 
@@ -305,6 +315,8 @@ class NodePoolStatus(CamelModel):
     # Who runs the pool's live VMs: "mock" when the mock engine does (simulated: nothing was
     # bought, nothing is billed), "pulumi" for the real engine, None before any VM.
     engine: Literal["pulumi", "mock"] | None = None
+    # Held by the mass-failure brake, with its evidence; None when not held.
+    held: PoolHold | None = None
     created_at: datetime
     updated_at: datetime
 

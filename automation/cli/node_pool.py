@@ -108,6 +108,8 @@ def _show(p: NodePoolStatus) -> None:
         ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
          else _running_cost(p)),
     ])
+    if p.held is not None:
+        click.echo(f"Held: {p.held.reason} — {p.held.evidence}")
     if p.hosts_service:
         # Plain lines, not table cells: the seed's wording, greppable and never wrapped.
         for line in _ingress_lines(p):

@@ -8,12 +8,14 @@ Definitions (the notions and timeouts are ``decide``'s, none new):
 
 - A **live VM** is an attempt in pending, creating or running of a pool that is not being
   deleted. A cluster's VMs are the live VMs of all of its pools.
-- A live VM is **failing** when its Node, as the reconciler last recorded it, is NotReady
-  (``node_state == "NotReady"``), or when it has no Node ``NODE_APPEAR_TIMEOUT`` (10 minutes)
-  after the provider confirmed the VM (never joined). It fails *since* its Node's
-  ``not_ready_since`` or since ``vm_created_at + NODE_APPEAR_TIMEOUT``. Every other live VM
-  (starting, Ready, waiting for GPUs) is healthy. Failures count in the same window: the
-  VMs failing at the time of the pass, whatever made each one fail.
+- A live VM is **failing** when ``decide`` would replace it: its Node, as the reconciler
+  last recorded it, has been NotReady for ``NOT_READY_TIMEOUT`` (15 minutes, from
+  ``not_ready_since``), or it has no Node ``NODE_APPEAR_TIMEOUT`` (10 minutes) after the
+  provider confirmed the VM (never joined). It fails *since* its Node went NotReady, or
+  since ``vm_created_at + NODE_APPEAR_TIMEOUT``. Every other live VM (starting, a Node
+  NotReady for less than 15 minutes as every Node is right after joining, Ready, waiting
+  for GPUs) is healthy. Failures count in the same window: the VMs failing at the time of
+  the pass, whatever made each one fail.
 - A cluster is **braked** when ``failing >= min_failing`` (default 3) **and**
   ``failing / total > fraction`` (default 0.40): exactly 40 % is not braked.
   ANYCLOUD_BRAKE_MIN and ANYCLOUD_BRAKE_FRACTION (``automation.settings.BrakeLimits``).
@@ -32,9 +34,10 @@ across its pools never exceed ``cap(total)``; once braked, they are zero (held p
 nothing, the others have nothing failing). A burst of failures can never buy more than the
 cap at once.
 
-The brake reads the Node states recorded by the previous pass (a Node that turns NotReady
-is counted from the next pass on; replacing one takes 15 minutes of NotReady, so the brake
-is always ahead of it).
+The reconciler evaluates the brake at the start of its pass, over the Node states the
+previous passes recorded (``not_ready_since``): exactly what ``decide`` replaces on. The
+one gap: a VM crossing its 10 or 15 minutes between the pass's start and its pool's turn
+in that same pass is replaced without being counted (it is counted from the next pass).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from automation.reconciler.decide import NODE_APPEAR_TIMEOUT
+from automation.reconciler.decide import NODE_APPEAR_TIMEOUT, NOT_READY_TIMEOUT
 from automation.settings import BrakeLimits
 
 HELD_REASON = "cluster-wide failure"
@@ -60,12 +63,14 @@ class VmHealth:
 
 def failing_since(state: str, node_state: str | None, not_ready_since: datetime | None,
                   vm_created_at: datetime | None, now: datetime) -> datetime | None:
-    """When a VM started failing (NotReady, or no Node after its join window), or None
-    when it is healthy or not live."""
+    """When a VM started failing (NotReady for 15 minutes, or no Node after its join
+    window), or None when it is healthy or not live."""
     if state not in _LIVE:
         return None
     if node_state == "NotReady":
-        return not_ready_since or now
+        if not_ready_since is not None and now - not_ready_since >= NOT_READY_TIMEOUT:
+            return not_ready_since
+        return None
     if node_state is None and vm_created_at is not None:
         due = vm_created_at + NODE_APPEAR_TIMEOUT
         if now >= due:
