@@ -53,12 +53,18 @@ HELD_REASON = "cluster-wide failure"
 _LIVE = frozenset(("pending", "creating", "running"))
 
 
+# One VM as the brake reads it: (attempt state, node_state, not_ready_since, vm_created_at).
+VmFacts = tuple[str, str | None, datetime | None, datetime | None]
+
+
 @dataclass(frozen=True)
-class VmHealth:
-    """One live VM of a cluster as the brake sees it."""
+class PoolHealth:
+    """One pool's tally: its live VMs, how many fail, the earliest failure."""
 
     pool_id: str
-    failing_since: datetime | None = None  # None: healthy
+    total: int
+    failing: int = 0
+    since: datetime | None = None
 
 
 def failing_since(state: str, node_state: str | None, not_ready_since: datetime | None,
@@ -78,6 +84,32 @@ def failing_since(state: str, node_state: str | None, not_ready_since: datetime 
     return None
 
 
+def pool_health(pool_id: str, vms: Iterable[VmFacts], now: datetime) -> PoolHealth:
+    """A pool's tally: ``failing_since`` over its VMs, inlined (cut-offs computed once: this
+    runs over every VM of every pool each pass)."""
+    ready_cut, join_cut = now - NOT_READY_TIMEOUT, now - NODE_APPEAR_TIMEOUT
+    total = failing = 0
+    since: datetime | None = None
+    for state, node_state, not_ready_since, created in vms:
+        if state not in _LIVE:
+            continue
+        total += 1
+        if node_state == "Ready":
+            continue
+        if node_state == "NotReady":
+            if not_ready_since is None or not_ready_since > ready_cut:
+                continue
+            at = not_ready_since
+        elif node_state is None and created is not None and created <= join_cut:
+            at = created + NODE_APPEAR_TIMEOUT
+        else:
+            continue
+        failing += 1
+        if since is None or at < since:
+            since = at
+    return PoolHealth(pool_id, total, failing, since)
+
+
 def braked(failing: int, total: int, limits: BrakeLimits) -> bool:
     return failing >= limits.min_failing and failing > limits.fraction * total
 
@@ -88,9 +120,14 @@ def cap(total: int, limits: BrakeLimits) -> int:
     return max((f for f in range(total + 1) if not braked(f, total, limits)), default=0)
 
 
+def describe(failing: int, total: int, pools: int, since: datetime) -> str:
+    return (f"{failing} of {total} VMs across {pools} pool{'s' if pools != 1 else ''} "
+            f"NotReady or never joined; since {since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}")
+
+
 @dataclass(frozen=True)
 class Brake:
-    """A braked cluster: its tally and the pools held."""
+    """A braked cluster: its tally, the evidence shown, and the pools held."""
 
     cluster_id: str
     failing: int
@@ -98,38 +135,33 @@ class Brake:
     pools: int  # pools with live VMs in the cluster
     since: datetime  # the earliest failure counted
     held_pools: frozenset[str]  # the pools with failing VMs of their own
-
-    @property
-    def evidence(self) -> str:
-        return (f"{self.failing} of {self.total} VMs across {self.pools} "
-                f"pool{'s' if self.pools != 1 else ''} NotReady or never joined; since "
-                f"{self.since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}")
+    evidence: str
 
     def held(self, pool_id: str) -> str | None:
         """The hold ``decide`` gets for a pool (``PoolView.held``), None when not held."""
         return self.evidence if pool_id in self.held_pools else None
 
 
-def evaluate(clusters: Mapping[str, Iterable[VmHealth]],
+def evaluate(clusters: Mapping[str, Iterable[PoolHealth]],
              limits: BrakeLimits) -> dict[str, Brake]:
-    """The braked clusters (cluster id → Brake) among ``clusters`` (cluster id → its live
-    VMs); a cluster missing from the answer is not braked."""
+    """The braked clusters (cluster id → Brake) among ``clusters`` (cluster id → the
+    tallies of its pools); a cluster missing from the answer is not braked."""
     out: dict[str, Brake] = {}
-    for cluster_id, vms in clusters.items():
-        total = failing = 0
-        pools: set[str] = set()
-        sick: set[str] = set()
+    for cluster_id, tallies in clusters.items():
+        total = failing = pools = 0
+        sick: list[str] = []
         since: datetime | None = None
-        for vm in vms:
-            total += 1
-            pools.add(vm.pool_id)
-            at = vm.failing_since
-            if at is not None:
-                failing += 1
-                sick.add(vm.pool_id)
-                if since is None or at < since:
-                    since = at
+        for t in tallies:
+            if not t.total:
+                continue
+            total += t.total
+            pools += 1
+            if t.failing and t.since is not None:
+                failing += t.failing
+                sick.append(t.pool_id)
+                if since is None or t.since < since:
+                    since = t.since
         if since is not None and braked(failing, total, limits):
-            out[cluster_id] = Brake(cluster_id, failing, total, len(pools), since,
-                                    frozenset(sick))
+            out[cluster_id] = Brake(cluster_id, failing, total, pools, since,
+                                    frozenset(sick), describe(failing, total, pools, since))
     return out

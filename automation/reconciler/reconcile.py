@@ -197,15 +197,15 @@ class Reconciler:
             ref_rows = conn.execute(sa.select(workloads).where(
                 workloads.c.state.in_(["active", "terminated"]), only(workloads.c.pool_id)
             )).mappings().all()
-            brake_rows: list[tuple[str, RowMapping]] = []
+            brake_rows: list[RowMapping] = []
             if pool_id and pool_rows:
                 # One pool reconciled: the brake still counts every VM of its cluster.
-                brake_rows = [(r["cluster_id"], r) for r in conn.execute(
+                brake_rows = list(conn.execute(
                     sa.select(attempts_t, pools.c.cluster_id).join(
                         pools, pools.c.id == attempts_t.c.pool_id).where(
                         pools.c.cluster_id == pool_rows[0]["cluster_id"],
                         pools.c.state.in_(BRAKE_POOL_STATES),
-                        attempts_t.c.state.in_(d.LIVE))).mappings().all()]
+                        attempts_t.c.state.in_(d.LIVE))).mappings().all())
             if self._held is None:
                 self._held = self._load_held(conn)
         snap = Snapshot(list(pool_rows), {c["id"]: c for c in cluster_rows})
@@ -213,21 +213,29 @@ class Reconciler:
             snap.attempts.setdefault(a["pool_id"], []).append(a)
         for w in ref_rows:
             snap.refs.setdefault(w["pool_id"], []).append(w)
-        if not pool_id:
+        if pool_id:
+            cluster_of = {pool_rows[0]["id"]: pool_rows[0]["cluster_id"]} if pool_rows else {}
+            by_pool: dict[str, list[RowMapping]] = {}
+            for a in brake_rows:
+                cluster_of[a["pool_id"]] = a["cluster_id"]
+                by_pool.setdefault(a["pool_id"], []).append(a)
+        else:
             cluster_of = {p["id"]: p["cluster_id"] for p in pool_rows
                           if p["state"] in BRAKE_POOL_STATES}
-            brake_rows = [(cluster_of[a["pool_id"]], a) for a in attempt_rows
-                          if a["pool_id"] in cluster_of and a["state"] in d.LIVE]
-        snap.brakes = self._brakes(brake_rows)
+            by_pool = snap.attempts
+        snap.brakes = self._brakes(cluster_of, by_pool)
         return snap
 
-    def _brakes(self, rows: list[tuple[str, RowMapping]]) -> dict[str, b.Brake]:
-        """The pass's brake, once per cluster, from the rows already read."""
+    def _brakes(self, cluster_of: dict[str, str],
+                rows: dict[str, list[RowMapping]]) -> dict[str, b.Brake]:
+        """The pass's brake, once per cluster, from the rows already read (pool id → its
+        cluster, for the pools the brake counts; pool id → its attempt rows)."""
         now = self.app.clock.now()
-        clusters: dict[str, list[b.VmHealth]] = {}
-        for cluster_id, a in rows:
-            clusters.setdefault(cluster_id, []).append(b.VmHealth(a["pool_id"], b.failing_since(
-                a["state"], a["node_state"], a["not_ready_since"], a["vm_created_at"], now)))
+        clusters: dict[str, list[b.PoolHealth]] = {}
+        for pool_id, cluster_id in cluster_of.items():
+            clusters.setdefault(cluster_id, []).append(b.pool_health(pool_id, (
+                (a["state"], a["node_state"], a["not_ready_since"], a["vm_created_at"])
+                for a in rows.get(pool_id, ())), now))
         return b.evaluate(clusters, self.brake_limits)
 
     @staticmethod

@@ -97,12 +97,17 @@ def _holds(ledger: Ledger, cluster_ids: set[str] | None,
             return {}
         params = {f"c{i}": c for i, c in enumerate(sorted(cluster_ids))}
         clusters = f"AND p.cluster_id IN ({', '.join(f':{k}' for k in params)})"
-    by_cluster: dict[str, list[brake.VmHealth]] = {}
+    cluster_of: dict[str, str] = {}
+    by_pool: dict[str, list[brake.VmFacts]] = {}
     for r in ledger.query(_BRAKE_SQL.format(clusters=clusters), params):
-        by_cluster.setdefault(r["cluster_id"], []).append(brake.VmHealth(
-            r["pool_id"], brake.failing_since(
-                r["state"], r["node_state"], _maybe_utc(r["not_ready_since"]),
-                _maybe_utc(r["vm_created_at"]), now)))
+        cluster_of[r["pool_id"]] = r["cluster_id"]
+        by_pool.setdefault(r["pool_id"], []).append((
+            r["state"], r["node_state"], _maybe_utc(r["not_ready_since"]),
+            _maybe_utc(r["vm_created_at"])))
+    by_cluster: dict[str, list[brake.PoolHealth]] = {}
+    for pool_id, facts in by_pool.items():
+        by_cluster.setdefault(cluster_of[pool_id], []).append(
+            brake.pool_health(pool_id, facts, now))
     holds: dict[str, PoolHold] = {}
     for found in brake.evaluate(by_cluster, BrakeLimits.from_env()).values():
         hold = PoolHold(reason=brake.HELD_REASON, evidence=found.evidence, since=found.since)

@@ -35,9 +35,8 @@ M = timedelta(minutes=1)
 LIMITS = BrakeLimits()
 
 
-def vms(pool: str, healthy: int, failing: int, since: datetime = T0) -> list[b.VmHealth]:
-    return ([b.VmHealth(pool) for _ in range(healthy)]
-            + [b.VmHealth(pool, since) for _ in range(failing)])
+def vms(pool: str, healthy: int, failing: int, since: datetime = T0) -> list[b.PoolHealth]:
+    return [b.PoolHealth(pool, healthy + failing, failing, since if failing else None)]
 
 
 # --- the pure brake ------------------------------------------------------------------------
@@ -189,9 +188,15 @@ def test_property_never_holds_a_healthy_pool_and_never_exceeds_the_cap(
     now = T0 + 60 * M
     limits = BrakeLimits(fraction, least)
     world = _world(pools, now)
-    health = [b.VmHealth(view.id, b.failing_since(a.state, a.node_state, a.not_ready_since,
-                                                  a.vm_created_at, now))
-              for view, attempts, _ in world for a in attempts]
+    health = [b.pool_health(view.id, [(a.state, a.node_state, a.not_ready_since,
+                                        a.vm_created_at) for a in attempts], now)
+              for view, attempts, _ in world]
+    for tally, (_, attempts, _) in zip(health, world, strict=True):  # the same notion
+        sinces = [b.failing_since(a.state, a.node_state, a.not_ready_since, a.vm_created_at,
+                                  now) for a in attempts]
+        assert tally.failing == len([x for x in sinces if x is not None])
+        assert tally.since == min((x for x in sinces if x is not None), default=None)
+    total = sum(t.total for t in health)
     brake = b.evaluate({"c1": health}, limits).get("c1")
     replacements = 0
     for (view, attempts, nodes), patterns in zip(world, pools, strict=True):
@@ -203,7 +208,7 @@ def test_property_never_holds_a_healthy_pool_and_never_exceeds_the_cap(
         replacements += len([x for x in decision.of(NewAttempt) if x.replaces])
         if held:
             assert decision.of(NewAttempt) == []
-    assert replacements <= b.cap(len(health), limits)
+    assert replacements <= b.cap(total, limits)
     if brake is not None:
         assert replacements == 0
 
