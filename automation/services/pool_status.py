@@ -56,13 +56,17 @@ LEFT JOIN vm_attempts e ON e.id = p.ingress_entry_attempt_id
 """
 _LIVE = "p.state <> 'deleted'"
 # What the mass-failure brake counts: the live VMs of the pools not being deleted (the
-# reconciler's snapshot reads the same), of the clusters shown.
-_BRAKE_SQL = """
-SELECT a.pool_id, p.cluster_id, a.state, a.node_state, a.not_ready_since, a.vm_created_at
+# reconciler's snapshot reads the same), of the clusters shown. Every VM is counted, but
+# only those without a Ready Node are read one by one (the others cannot be failing).
+_BRAKE_FROM = """
 FROM vm_attempts a JOIN node_pools p ON p.id = a.pool_id
 WHERE a.state IN ('pending', 'creating', 'running')
   AND p.state IN ('pending', 'provisioning', 'ready', 'failed') {clusters}
 """
+_BRAKE_TOTALS_SQL = "SELECT a.pool_id, p.cluster_id, COUNT(*) AS total" + _BRAKE_FROM + (
+    "GROUP BY a.pool_id, p.cluster_id")
+_BRAKE_ROWS_SQL = ("SELECT a.pool_id, a.state, a.node_state, a.not_ready_since, a.vm_created_at"
+                   + _BRAKE_FROM + "AND (a.node_state IS NULL OR a.node_state = 'NotReady')")
 # A pool's id, or the live pools of that name (on several clusters, several).
 _REF_SQL = ("SELECT id FROM node_pools WHERE id = :ref UNION "
             "SELECT id FROM node_pools WHERE state <> 'deleted' AND name = :ref")
@@ -97,17 +101,18 @@ def _holds(ledger: Ledger, cluster_ids: set[str] | None,
             return {}
         params = {f"c{i}": c for i, c in enumerate(sorted(cluster_ids))}
         clusters = f"AND p.cluster_id IN ({', '.join(f':{k}' for k in params)})"
-    cluster_of: dict[str, str] = {}
     by_pool: dict[str, list[brake.VmFacts]] = {}
-    for r in ledger.query(_BRAKE_SQL.format(clusters=clusters), params):
-        cluster_of[r["pool_id"]] = r["cluster_id"]
+    for r in ledger.query(_BRAKE_ROWS_SQL.format(clusters=clusters), params):
         by_pool.setdefault(r["pool_id"], []).append((
             r["state"], r["node_state"], _maybe_utc(r["not_ready_since"]),
             _maybe_utc(r["vm_created_at"])))
+    if not by_pool:
+        return {}  # nothing failing: no cluster braked
     by_cluster: dict[str, list[brake.PoolHealth]] = {}
-    for pool_id, facts in by_pool.items():
-        by_cluster.setdefault(cluster_of[pool_id], []).append(
-            brake.pool_health(pool_id, facts, now))
+    for t in ledger.query(_BRAKE_TOTALS_SQL.format(clusters=clusters), params):
+        sick = brake.pool_health(t["pool_id"], by_pool.get(t["pool_id"], ()), now)
+        by_cluster.setdefault(t["cluster_id"], []).append(
+            brake.PoolHealth(t["pool_id"], t["total"], sick.failing, sick.since))
     holds: dict[str, PoolHold] = {}
     for found in brake.evaluate(by_cluster, BrakeLimits.from_env()).values():
         hold = PoolHold(reason=brake.HELD_REASON, evidence=found.evidence, since=found.since)

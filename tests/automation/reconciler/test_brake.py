@@ -293,6 +293,8 @@ def test_status_text_and_json_show_the_hold(rig: Rig) -> None:
     assert body["held"]["reason"] == "cluster-wide failure"
     assert body["held"]["evidence"].startswith("3 of 3 VMs across 1 pool NotReady")
     assert body["held"]["since"]
+    (listed,) = pool_status.list_node_pools(rig.app.ledger, now=rig.app.clock.now())
+    assert listed.held == s.held  # `node-pool list --json` carries the same hold
     out = CliRunner().invoke(click.command()(lambda: _show(s)))
     assert "Held: cluster-wide failure — 3 of 3 VMs across 1 pool NotReady" in out.output
     # A pool not held shows null and no Held line.
