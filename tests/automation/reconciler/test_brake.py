@@ -26,6 +26,7 @@ from automation.reconciler.decide import (
     decide,
     stack_digest,
 )
+from automation.reconciler.reconcile import Reconciler
 from automation.services import pool_status
 from automation.settings import BrakeLimits
 from tests.automation.reconciler.conftest import Rig
@@ -251,6 +252,12 @@ def test_many_nodes_notready_hold_the_pools_then_they_resume(rig: Rig) -> None:
         assert held.evidence.startswith("4 of 7 VMs across 3 pools NotReady or never joined")
     assert _status(rig, fine).held is None  # its own VMs are healthy
     assert sorted(e["subject_id"] for e in _events(rig, "pool_held")) == sorted([a, c])
+    # One pool reconciled alone, by a reconciler that starts afresh: the brake still counts
+    # the whole cluster, and the hold already recorded is not recorded again.
+    fresh = Reconciler(rig.app, rig.reconciler.ports)
+    outcome = fresh.reconcile_pool(c)  # alone: 1 of its 2 VMs failing, under the minimum
+    assert "NewAttempt" not in outcome.actions and "Release" not in outcome.actions
+    assert len(_events(rig, "pool_held")) == 2
     assert any("Held: cluster-wide failure — 4 of 7 VMs" in m for _, m in rig.log)
 
     for name in sick:  # the Nodes recover
