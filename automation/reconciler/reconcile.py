@@ -326,7 +326,8 @@ class Reconciler:
             return outcome
         port = self.ports.cluster_for(cluster)
         hold = snap.held(pool) if pool["state"] != "deleting" else None
-        self._note_hold(pool, hold, now)
+        if pool["state"] != "deleting":  # a pool being deleted neither holds nor resumes
+            self._note_hold(pool, hold, now)
         held = hold.evidence if hold is not None else None
         try:
             referenced = self._confirm_services(pool, snap.refs.get(pool_id, []), port, now)
