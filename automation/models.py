@@ -320,6 +320,16 @@ class DriftReport(CamelModel):
     seconds: float | None = None  # how long the check took
 
 
+class PoolHold(_CamelView):
+    """A node pool held by the mass-failure brake (``automation.reconciler.brake``): too
+    many of its cluster's VMs are NotReady or never joined, so none of its VMs is replaced
+    and none bought until the cluster's Nodes recover."""
+
+    reason: str  # "cluster-wide failure"
+    evidence: str  # "7 of 12 VMs across 3 pools NotReady or never joined; since …"
+    since: datetime  # the earliest failure counted
+
+
 class NodePoolStatus(CamelModel):
     """What ``node-pool status`` shows: no credentials, endpoints, Pods or Node objects."""
 
@@ -350,6 +360,8 @@ class NodePoolStatus(CamelModel):
     # The last drift check of the pool's stack (``node-pool status --check-drift`` or the
     # reconciler's periodic one, ANYCLOUD_DRIFT_INTERVAL); None when never checked.
     drift: DriftReport | None = None
+    # Held by the mass-failure brake, with its evidence; None when not held.
+    held: PoolHold | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -117,3 +117,43 @@ class Settings:
                                    "must be a number of seconds above 0") from None
         return Limits(per_credential=each, overall=total, fields=(each_field, total_field),
                       stack_timeout=timeout)
+
+
+# The mass-failure brake (automation.reconciler.brake): a cluster is braked when at least
+# ANYCLOUD_BRAKE_MIN of its VMs are failing and they are more than ANYCLOUD_BRAKE_FRACTION of
+# its VMs across its pools.
+DEFAULT_BRAKE_FRACTION = 0.40
+DEFAULT_BRAKE_MIN = 3
+
+
+@dataclass(frozen=True)
+class BrakeLimits:
+    fraction: float = DEFAULT_BRAKE_FRACTION  # braked above this share of failing VMs ...
+    min_failing: int = DEFAULT_BRAKE_MIN  # ... and at this many failing VMs or more
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fraction, bool) or not 0 <= self.fraction < 1:
+            raise InvalidInput("ANYCLOUD_BRAKE_FRACTION", self.fraction,
+                               "must be a number from 0 up to (not including) 1")
+        if (not isinstance(self.min_failing, int) or isinstance(self.min_failing, bool)
+                or self.min_failing < 1):
+            raise InvalidInput("ANYCLOUD_BRAKE_MIN", self.min_failing,
+                               "must be a whole number of at least 1")
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | os._Environ[str] | None = None) -> BrakeLimits:
+        """ANYCLOUD_BRAKE_FRACTION (default 0.40) and ANYCLOUD_BRAKE_MIN (default 3)."""
+        env = os.environ if env is None else env
+        raw_fraction = env.get("ANYCLOUD_BRAKE_FRACTION") or None
+        raw_min = env.get("ANYCLOUD_BRAKE_MIN") or None
+        try:
+            fraction = DEFAULT_BRAKE_FRACTION if raw_fraction is None else float(raw_fraction)
+        except ValueError:
+            raise InvalidInput("ANYCLOUD_BRAKE_FRACTION", raw_fraction,
+                               "must be a number from 0 up to (not including) 1") from None
+        try:
+            least = DEFAULT_BRAKE_MIN if raw_min is None else int(raw_min)
+        except ValueError:
+            raise InvalidInput("ANYCLOUD_BRAKE_MIN", raw_min,
+                               "must be a whole number of at least 1") from None
+        return cls(fraction=fraction, min_failing=least)

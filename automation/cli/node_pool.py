@@ -109,6 +109,8 @@ def _show(p: NodePoolStatus) -> None:
         ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
          else _running_cost(p)),
     ])
+    if p.held is not None:
+        click.echo(f"Held: {p.held.reason} — {p.held.evidence}")
     # Plain lines, not table cells: greppable and never wrapped. The seed's ingress lines
     # stay the last two.
     for line in drift_lines(p.drift):

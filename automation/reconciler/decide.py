@@ -62,6 +62,9 @@ class PoolView:
     # when not checked; a diagnostic fails the pool like an add-on failure.
     ingress_release: str | None = None
     ingress_diagnostic: str | None = None
+    # The mass-failure brake holds the pool (``brake``): its evidence, or None. Held, the
+    # pool releases nothing for replacement and buys nothing; everything else goes on.
+    held: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,7 +278,7 @@ def decide(
         if view != a:
             updated[a.id] = view
 
-    for a, reason in [] if parked else to_replace:
+    for a, reason in [] if parked or pool.held else to_replace:
         if streak >= MAX_REPLACEMENTS_IN_ROW:
             errors.append(
                 f"VM {a.id} needed a replacement ({reason}) after "
@@ -300,6 +303,9 @@ def decide(
             # no VM is bought beyond those replacements until the add-ons are fixed.
             actions = [x for x in actions
                        if not (isinstance(x, NewAttempt) and x.replaces is None)]
+        if pool.held:
+            # Held by the brake: no replacement was decided above, and no VM is bought.
+            actions = [x for x in actions if not isinstance(x, NewAttempt)]
         after = [updated.get(a.id, a) for a in attempts]
         if _has(actions, NewAttempt) or _has(actions, Release) or any(
             a.state in ("pending", "creating") for a in attempts

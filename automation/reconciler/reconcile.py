@@ -26,6 +26,7 @@ from automation.errors import AnycloudError
 from automation.kube.port import ClusterPort, ClusterUnavailable, pool_namespace, service_namespace
 from automation.ledger import schema
 from automation.ledger.records import record_event
+from automation.reconciler import brake as b
 from automation.reconciler import decide as d
 from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
@@ -33,13 +34,15 @@ from automation.reconciler.token_renewal import renewal_reason
 from automation.reconciler.workers import Serialized, WorkerRunner, is_throttling, run_turns
 from automation.redact import redact
 from automation.reports import write_crash_report
-from automation.settings import Limits
+from automation.settings import BrakeLimits, Limits
 from automation.stack_targets import pool_target, token_ttl_minutes
 
 pools, attempts_t, workloads = schema.node_pools, schema.vm_attempts, schema.workloads
 ACTIVE_STATES = ("pending", "provisioning", "ready", "failed", "deleting")
 # Attempts whose VM may exist: acting on them needs the engine that bought them.
 LIVE_ATTEMPT_STATES = ("pending", "creating", "running", "releasing")
+# The pools whose VMs the mass-failure brake counts (not those being deleted).
+BRAKE_POOL_STATES = ("pending", "provisioning", "ready", "failed")
 NOT_OWNED = "NAMESPACE_NOT_OWNED"  # the pool's namespace is someone else's: left in place
 Lookup = Literal["running", "absent", "uncertain"]
 
@@ -65,6 +68,13 @@ class Snapshot:
     clusters: dict[str, RowMapping]
     attempts: dict[str, list[RowMapping]] = field(default_factory=dict)
     refs: dict[str, list[RowMapping]] = field(default_factory=dict)
+    # The mass-failure brake: the braked clusters (cluster id → Brake), from these rows.
+    brakes: dict[str, b.Brake] = field(default_factory=dict)
+
+    def held(self, pool: RowMapping) -> b.Brake | None:
+        """The brake holding this pool, or None."""
+        found = self.brakes.get(pool["cluster_id"])
+        return found if found is not None and pool["id"] in found.held_pools else None
 
 
 @dataclass
@@ -88,11 +98,18 @@ _ERROR_KINDS = frozenset({"error", "provider", "pool", "ingress", "addons", "dri
 class Reconciler:
     def __init__(self, app: App, ports: Ports, leases: Leases | None = None,
                  report: Reporter | None = None, limits: Limits | None = None,
-                 drift_interval: float | None = None) -> None:
+                 drift_interval: float | None = None,
+                 brake: BrakeLimits | None = None) -> None:
         self.app, self.ports = app, ports
         # Seconds between a pool's drift checks (0: off); None: ANYCLOUD_DRIFT_INTERVAL or
         # the engine's default (``automation.settings``).
         self.drift_interval = drift_interval
+        # ANYCLOUD_BRAKE_FRACTION / ANYCLOUD_BRAKE_MIN unless given.
+        self.brake_limits = brake or BrakeLimits.from_env()
+        # Pools held by the brake as last recorded (pool_held / pool_resumed events): read
+        # from the ledger on the first pass, then kept here, so each hold and each resume is
+        # recorded once.
+        self._held: set[str] | None = None
         # None or overall 1: pools one after another in this process (deterministic).
         self.limits = limits
         self._concurrent_ports: Ports | None = None
@@ -185,12 +202,77 @@ class Reconciler:
             ref_rows = conn.execute(sa.select(workloads).where(
                 workloads.c.state.in_(["active", "terminated"]), only(workloads.c.pool_id)
             )).mappings().all()
+            brake_rows: list[RowMapping] = []
+            if pool_id and pool_rows:
+                # One pool reconciled: the brake still counts every VM of its cluster.
+                brake_rows = list(conn.execute(
+                    sa.select(attempts_t, pools.c.cluster_id).join(
+                        pools, pools.c.id == attempts_t.c.pool_id).where(
+                        pools.c.cluster_id == pool_rows[0]["cluster_id"],
+                        pools.c.state.in_(BRAKE_POOL_STATES),
+                        attempts_t.c.state.in_(d.LIVE))).mappings().all())
+            if self._held is None:
+                self._held = self._load_held(conn)
         snap = Snapshot(list(pool_rows), {c["id"]: c for c in cluster_rows})
         for a in attempt_rows:
             snap.attempts.setdefault(a["pool_id"], []).append(a)
         for w in ref_rows:
             snap.refs.setdefault(w["pool_id"], []).append(w)
+        if pool_id:
+            cluster_of = {pool_rows[0]["id"]: pool_rows[0]["cluster_id"]} if pool_rows else {}
+            by_pool: dict[str, list[RowMapping]] = {}
+            for a in brake_rows:
+                cluster_of[a["pool_id"]] = a["cluster_id"]
+                by_pool.setdefault(a["pool_id"], []).append(a)
+        else:
+            cluster_of = {p["id"]: p["cluster_id"] for p in pool_rows
+                          if p["state"] in BRAKE_POOL_STATES}
+            by_pool = snap.attempts
+        snap.brakes = self._brakes(cluster_of, by_pool)
         return snap
+
+    def _brakes(self, cluster_of: dict[str, str],
+                rows: dict[str, list[RowMapping]]) -> dict[str, b.Brake]:
+        """The pass's brake, once per cluster, from the rows already read (pool id → its
+        cluster, for the pools the brake counts; pool id → its attempt rows)."""
+        now = self.app.clock.now()
+        clusters: dict[str, list[b.PoolHealth]] = {}
+        for pool_id, cluster_id in cluster_of.items():
+            clusters.setdefault(cluster_id, []).append(b.pool_health(pool_id, (
+                (a["state"], a["node_state"], a["not_ready_since"], a["vm_created_at"])
+                for a in rows.get(pool_id, ())), now))
+        return b.evaluate(clusters, self.brake_limits)
+
+    @staticmethod
+    def _load_held(conn: Any) -> set[str]:
+        """The pools whose last brake event says held."""
+        ev = schema.events
+        last = sa.select(sa.func.max(ev.c.id)).where(
+            ev.c.subject_kind == "node_pool", ev.c.kind.in_(("pool_held", "pool_resumed"))
+        ).group_by(ev.c.subject_id)
+        return set(conn.execute(sa.select(ev.c.subject_id).where(
+            ev.c.id.in_(last), ev.c.kind == "pool_held")).scalars())
+
+    def _note_hold(self, pool: RowMapping, hold: b.Brake | None, now: datetime) -> None:
+        """Record (an event, a progress line) a pool becoming held or resuming, once."""
+        held = self._held if self._held is not None else set()
+        was = pool["id"] in held
+        if (hold is not None) == was:
+            return
+        if hold is not None:
+            kind, message = "pool_held", f"Held: {b.HELD_REASON} — {hold.evidence}"
+            data = {"reason": b.HELD_REASON, "evidence": hold.evidence,
+                    "since": hold.since.isoformat(), "failing": hold.failing,
+                    "total": hold.total}
+            held.add(pool["id"])
+        else:
+            kind, message = "pool_resumed", "resumed: the cluster-wide failure is over"
+            data = {}
+            held.discard(pool["id"])
+        self._held = held
+        with self.app.ledger.write() as conn:
+            self._event(conn, now, pool["id"], kind, message, data)
+        self.report("pool", f"{pool['name']}: {message}", {"pool": pool["id"], **data})
 
     def _load(self, pool_id: str) -> tuple[RowMapping, list[RowMapping]]:
         with self.app.ledger.read() as conn:
@@ -293,10 +375,14 @@ class Reconciler:
             outcome.skipped = "cluster's kubeconfig unreadable"
             return outcome
         port = self.ports.cluster_for(cluster)
+        hold = snap.held(pool) if pool["state"] != "deleting" else None
+        if pool["state"] != "deleting":  # a pool being deleted neither holds nor resumes
+            self._note_hold(pool, hold, now)
+        held = hold.evidence if hold is not None else None
         try:
             referenced = self._confirm_services(pool, snap.refs.get(pool_id, []), port, now)
             nodes = port.nodes_claiming(pool_id, {r["node_name"] for r in rows if r["node_name"]})
-            decision = self._decide(pool, cluster, rows, nodes, referenced, port, now)
+            decision = self._decide(pool, cluster, rows, nodes, referenced, port, now, held)
         except ClusterUnavailable as exc:
             self._store_error(pool, f"cluster unavailable: {exc}", now, outcome,
                               "CLUSTER_UNAVAILABLE")
@@ -313,7 +399,7 @@ class Reconciler:
             pool, rows = self._load(pool_id)
             if pool["state"] not in ACTIVE_STATES:
                 return outcome
-            decision = self._decide(pool, cluster, rows, nodes, referenced, port, now)
+            decision = self._decide(pool, cluster, rows, nodes, referenced, port, now, held)
             outcome.actions = [type(a).__name__ for a in decision.actions]
             with self.leases.renewed(pool_id):
                 self._act(pool, rows, decision, port, now, outcome)
@@ -323,7 +409,7 @@ class Reconciler:
 
     def _decide(self, pool: RowMapping, cluster: RowMapping, rows: list[RowMapping],
                 nodes: list[Any], referenced: bool, port: ClusterPort,
-                now: datetime) -> d.Decision:
+                now: datetime, held: str | None = None) -> d.Decision:
         vm = self.app.catalog.providers[pool["provider"]].vm_type(pool["vm_type"])
         gpus = vm.gpus if vm else 0
         addons_diag, addons_state = None, "unknown"
@@ -350,6 +436,7 @@ class Reconciler:
             last_error_code=pool["last_error_code"],
             ingress_release=release.classification if release else None,
             ingress_diagnostic=release.diagnostic if release else None,
+            held=held,
         )
         return d.decide(view, [_attempt_view(r) for r in rows], [n.to_view() for n in nodes],
                         now)

@@ -19,17 +19,20 @@ from automation.models import (
     DriftChange,
     DriftReport,
     NodePoolStatus,
+    PoolHold,
     VmCounts,
     drift_source,
 )
+from automation.reconciler import brake
 from automation.redact import HIDDEN, cluster_values, known_values, redact
 from automation.services.cost import PriceKey, lookup_prices, rate
+from automation.settings import BrakeLimits
 
 # Ready: running with a Ready Node (for GPU types: advertising the catalog's count). Starting:
 # not yet running, or running without such a Node (a wrong GPU count is never counted).
 # Draining: being released. Released attempts are history and not read at all.
 _STATUS_SQL = """
-SELECT p.id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state,
+SELECT p.id, p.cluster_id, p.name, p.provider, p.region, p.zone, p.vm_type, p.max_vms, p.state,
        p.last_error, p.last_error_code, p.hosts_service, p.created_at, p.updated_at,
        c.name AS cluster, cr.name AS credentials, c.server_url AS cluster_server,
        c.kubeconfig_path AS cluster_kubeconfig, cr.reference AS credential_reference,
@@ -65,6 +68,18 @@ LEFT JOIN vm_attempts e ON e.id = p.ingress_entry_attempt_id
 LEFT JOIN pool_drift dr ON dr.pool_id = p.id
 """
 _LIVE = "p.state <> 'deleted'"
+# What the mass-failure brake counts: the live VMs of the pools not being deleted (the
+# reconciler's snapshot reads the same), of the clusters shown. Every VM is counted, but
+# only those without a Ready Node are read one by one (the others cannot be failing).
+_BRAKE_FROM = """
+FROM vm_attempts a JOIN node_pools p ON p.id = a.pool_id
+WHERE a.state IN ('pending', 'creating', 'running')
+  AND p.state IN ('pending', 'provisioning', 'ready', 'failed') {clusters}
+"""
+_BRAKE_TOTALS_SQL = "SELECT a.pool_id, p.cluster_id, COUNT(*) AS total" + _BRAKE_FROM + (
+    "GROUP BY a.pool_id, p.cluster_id")
+_BRAKE_ROWS_SQL = ("SELECT a.pool_id, a.state, a.node_state, a.not_ready_since, a.vm_created_at"
+                   + _BRAKE_FROM + "AND (a.node_state IS NULL OR a.node_state = 'NotReady')")
 # A pool's id, or the live pools of that name (on several clusters, several).
 _REF_SQL = ("SELECT id FROM node_pools WHERE id = :ref UNION "
             "SELECT id FROM node_pools WHERE state <> 'deleted' AND name = :ref")
@@ -81,6 +96,41 @@ def hidden_values(r: dict[str, Any]) -> dict[str, str]:
     cluster's API server and kubeconfig path, and its credential's reference values."""
     return {**dict.fromkeys(known_values(r["credential_reference"]), HIDDEN),
             **cluster_values(r["cluster_server"], r["cluster_kubeconfig"])}
+
+
+def _maybe_utc(value: Any) -> datetime | None:
+    return None if value is None else _utc(value)
+
+
+def _holds(ledger: Ledger, cluster_ids: set[str] | None,
+           now: datetime | None) -> dict[str, PoolHold]:
+    """Pool id → its hold, by the reconciler's pure brake over the same ledger rows (``now``:
+    the wall clock unless given; the simulators pass theirs)."""
+    now = now or datetime.now(UTC)
+    params: dict[str, Any] = {}
+    clusters = ""
+    if cluster_ids is not None:
+        if not cluster_ids:
+            return {}
+        params = {f"c{i}": c for i, c in enumerate(sorted(cluster_ids))}
+        clusters = f"AND p.cluster_id IN ({', '.join(f':{k}' for k in params)})"
+    by_pool: dict[str, list[brake.VmFacts]] = {}
+    for r in ledger.query(_BRAKE_ROWS_SQL.format(clusters=clusters), params):
+        by_pool.setdefault(r["pool_id"], []).append((
+            r["state"], r["node_state"], _maybe_utc(r["not_ready_since"]),
+            _maybe_utc(r["vm_created_at"])))
+    if not by_pool:
+        return {}  # nothing failing: no cluster braked
+    by_cluster: dict[str, list[brake.PoolHealth]] = {}
+    for t in ledger.query(_BRAKE_TOTALS_SQL.format(clusters=clusters), params):
+        sick = brake.pool_health(t["pool_id"], by_pool.get(t["pool_id"], ()), now)
+        by_cluster.setdefault(t["cluster_id"], []).append(
+            brake.PoolHealth(t["pool_id"], t["total"], sick.failing, sick.since))
+    holds: dict[str, PoolHold] = {}
+    for found in brake.evaluate(by_cluster, BrakeLimits.from_env()).values():
+        hold = PoolHold(reason=brake.HELD_REASON, evidence=found.evidence, since=found.since)
+        holds.update(dict.fromkeys(found.held_pools, hold))
+    return holds
 
 
 def _price_key(r: dict[str, Any]) -> PriceKey:
@@ -124,7 +174,8 @@ def _drift(r: dict[str, Any]) -> DriftReport | None:
         seconds=r["drift_seconds"])
 
 
-def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
+def _to_status(r: dict[str, Any], rates: _Rates,
+               holds: dict[str, PoolHold] | None = None) -> NodePoolStatus:
     return NodePoolStatus(
         id=r["id"], name=r["name"], cluster=r["cluster"], credentials=r["credentials"],
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
@@ -137,11 +188,13 @@ def _to_status(r: dict[str, Any], rates: _Rates) -> NodePoolStatus:
         cost=rates.of(r),
         engine=_engine_of(r),
         drift=_drift(r),
+        held=(holds or {}).get(r["id"]) if r["state"] not in ("deleting", "deleted") else None,
         created_at=_utc(r["created_at"]), updated_at=_utc(r["updated_at"]),
     )
 
 
-def list_node_pools(ledger: Ledger, cluster: str | None = None) -> list[NodePoolStatus]:
+def list_node_pools(ledger: Ledger, cluster: str | None = None,
+                    now: datetime | None = None) -> list[NodePoolStatus]:
     where, params = _LIVE, {}
     if cluster is not None:
         found = ledger.query(
@@ -154,10 +207,11 @@ def list_node_pools(ledger: Ledger, cluster: str | None = None) -> list[NodePool
     rows = ledger.query(
         f"{_STATUS_SQL.format(attempts='')} WHERE {where} ORDER BY c.name, p.name", params)
     rates = _Rates(rows, ledger)
-    return [_to_status(r, rates) for r in rows]
+    holds = _holds(ledger, None if cluster is None else {params["cluster"]}, now)
+    return [_to_status(r, rates, holds) for r in rows]
 
 
-def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
+def node_pool_status(ledger: Ledger, ref: str, now: datetime | None = None) -> NodePoolStatus:
     """By id (any state, deleted included) or by name among live pools."""
     # The pools first, by index; then their attempts only (summing every pool's attempts to
     # read one pool's was most of the time of `node-pool status` with 1,000 pools).
@@ -173,4 +227,4 @@ def node_pool_status(ledger: Ledger, ref: str) -> NodePoolStatus:
         raise InvalidInput(
             "node_pool", ref, "names node pools on several clusters: give the node pool id"
         )
-    return _to_status(rows[0], _Rates(rows, ledger))
+    return _to_status(rows[0], _Rates(rows, ledger), _holds(ledger, {rows[0]["cluster_id"]}, now))

@@ -607,6 +607,16 @@ class PolicyReport(BaseModel):
     stack: Annotated[str, Field(title="Stack")]
 
 
+class PoolHold(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    evidence: Annotated[str, Field(title="Evidence")]
+    reason: Annotated[str, Field(title="Reason")]
+    since: Annotated[AwareDatetime, Field(title="Since")]
+
+
 class PoolPreview(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1192,6 +1202,7 @@ class NodePoolStatus(BaseModel):
     engine: Annotated[Literal["pulumi", "mock"] | str | None, Field(title="Engine")] = (
         None
     )
+    held: PoolHold | None = None
     hosts_service: Annotated[bool, Field(alias="hostsService", title="Hostsservice")]
     id: Annotated[str, Field(title="Id")]
     ingress: IngressView | None = None
