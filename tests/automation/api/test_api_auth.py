@@ -164,6 +164,7 @@ EXPECTED = {
     ("GET", "/v1/node-pools/{ref}/preview"): Access.READ,
     ("POST", "/v1/node-pools/{ref}/unlock"): Access.ADMIN,
     ("POST", "/v1/node-pools/{ref}/adopt"): Access.ADMIN,
+    ("POST", "/v1/node-pools/{ref}/drift-check"): Access.WRITE,
     ("GET", "/v1/clusters/{ref}/addons/preview"): Access.READ,
     ("POST", "/v1/clusters/{ref}/addons/unlock"): Access.ADMIN,
     ("GET", "/v1/preview"): Access.READ,
