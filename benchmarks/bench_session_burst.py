@@ -163,6 +163,9 @@ def burst(plane: Any, registry: Any, passes: Passes, name: str, sessions: int,
     agents = StandInAgents(plane, registry, name)
     key = f"{NS}/{name}"
     try:
+        # The operator must have seen the pool (its first list may wait out an API server
+        # still initialising its storage: 429 and a retry): until then a session is refused.
+        _wait(lambda: registry.pool_open(key), f"the operator to record {key}")
         if warm:
             _wait(lambda: registry.pool_view(key).ready_agents == warm, f"{warm} agents")
         # A quiet moment: the pool as the operator left it (no pass mid-flight).

@@ -265,6 +265,12 @@ class Registry:
         with self.ledger.read() as conn:
             return sorted(conn.execute(sa.select(pool_namespaces.c.namespace)).scalars())
 
+    def pool_open(self, pool: str) -> bool:
+        """Whether the operator has recorded the AgentPool as open (sessions are taken)."""
+        with self.ledger.read() as conn:
+            return conn.execute(sa.select(agent_pools.c.state).where(
+                agent_pools.c.pool == pool)).scalar_one_or_none() == "open"
+
     def observe_pool(self, pool: str, uid: str, desired: int, reason: str) -> None:
         """The operator's pass saw the AgentPool (a recreated one, new uid, opens afresh)."""
         check_pool(pool)
