@@ -39,6 +39,8 @@ MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+# How long a request may wait for a cold worker (an import, not what is measured).
+WARM_TIMEOUT = 120.0
 
 
 def _throughput(make: Callable[[], Callable[[], object]], clients: int, n: int) -> float:
@@ -97,7 +99,7 @@ def main() -> None:
         workers: subprocess.Popen[str] | None = None
         try:
             headers = {"Authorization": f"Bearer {token}"}
-            client = httpx2.Client(base_url=url, headers=headers)
+            client = httpx2.Client(base_url=url, headers=headers, timeout=WARM_TIMEOUT)
             ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
             sdk = Client(url, token)
 
@@ -111,7 +113,7 @@ def main() -> None:
 
             def status_client(base: str) -> Callable[[], Callable[[], object]]:
                 def make() -> Callable[[], object]:
-                    own = httpx2.Client(base_url=base, headers=headers)
+                    own = httpx2.Client(base_url=base, headers=headers, timeout=WARM_TIMEOUT)
                     return lambda: own.get(f"/v1/node-pools/{pool}").raise_for_status()
                 return make
 
@@ -141,7 +143,9 @@ def main() -> None:
                         "off (ms)",
                         ("call", "p50", "p99", "vs in-process"), rows)
             workers, many = _serve(env, "--api-workers", "4")
-            httpx2.get(f"{many}/v1/healthz")  # up (each worker warms on its first requests)
+            # The four workers import the app after the socket is bound, each as it takes
+            # its first request: on a loaded machine that outlasts httpx's 5 s default.
+            httpx2.get(f"{many}/v1/healthz", timeout=WARM_TIMEOUT).raise_for_status()
             _throughput(status_client(many), 4, 40)
             rates = []
             for n in (1, 4):
