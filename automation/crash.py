@@ -13,6 +13,7 @@ import signal
 BOUNDARIES = (
     "after-attempt-write",  # attempt rows written, no cloud call yet
     "after-release-write",  # attempts marked releasing, VMs not yet deleted
+    "mid-network-create",  # the cloud made a pool's first network resource, unheard of
     "mid-vm-create",  # the cloud bought a VM, the engine has not heard back
     "mid-stack-up",  # VMs bought, the engine's own state not yet saved
     "after-stack-up",  # the cloud changed, the ledger does not know yet

@@ -27,11 +27,11 @@ class StateMissing(EngineFailed):
 
 def vm_attempts_in(resources: Iterable[Mapping[str, Any]]) -> set[str]:
     """Attempt ids of the VMs among ``resources`` (each with ``type`` and ``inputs``)."""
-    found = set()
+    found: set[str] = set()
     for r in resources:
         vm = PendingCreate(urn="", type=str(r.get("type", "")), custom=True,
                            inputs=dict(r.get("inputs") or {}))
-        if vm.kind == "vm" and vm.attempt_id is not None:
+        if vm.is_vm and vm.attempt_id is not None:
             found.add(vm.attempt_id)
     return found
 

@@ -25,14 +25,15 @@ from automation.engine.recovery import (
     Answer,
     PendingCreate,
     Settlement,
-    absent_ids,
     adopted,
     answers_from_outputs,
-    kube_read_program,
+    cloud_lookup_program,
+    gcp_project,
     pending_creates_in,
+    read_each,
+    read_program,
     settle,
     unread_imports,
-    vm_lookup_program,
 )
 from automation.engine.runner import (
     ChangeSummary,
@@ -271,8 +272,9 @@ class AutomationRunner:
         recorded = {str(r.get("urn")) for r in (deployment.deployment or {}).get("resources")
                     or []}
         outcome = settle(pending, recorded,
-                         lookup_vms=lambda vms: self._lookup_vms(target, vms, tmp),
-                         lookup_objects=lambda items: self._lookup_objects(target, items, tmp))
+                         lookup_cloud=lambda found: self._lookup_cloud(target, found, tmp),
+                         lookup_objects=lambda items: self._lookup_objects(target, items, tmp),
+                         project=gcp_project(target.config))
         if not outcome.complete:
             raise EngineFailed(
                 f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
@@ -314,65 +316,69 @@ class AutomationRunner:
                 stack.workspace.remove_stack(scratch, force=True)
         return {k: v.value for k, v in (result.outputs or {}).items()}
 
-    def _lookup_vms(self, target: StackTarget, vms: list[PendingCreate],
-                    tmp: Path | None) -> dict[str, Answer]:
-        """``vm_lookup_program`` with the pool's provider and its cloud's plugin. Without
+    def _lookup_cloud(self, target: StackTarget, pending: list[PendingCreate],
+                      tmp: Path | None) -> dict[str, Answer]:
+        """``cloud_lookup_program`` with the pool's provider and its cloud's plugin. Without
         the plugin this fails, naming it: nothing is guessed."""
         from pulumi import automation as auto
 
         if target.kind is not StackKind.NODE_POOL:
-            return {p.urn: Answer("unknown", detail="only a node-pool stack has VMs")
-                    for p in vms}
+            return {p.urn: Answer("unknown", detail="only a node-pool stack has cloud "
+                                                    "resources") for p in pending}
         from stacks.providers import cloud_provider
 
-        plugins = {VM_PLUGINS[c]: "v" + plugin_version(VM_PLUGINS[c], self.environ)
-                   for c in sorted({p.cloud for p in vms if p.cloud})}
-        program = vm_lookup_program(vms, lambda: cloud_provider(target.config))
+        plugins = self._cloud_plugins(pending)
+        program = cloud_lookup_program(pending, lambda: cloud_provider(target.config))
         try:
             outputs = self._run_lookup(target, program, plugins, tmp)
         except auto.CommandError as exc:
             needs = ", ".join(f"pulumi-resource-{n} {v}" for n, v in plugins.items())
             raise EngineFailed(
-                f"stack {target.stack_name} has {len(vms)} VM create(s) left in flight by an "
-                f"interrupted run ({', '.join(p.urn for p in vms)}); looking them up by their "
-                f"anycloud.sh/attempt tag runs the provider's own lookups, which need the "
-                f"{needs} plugin, and the engine could not run it:\n{_diagnostic(exc)}\n"
+                f"stack {target.stack_name} has {len(pending)} cloud create(s) left in flight "
+                f"by an interrupted run ({', '.join(p.urn for p in pending)}); looking them "
+                f"up (a VM by its anycloud.sh/attempt tag, a network resource by its tags or "
+                f"name) runs the provider's own lookups, which need the {needs} plugin, and "
+                f"the engine could not run it:\n{_diagnostic(exc)}\n"
                 "Nothing was imported or cleared.",
                 code="PENDING_CREATES",
             ) from exc
-        return answers_from_outputs(outputs, vms)
+        return answers_from_outputs(outputs, pending)
+
+    def _cloud_plugins(self, pending: list[PendingCreate]) -> dict[str, str]:
+        return {VM_PLUGINS[c]: "v" + plugin_version(VM_PLUGINS[c], self.environ)
+                for c in sorted({p.cloud for p in pending if p.cloud})}
 
     def _lookup_objects(self, target: StackTarget, items: list[tuple[PendingCreate, str]],
                         tmp: Path | None) -> dict[str, Answer]:
-        """``kube_read_program`` with the cluster's provider; a read the engine says found
-        nothing is an absence, and the others are read again without it."""
+        """``read_program`` by id: Kubernetes objects through the cluster's provider, GCP
+        network resources through the pool's (``read_each``)."""
         from pulumi import automation as auto
 
-        cluster = getattr(target.config, "cluster", None)
-        if cluster is None:
-            return {p.urn: Answer("unknown", detail="the stack names no cluster")
-                    for p, _ in items}
-        from stacks.providers import kube_provider
-
-        # Every stack's plugins include kubernetes: ``_stack`` has just installed it.
-        plugins: dict[str, str] = {}
+        kube = [(p, rid) for p, rid in items if p.kind == "kubernetes"]
+        cloud = [(p, rid) for p, rid in items if p.kind != "kubernetes"]
         answers: dict[str, Answer] = {}
-        remaining = list(items)
-        while remaining:
-            program = kube_read_program(remaining, lambda: kube_provider(cluster))
-            try:
-                outputs = self._run_lookup(target, program, plugins, tmp)
-            except auto.CommandError as exc:
-                gone = absent_ids(str(exc), remaining)
-                answers.update({urn: Answer("absent") for urn in gone})
-                if not gone:  # the provider could not tell
-                    answers.update({p.urn: Answer("unknown", detail=_diagnostic(exc))
-                                    for p, _ in remaining})
-                    break
-                remaining = [(p, rid) for p, rid in remaining if p.urn not in gone]
-                continue
-            answers.update(answers_from_outputs(outputs, [p for p, _ in remaining]))
-            break
+        cluster = getattr(target.config, "cluster", None)
+        if kube and cluster is None:
+            answers.update({p.urn: Answer("unknown", detail="the stack names no cluster")
+                            for p, _ in kube})
+        elif kube and cluster is not None:
+            from stacks.providers import kube_provider
+
+            kube_cluster = cluster
+            # Every stack's plugins include kubernetes: ``_stack`` has just installed it.
+            answers.update(read_each(kube, lambda some: self._run_lookup(
+                target, read_program(some, lambda: kube_provider(kube_cluster)), {}, tmp),
+                auto.CommandError, _diagnostic))
+        if cloud and target.kind is not StackKind.NODE_POOL:
+            answers.update({p.urn: Answer("unknown", detail="only a node-pool stack has "
+                                                            "cloud resources") for p, _ in cloud})
+        elif cloud:
+            from stacks.providers import cloud_provider
+
+            plugins = self._cloud_plugins([p for p, _ in cloud])
+            answers.update(read_each(cloud, lambda some: self._run_lookup(
+                target, read_program(some, lambda: cloud_provider(target.config)), plugins,
+                tmp), auto.CommandError, _diagnostic))
         return answers
 
     def _result(self, op: Operation, target: StackTarget, result: Any,
@@ -410,12 +416,14 @@ class AutomationRunner:
     @instruments.stack_operation
     def adopt(self, target: StackTarget, *,
               on_progress: ProgressSink | None = None) -> RunResult:
-        """Not built for this engine: its lookups cover the VMs (by attempt tag) and
-        Kubernetes objects, not a pool's network, and a partial import would have the next
-        ``up`` buy the network again. Refused with what to do instead."""
+        """Not built for this engine: crash recovery's lookups (``recovery``) settle the
+        creates a killed run left in flight, but rebuilding a whole state needs every
+        resource of the program looked up and imported in one step, which is not written;
+        a partial import would have the next ``up`` buy the rest again. Refused with what
+        to do instead."""
         raise EngineFailed(
-            f"adopting {target.stack_name} on the Pulumi engine is not built yet: its lookups "
-            "find a pool's VMs (by attempt tag) but not its network. Put the state back from "
+            f"adopting {target.stack_name} on the Pulumi engine is not built yet: rebuilding "
+            "a whole state from the cloud is done by the mock engine only. Put the state back from "
             "its backup (the PersistentVolume's snapshot, or the bucket's object versions "
             "with PULUMI_BACKEND_URL), or import each resource with `pulumi import`; then "
             "the pool's next pass goes on. Nothing was changed.",

@@ -9,15 +9,23 @@ provider by what identifies it:
 - **state only** (component resources, explicit providers, ``random:`` values): they exist
   only in the state; the record is cleared and the next update makes them again;
 - **Kubernetes objects**: kind (the type token) and ``namespace/name`` (the recorded
-  inputs) are the provider's id: ``kube_read_program`` reads them (a resource ``get``, the
+  inputs) are the provider's id: ``read_program`` reads them (a resource ``get``, the
   provider's Read); the engine's ``resource '<id>' does not exist`` confirms one absent;
 - **VMs**: by their ``anycloud.sh/attempt`` tag (AWS ``ec2.getInstances``), or by the name
   derived from the attempt checked against the attempt label/tag (GCP
   ``compute.getInstance``, Azure ``compute.getVirtualMachine``): the provider's own invokes
-  in ``vm_lookup_program``;
-- anything else (networks, security groups, ...) has no lookup here and stays unresolved.
+  in ``cloud_lookup_program``;
+- **a pool's network** (``components/network``), each by what the cloud identifies it by:
+  on AWS the ownership tags anycloud put on it (``ec2.getVpcs``, ``getSubnets``,
+  ``getRouteTables``, ``getSecurityGroups``, ``getInternetGateway``) or, for a route-table
+  association, the subnet it joins (``ec2.getRouteTable``); on Azure its name in its
+  resource group (``getResourceGroup``, ``getVirtualNetwork``, ``getSubnet``,
+  ``getNetworkSecurityGroup``), invokes in ``cloud_lookup_program`` too; on GCP, which
+  has no lookup for a firewall, a resource ``get`` by the id its name and the credential's
+  project make (``projects/<p>/global/firewalls/<name>``), read like a Kubernetes object;
+- anything else has no lookup here and stays unresolved.
 
-Both lookup programs register nothing but a provider, so any engine can run them: the real
+The lookup programs register nothing but a provider, so any engine can run them: the real
 one on a scratch stack beside the pool's (``pulumi_driver``), the mock engine over the
 simulated cloud. ``settle`` turns the answers into a ``Settlement``; only a complete one
 (every create imported, confirmed absent or state-only) changes the state: ``adopted``
@@ -54,8 +62,27 @@ VM_PLUGINS = {"aws": "aws", "gcp": "gcp", "azure": "azure-native"}
 STACK_TYPE = "pulumi:pulumi:Stack"
 # AWS instance states in which a VM still exists (everything but "terminated").
 AWS_LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
+# A pool's network (components/network), by type: the cloud, and the AWS list invoke that
+# finds it by its tags (None: another way, see _lookup_aws_network).
+NETWORK_TYPES: dict[str, str] = {
+    "aws:ec2/vpc:Vpc": "aws",
+    "aws:ec2/subnet:Subnet": "aws",
+    "aws:ec2/internetGateway:InternetGateway": "aws",
+    "aws:ec2/routeTable:RouteTable": "aws",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": "aws",
+    "aws:ec2/securityGroup:SecurityGroup": "aws",
+    "azure-native:resources:ResourceGroup": "azure",
+    "azure-native:network:VirtualNetwork": "azure",
+    "azure-native:network:Subnet": "azure",
+    "azure-native:network:NetworkSecurityGroup": "azure",
+    "gcp:compute/network:Network": "gcp",
+    "gcp:compute/subnetwork:Subnetwork": "gcp",
+    "gcp:compute/firewall:Firewall": "gcp",
+}
 
-Kind = Literal["state-only", "kubernetes", "vm", "unsupported"]
+# "cloud": looked up by the pool's provider's invokes; "cloud-read": read by its id
+# through the pool's provider; "kubernetes": read by its id through the cluster's.
+Kind = Literal["state-only", "kubernetes", "cloud", "cloud-read", "unsupported"]
 
 
 @dataclass(frozen=True)
@@ -92,12 +119,31 @@ class PendingCreate:
         if self.type.startswith("kubernetes:"):
             return "kubernetes"
         if self.type in VM_CLOUDS:
-            return "vm"
+            return "cloud"
+        if self.type in NETWORK_TYPES:
+            return "cloud-read" if NETWORK_TYPES[self.type] == "gcp" else "cloud"
         return "unsupported"
 
     @property
+    def is_vm(self) -> bool:
+        return self.type in VM_CLOUDS
+
+    @property
     def cloud(self) -> str | None:
-        return VM_CLOUDS.get(self.type)
+        return VM_CLOUDS.get(self.type) or NETWORK_TYPES.get(self.type)
+
+    def gcp_id(self, project: str | None) -> str | None:
+        """The GCP provider's id of a named network resource: its self link's path, from
+        the name, the region (subnetworks) and the credential's project."""
+        name = self.inputs.get("name")
+        if not project or not isinstance(name, str):
+            return None
+        kind = self.type.rsplit(":", 1)[-1]
+        if kind == "Subnetwork":
+            region = self.inputs.get("region")
+            return (f"projects/{project}/regions/{region}/subnetworks/{name}"
+                    if isinstance(region, str) else None)
+        return f"projects/{project}/global/{kind[0].lower()}{kind[1:]}s/{name}"
 
     @property
     def attempt_id(self) -> str | None:
@@ -116,6 +162,12 @@ class PendingCreate:
         namespace = metadata.get("namespace")
         name = metadata["name"]
         return f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name
+
+
+def gcp_project(config: Any) -> str | None:
+    """The GCP project of a node pool's credential (a GCP resource's id names it)."""
+    project = getattr(getattr(config, "credential", None), "project", None)
+    return project if isinstance(project, str) else None
 
 
 def pending_creates_in(deployment: Mapping[str, Any]) -> list[PendingCreate]:
@@ -144,7 +196,7 @@ class Answer:
         return cls(state, raw.get("id") or None, str(raw.get("detail") or ""))
 
 
-# The only error shapes that mean "this VM does not exist", per provider. Anything else (an
+# The only error shapes that mean "this does not exist", per provider. Anything else (an
 # Azure AD "was not found in the directory" is a credential problem) leaves the answer unknown.
 # - GCP: the Go client's googleapi.Error prints "googleapi: Error <code>: <message>, <reason>"
 #   (google.golang.org/api/googleapi); instances.get answers 404 for a missing instance.
@@ -152,15 +204,19 @@ class Answer:
 #   group is gone too (learn.microsoft.com/azure/azure-resource-manager/troubleshooting/
 #   error-not-found); azcore prints it as "ERROR CODE: ResourceNotFound", the REST body as
 #   "code": "ResourceNotFound", the Python SDK as "(ResourceNotFound) ...".
-# - AWS: DescribeInstances by tag answers an empty list for a missing VM, never an error.
+# - AWS: DescribeInstances (and the other Describe* calls behind the list invokes) answer an
+#   empty list, never an error; the single-result data sources (aws_internet_gateway,
+#   aws_route_table) fail with the provider's "no matching <what> found"
+#   (internal/tfresource.SingularDataSourceFindError in terraform-provider-aws).
 _ABSENT = {
     "gcp": re.compile(r"googleapi: Error 404\b"),
     "azure": re.compile(r"\b(ResourceNotFound|ResourceGroupNotFound)\b"),
+    "aws": re.compile(r"\bno matching EC2 (Internet Gateway|Route Table) found\b"),
 }
 
 
 def _not_found(cloud: str, message: str) -> bool:
-    """Whether ``cloud``'s error says the VM does not exist (see ``_ABSENT``)."""
+    """Whether ``cloud``'s error says the resource does not exist (see ``_ABSENT``)."""
     shape = _ABSENT.get(cloud)
     return shape is not None and shape.search(message) is not None
 
@@ -209,14 +265,89 @@ _LOOKUPS: dict[str, Callable[[PendingCreate, str, Any], Answer]] = {
     "aws": _lookup_aws, "gcp": _lookup_gcp, "azure": _lookup_azure}
 
 
-def lookup_vm(p: PendingCreate, invoke: Any) -> Answer:
-    """Ask the provider whether the VM of a pending create exists (``invoke``: the
-    InvokeOptions carrying the pool's provider). Only the provider's own not-found error
-    (``_ABSENT``) is an absence; any other error leaves the answer unknown."""
-    attempt = p.attempt_id
-    if p.cloud is None or attempt is None:
-        return Answer("unknown", detail=f"{p.type} {p.name} carries no attempt tag to look up")
+def _one(ids: Sequence[str], what: str) -> Answer:
+    """Found when exactly one matches; several would make any import a guess."""
+    ids = sorted(ids)
+    if len(ids) > 1:
+        return Answer("unknown", detail=f"{len(ids)} {what} match: {', '.join(ids)}")
+    return Answer("found", ids[0]) if ids else Answer("absent")
+
+
+def _lookup_aws_network(p: PendingCreate, invoke: Any) -> Answer:
+    """An AWS network resource by the tags anycloud put on it (the pool's ownership tags,
+    and a Name on the VPC), or a route-table association by the subnet it joins."""
+    import pulumi_aws as aws
+
+    kind = p.type.rsplit(":", 1)[-1]
+    if kind == "RouteTableAssociation":
+        subnet, table = p.inputs.get("subnetId"), p.inputs.get("routeTableId")
+        if not isinstance(subnet, str) or not isinstance(table, str):
+            return Answer("unknown", detail="the recorded create names no subnet and table")
+        found = aws.ec2.get_route_table(subnet_id=subnet, opts=invoke)
+        joins = [a.route_table_association_id for a in found.associations or []
+                 if a.subnet_id == subnet and a.route_table_id == table]
+        return _one(joins, f"associations of {table} with {subnet}")
+    tags = p.inputs.get("tags")
+    if not isinstance(tags, Mapping) or not tags:
+        return Answer("unknown", detail=f"the recorded {kind} carries no tags to look up")
+    wanted = {str(k): str(v) for k, v in tags.items()}
+    if kind == "InternetGateway":
+        return Answer("found", aws.ec2.get_internet_gateway(tags=wanted, opts=invoke).id)
+    listing = getattr(aws.ec2, {"Vpc": "get_vpcs", "Subnet": "get_subnets",
+                                "RouteTable": "get_route_tables",
+                                "SecurityGroup": "get_security_groups"}[kind])
+    return _one(listing(tags=wanted, opts=invoke).ids or [], f"{kind}s tagged {wanted}")
+
+
+def _lookup_azure_network(p: PendingCreate, invoke: Any) -> Answer:
+    """An Azure network resource by its name in its resource group (ARM names are unique
+    there: a second create of the name is an update of the first)."""
+    import pulumi_azure_native as azure
+
+    i = p.inputs
+    kind = p.type.rsplit(":", 1)[-1]
+    names = {"ResourceGroup": ("resourceGroupName",),
+             "VirtualNetwork": ("resourceGroupName", "virtualNetworkName"),
+             "Subnet": ("resourceGroupName", "virtualNetworkName", "subnetName"),
+             "NetworkSecurityGroup": ("resourceGroupName", "networkSecurityGroupName")}[kind]
+    if not all(isinstance(i.get(n), str) for n in names):
+        return Answer("unknown", detail=f"the recorded {kind} names no {', '.join(names)}")
+    if kind == "ResourceGroup":
+        found: Any = azure.resources.get_resource_group(
+            resource_group_name=i["resourceGroupName"], opts=invoke)
+    elif kind == "VirtualNetwork":
+        found = azure.network.get_virtual_network(
+            resource_group_name=i["resourceGroupName"],
+            virtual_network_name=i["virtualNetworkName"], opts=invoke)
+    elif kind == "Subnet":
+        found = azure.network.get_subnet(
+            resource_group_name=i["resourceGroupName"],
+            virtual_network_name=i["virtualNetworkName"], subnet_name=i["subnetName"],
+            opts=invoke)
+    else:
+        found = azure.network.get_network_security_group(
+            resource_group_name=i["resourceGroupName"],
+            network_security_group_name=i["networkSecurityGroupName"], opts=invoke)
+    return Answer("found", found.id)
+
+
+def lookup_cloud(p: PendingCreate, invoke: Any) -> Answer:
+    """Ask the provider whether the resource of a pending create exists (``invoke``: the
+    InvokeOptions carrying the pool's provider): a VM by its attempt, a network resource
+    by what identifies it. Only the provider's own not-found error (``_ABSENT``) is an
+    absence; any other error leaves the answer unknown."""
+    if p.cloud is None:
+        return Answer("unknown", detail=f"{p.type} {p.name} is not a cloud resource")
     try:
+        if not p.is_vm:
+            network = {"aws": _lookup_aws_network, "azure": _lookup_azure_network}.get(p.cloud)
+            if network is None:
+                return Answer("unknown", detail=f"{p.type} is read by its id, not looked up")
+            return network(p, invoke)
+        attempt = p.attempt_id
+        if attempt is None:
+            return Answer("unknown", detail=f"{p.type} {p.name} carries no attempt tag to "
+                                            "look up")
         return _LOOKUPS[p.cloud](p, attempt, invoke)
     except Exception as exc:  # the provider's answer, whatever it is, decides
         message = str(exc).strip() or type(exc).__name__
@@ -227,18 +358,18 @@ def lookup_vm(p: PendingCreate, invoke: Any) -> Answer:
 LOOKUPS_OUTPUT = "lookups"
 
 
-def vm_lookup_program(pending: Sequence[PendingCreate],
-                      provider: Callable[[], Any]) -> Callable[[], None]:
-    """A Pulumi program that looks each pending VM up through the provider ``provider()``
-    registers (the pool's own: same account, region and credentials) and exports the
-    answers as ``lookups`` (URN → {state, id, detail}). It registers nothing but that
-    provider, so any engine can run it on a scratch stack."""
+def cloud_lookup_program(pending: Sequence[PendingCreate],
+                         provider: Callable[[], Any]) -> Callable[[], None]:
+    """A Pulumi program that looks each pending cloud resource (``kind == "cloud"``) up
+    through the provider ``provider()`` registers (the pool's own: same account, region and
+    credentials) and exports the answers as ``lookups`` (URN → {state, id, detail}). It
+    registers nothing but that provider, so any engine can run it on a scratch stack."""
 
     def program() -> None:
         import pulumi
 
         invoke = pulumi.InvokeOptions(provider=provider())
-        answers = {p.urn: lookup_vm(p, invoke) for p in pending}
+        answers = {p.urn: lookup_cloud(p, invoke) for p in pending}
         pulumi.export(LOOKUPS_OUTPUT, {urn: {"state": a.state, "id": a.id, "detail": a.detail}
                                        for urn, a in answers.items()})
 
@@ -256,13 +387,14 @@ def answers_from_outputs(outputs: Mapping[str, Any],
             for p in pending}
 
 
-def kube_read_program(items: Sequence[tuple[PendingCreate, str]],
-                      provider: Callable[[], Any]) -> Callable[[], None]:
-    """A Pulumi program that reads each Kubernetes object by its id through the provider
-    ``provider()`` registers (a resource ``get``: the provider's Read, by kind from the
-    type token and ``namespace/name``) and exports what it found as ``lookups``. An object
-    that does not exist fails the run with the engine's ``resource '<id>' does not exist``
-    (``absent_ids``): run it again without those."""
+def read_program(items: Sequence[tuple[PendingCreate, str]],
+                 provider: Callable[[], Any]) -> Callable[[], None]:
+    """A Pulumi program that reads each resource by its id through the provider
+    ``provider()`` registers (a resource ``get``: the provider's Read, by the type token
+    and the id: ``namespace/name`` for a Kubernetes object, the self-link path for a GCP
+    one) and exports what it found as ``lookups``. A resource that does not exist fails
+    the run with the engine's ``resource '<id>' does not exist`` (``absent_ids``): run it
+    again without those (``read_each``)."""
 
     def program() -> None:
         import pulumi
@@ -282,6 +414,33 @@ def absent_ids(message: str, items: Sequence[tuple[PendingCreate, str]]) -> set[
     """URNs whose id the engine's error says does not exist (a read of a missing object:
     ``resource '<id>' does not exist``)."""
     return {p.urn for p, rid in items if f"resource '{rid}' does not exist" in message}
+
+
+def read_each(items: Sequence[tuple[PendingCreate, str]],
+              run: Callable[[list[tuple[PendingCreate, str]]], Mapping[str, Any]],
+              failure: type[Exception],
+              describe: Callable[[Exception], str] = str) -> dict[str, Answer]:
+    """Answers for reads by id: ``run`` runs ``read_program`` over some items and returns
+    its outputs, or raises ``failure`` with the engine's message. A read the engine says
+    found nothing is an absence, and the others are read again without it; a failure that
+    names none of them leaves them all unknown (the provider could not tell)."""
+    answers: dict[str, Answer] = {}
+    remaining = list(items)
+    while remaining:
+        try:
+            outputs = run(remaining)
+        except failure as exc:
+            gone = absent_ids(str(exc), remaining)
+            answers.update({urn: Answer("absent") for urn in gone})
+            if not gone:
+                answers.update({p.urn: Answer("unknown", detail=describe(exc).strip())
+                                for p, _ in remaining})
+                break
+            remaining = [(p, rid) for p, rid in remaining if p.urn not in gone]
+            continue
+        answers.update(answers_from_outputs(outputs, [p for p, _ in remaining]))
+        break
+    return answers
 
 
 # --------------------------------------------------------------------------- the decision
@@ -307,18 +466,21 @@ class Settlement:
 
 
 # Each answers per URN: found (with the provider's id), absent, or unknown.
-LookupVms = Callable[[list[PendingCreate]], dict[str, Answer]]
+LookupCloud = Callable[[list[PendingCreate]], dict[str, Answer]]
+# Reads by id; the engine tells a Kubernetes object from a cloud one by ``PendingCreate.kind``.
 LookupObjects = Callable[[list[tuple[PendingCreate, str]]], dict[str, Answer]]
 
 
 def settle(pending: Sequence[PendingCreate], recorded: set[str], *,
-           lookup_vms: LookupVms, lookup_objects: LookupObjects) -> Settlement:
+           lookup_cloud: LookupCloud, lookup_objects: LookupObjects,
+           project: str | None = None) -> Settlement:
     """Look each pending create up and decide: import what exists (by the id the provider
     answered), clear what is confirmed absent or lives only in the state, leave the rest
-    unresolved. ``recorded``: URNs the state holds."""
+    unresolved. ``recorded``: URNs the state holds; ``project``: the pool credential's GCP
+    project (a GCP resource's id names it)."""
     out = Settlement()
     objects: list[tuple[PendingCreate, str]] = []
-    vms: list[PendingCreate] = []
+    clouds: list[PendingCreate] = []
     for p in pending:
         if p.urn in recorded:
             out.cleared.append(p.urn)  # the state has it already: only the record is left
@@ -332,27 +494,38 @@ def settle(pending: Sequence[PendingCreate], recorded: set[str], *,
                 out.unresolved.append((p.urn, "the recorded create names no metadata.name"))
             else:
                 objects.append((p, p.kube_id))
-        elif p.kind == "vm":
-            vms.append(p)
+        elif p.kind == "cloud-read":
+            rid = p.gcp_id(project)
+            if rid is None:
+                out.unresolved.append((p.urn, "its id needs the credential's GCP project and "
+                                              "the recorded name (and region)"))
+            else:
+                objects.append((p, rid))
+        elif p.kind == "cloud":
+            clouds.append(p)
         else:
             out.unresolved.append((p.urn, f"no lookup for {p.type}: look it up in the cloud, "
                                           "then `pulumi import` it or confirm it absent"))
     answers: dict[str, Answer] = {}
-    if vms:
-        answers.update(lookup_vms(vms))
+    if clouds:
+        answers.update(lookup_cloud(clouds))
     if objects:
         answers.update(lookup_objects(objects))
-    for p in [*vms, *(p for p, _ in objects)]:
+    ids = dict((p.urn, rid) for p, rid in objects)
+    for p in [*clouds, *(p for p, _ in objects)]:
         a = answers.get(p.urn) or Answer("unknown", detail="not looked up")
         if a.state == "found" and a.id:
             out.imported.append((p.urn, a.id))
         elif a.state == "absent":
             out.cleared.append(p.urn)
-        elif p.kind == "vm":
+        elif p.is_vm:
             out.unresolved.append((p.urn, f"the {p.cloud} lookup by attempt "
                                           f"{p.attempt_id} could not tell: {a.detail}"))
+        elif p.kind == "cloud":
+            out.unresolved.append((p.urn, f"the {p.cloud} lookup of {p.type} could not "
+                                          f"tell: {a.detail}"))
         else:
-            out.unresolved.append((p.urn, f"reading {p.kube_id} could not tell: {a.detail}"))
+            out.unresolved.append((p.urn, f"reading {ids[p.urn]} could not tell: {a.detail}"))
     return out
 
 

@@ -215,6 +215,8 @@ class CloudSimulator(MockProviders):
     # -- the mock engine's questions ----------------------------------------------------
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if getattr(args, "reading", False) and _cloud_of(args.typ) in ("aws", "gcp", "azure"):
+            return self._read(args)
         step = getattr(args, "step", None)
         kept = isinstance(step, Step) and step.op in ("same", "update")
         if kept or not args.custom or args.typ.startswith(NOT_IN_THE_CLOUD):
@@ -228,6 +230,22 @@ class CloudSimulator(MockProviders):
         if args.typ in VM_TYPES:
             return self._create_vm(args)
         return self._create_resource(args)
+
+    def _read(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        """A resource ``get`` by id: the provider reads it; the engine fails the read of
+        one that does not exist with ``resource '<id>' does not exist``."""
+        rid = str(args.resource_id or "")
+        with self._vm_lock:
+            vm = self.vms.get(rid)
+            held = self.resources.get(rid)
+            exists = (vm is not None and vm.state != "terminated") or (
+                held is not None and held["state"] == "live")
+            if not exists:
+                raise CloudFailure(f"reading {args.typ} {args.name}: resource '{rid}' does "
+                                   "not exist")
+            props = copy.deepcopy(self.live.get(rid, {}))
+        _, extra = super().new_resource(args)
+        return rid, {**props, **extra}
 
     def _fresh(self, args: MockResourceArgs, taken: Callable[[str], bool]
                ) -> tuple[str | None, dict[str, Any]]:
@@ -268,6 +286,8 @@ class CloudSimulator(MockProviders):
                 self.resources[rid] = {"type": args.typ, "state": "live", "identity": identity(
                     args.typ, args.name, dict(args.inputs))}
                 self.save()
+        # Made, and the engine has not heard back yet.
+        crashpoint("mid-network-create")
         return rid, extra
 
     def _create_vm(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:

@@ -1,8 +1,8 @@
-"""The simulated cloud's answers to the providers' VM lookups, for the mock engine.
+"""The simulated cloud's answers to the providers' lookups, for the mock engine.
 
 ``VmLookupAnswers`` wraps a ``CloudSimulator`` and answers the invokes that
-``automation.engine.recovery.vm_lookup_program`` makes, from the VMs the simulator bought,
-the way each provider answers them:
+``automation.engine.recovery.cloud_lookup_program`` makes, from what the simulator bought,
+the way each provider answers them. VMs:
 
 - ``aws:ec2/getInstances:getInstances``: the ids of instances carrying the tags, in the
   requested states (a VM being released is ``shutting-down``, a released one
@@ -11,6 +11,18 @@ the way each provider answers them:
   the API's 404 error;
 - ``azure-native:compute:getVirtualMachine``: the VM by resource group and name with its
   tags, or ARM's ``ResourceNotFound`` error.
+
+A pool's network (``NETWORK_TOKENS``):
+
+- AWS ``ec2.getVpcs``, ``getSubnets``, ``getRouteTables``, ``getSecurityGroups``: the ids
+  of the live resources of that kind carrying every tag asked for (DescribeVpcs and the
+  others filter by ``tag:<key>``; no match is an empty list, never an error);
+- AWS ``ec2.getInternetGateway`` (by tags) and ``ec2.getRouteTable`` (by the subnet an
+  association joins): one result, or the provider's ``no matching EC2 ... found`` /
+  ``multiple EC2 ... matched`` errors (tfresource.SingularDataSourceFindError);
+- Azure ``getResourceGroup``, ``network.getVirtualNetwork``, ``getSubnet``,
+  ``getNetworkSecurityGroup``: the resource by its ARM id, or ``ResourceNotFound`` (or
+  ``ResourceGroupNotFound`` when the group is gone as well).
 
 An attempt listed in ``faults.uncertain`` makes the provider fail without an answer (a
 throttled or unreachable API). Everything else goes to the wrapped simulator.
@@ -28,8 +40,24 @@ from components import naming
 if TYPE_CHECKING:
     from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
+# The AWS list invokes, by the resource type they list.
+_AWS_LISTS = {
+    "aws:ec2/getVpcs:getVpcs": "aws:ec2/vpc:Vpc",
+    "aws:ec2/getSubnets:getSubnets": "aws:ec2/subnet:Subnet",
+    "aws:ec2/getRouteTables:getRouteTables": "aws:ec2/routeTable:RouteTable",
+    "aws:ec2/getSecurityGroups:getSecurityGroups": "aws:ec2/securityGroup:SecurityGroup",
+}
+# The Azure invokes, by the resource type they get and the ARM id they name.
+_AZURE_GETS = {
+    "azure-native:resources:getResourceGroup": "azure-native:resources:ResourceGroup",
+    "azure-native:network:getVirtualNetwork": "azure-native:network:VirtualNetwork",
+    "azure-native:network:getSubnet": "azure-native:network:Subnet",
+    "azure-native:network:getNetworkSecurityGroup": "azure-native:network:NetworkSecurityGroup",
+}
+NETWORK_TOKENS = (*_AWS_LISTS, *_AZURE_GETS, "aws:ec2/getInternetGateway:getInternetGateway",
+                  "aws:ec2/getRouteTable:getRouteTable")
 LOOKUP_TOKENS = ("aws:ec2/getInstances:getInstances", "gcp:compute/getInstance:getInstance",
-                  "azure-native:compute:getVirtualMachine")
+                 "azure-native:compute:getVirtualMachine", *NETWORK_TOKENS)
 _AWS_STATE = {"running": "running", "terminating": "shutting-down", "terminated": "terminated"}
 
 
@@ -76,7 +104,78 @@ class VmLookupAnswers:
             return self._gcp(dict(args.args))
         if args.token == "azure-native:compute:getVirtualMachine":
             return self._azure(dict(args.args))
+        if args.token in NETWORK_TOKENS:
+            return self._network(args.token, dict(args.args))
         return self.cloud.call(args)
+
+    # -- a pool's network ---------------------------------------------------------------
+
+    def _live(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        """The live resources of one type the cloud holds, by id, with their properties."""
+        return {rid: self.cloud.live.get(rid, {}) for rid, r in self.cloud.resources.items()
+                if r["type"] == resource_type and r["state"] == "live"}
+
+    def _network(self, token: str, a: dict[str, Any]) -> dict[str, Any]:
+        if token in _AWS_LISTS:
+            return {"id": "sim-region", "ids": sorted(self._tagged(_AWS_LISTS[token], a)),
+                    "tags": a.get("tags")}
+        if token == "aws:ec2/getInternetGateway:getInternetGateway":
+            rid = self._single(self._tagged("aws:ec2/internetGateway:InternetGateway", a),
+                               "EC2 Internet Gateway")
+            return {"id": rid, "internetGatewayId": rid, "tags": a.get("tags")}
+        if token == "aws:ec2/getRouteTable:getRouteTable":
+            return self._route_table(a)
+        return self._azure_network(_AZURE_GETS[token], a)
+
+    def _tagged(self, resource_type: str, a: dict[str, Any]) -> list[str]:
+        wanted = {str(k): str(v) for k, v in (a.get("tags") or {}).items()}
+        return [rid for rid, props in self._live(resource_type).items()
+                if wanted.items() <= {str(k): str(v) for k, v in
+                                      (props.get("tags") or {}).items()}.items()]
+
+    @staticmethod
+    def _single(ids: list[str], what: str) -> str:
+        if not ids:
+            raise ProviderError(f"reading {what}: no matching {what} found")
+        if len(ids) > 1:
+            raise ProviderError(f"multiple {what}s matched; use additional constraints to "
+                                f"reduce matches to a single {what}")
+        return ids[0]
+
+    def _route_table(self, a: dict[str, Any]) -> dict[str, Any]:
+        """``getRouteTable(subnetId=...)``: the table explicitly associated with the
+        subnet, with its associations (the filter is ``association.subnet-id``)."""
+        subnet = str(a.get("subnetId") or "")
+        joins = [(rid, props) for rid, props in self._live(
+            "aws:ec2/routeTableAssociation:RouteTableAssociation").items()
+            if str(props.get("subnetId")) == subnet]
+        table = self._single(sorted({str(p.get("routeTableId")) for _, p in joins}),
+                             "EC2 Route Table")
+        return {"id": table, "routeTableId": table, "subnetId": subnet, "associations": [
+            {"routeTableAssociationId": rid, "routeTableId": table, "subnetId": subnet,
+             "gatewayId": "", "main": False} for rid, _ in joins]}
+
+    def _azure_network(self, resource_type: str, a: dict[str, Any]) -> dict[str, Any]:
+        group = a.get("resourceGroupName")
+        path = {"azure-native:resources:ResourceGroup": "",
+                "azure-native:network:VirtualNetwork":
+                    f"/providers/Microsoft.Network/virtualNetworks/{a.get('virtualNetworkName')}",
+                "azure-native:network:Subnet":
+                    f"/providers/Microsoft.Network/virtualNetworks/{a.get('virtualNetworkName')}"
+                    f"/subnets/{a.get('subnetName')}",
+                "azure-native:network:NetworkSecurityGroup":
+                    "/providers/Microsoft.Network/networkSecurityGroups/"
+                    f"{a.get('networkSecurityGroupName')}"}[resource_type]
+        suffix = f"/resourceGroups/{group}{path}"
+        hit = next((rid for rid in self._live(resource_type) if rid.endswith(suffix)), None)
+        if hit is None:
+            groups = self._live("azure-native:resources:ResourceGroup")
+            if not any(rid.endswith(f"/resourceGroups/{group}") for rid in groups):
+                raise ProviderError(f"(ResourceGroupNotFound) Resource group '{group}' could "
+                                    "not be found.")
+            raise ProviderError(f"(ResourceNotFound) The Resource '{suffix}' was not found.")
+        return {"id": hit, "name": hit.rsplit("/", 1)[-1], "location": "sim",
+                "provisioningState": "Succeeded"}
 
     def _vms(self, resource_type: str) -> list[SimVm]:
         self.cloud.vms_of_pool("")  # settles releases whose latency has passed

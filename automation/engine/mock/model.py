@@ -76,8 +76,10 @@ class PendingResource:
 
 class Planner(Protocol):
     """Decides each resource's step before the cloud answers. Optionally also told how it
-    went (the engine checkpoints there): ``applied(resource, rid)`` once the cloud made it,
-    ``refused(resource)`` when the cloud answered with a failure (``CloudFailure``)."""
+    went (the engine checkpoints there): ``begin(resource, checked)`` just before the cloud
+    is asked, with the inputs the provider's check added (autonames), ``applied(resource,
+    rid)`` once the cloud made it, ``refused(resource)`` when the cloud answered with a
+    failure (``CloudFailure``)."""
 
     def decide(self, resource: PendingResource) -> Step:
         """The step for ``resource``; raise ``CloudFailure`` to fail it."""

@@ -181,6 +181,7 @@ class LeanMonitor:
         inputs = rpc.deserialize_properties(request.properties)
         args = MockResourceArgs(typ=request.type, name=request.name, inputs=inputs,
                                 provider=request.provider, resource_id=request.id)
+        args.reading = True  # type: ignore[attr-defined]  # a get, not an import
         rid, state = self.mocks.new_resource(args)
         urn = self.make_urn(request.parent, request.type, request.name)
         with self._lock:

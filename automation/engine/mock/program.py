@@ -113,6 +113,10 @@ def _make_mocks(cloud: Cloud, record: dict[str, Any], preview: bool) -> Any:
                 # As the engine's preview: nothing is created, so the id and every output
                 # the provider computes are unknown; only the (checked) inputs are known.
                 return "", checked
+            begin = getattr(_local, "begin", None)
+            if begin is not None:  # the engine records the create as in flight, checked
+                begin({k: v for k, v in checked.items()
+                       if k not in args.inputs or v is not args.inputs[k]})
             rid, extra = cloud.new_resource(args)
             if step is not None and step.old_id and step.op in ("same", "update"):
                 rid = step.old_id  # a resource kept keeps its id
@@ -172,6 +176,9 @@ def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None, s
                 )
                 step = planner.decide(pending)
             _local.step = step
+            begin = getattr(planner, "begin", None)
+            if pending is not None and begin is not None:
+                _local.begin = lambda added, p=pending: begin(p, _plain_props(added)[0])
             try:
                 resp = super().register(request, urn, inputs)
             except CloudFailure:
@@ -181,7 +188,7 @@ def _make_monitor(mocks: Any, record: dict[str, Any], planner: Planner | None, s
                     refused(pending)
                 raise
             finally:
-                _local.step = None
+                _local.step = _local.begin = None
             applied = getattr(planner, "applied", None)
             if pending is not None and applied is not None:
                 applied(pending, resp.id or None)

@@ -79,9 +79,15 @@ class _Deployment:
         step = Step(op=d.op, old_id=old_id, delete_before_replace=d.delete_before_replace)
         if self.execute and step.op in ("create", "replace"):
             self.steps[resource.urn] = step
-            if resource.custom:  # a component lives only in the state: nothing in flight
-                self._begin(resource)
         return step
+
+    def begin(self, resource: PendingResource, checked: dict[str, Any]) -> None:
+        """The cloud is about to be asked to create ``resource``: record the create as in
+        flight first, with its inputs as the provider checked them (an autoname is part of
+        them, as in Pulumi's state), so that a lookup can find it if the run is killed."""
+        # A component lives only in the state: nothing in flight.
+        if resource.urn in self.steps and resource.custom:
+            self._begin(resource, checked)
 
     def _record(self, resource: PendingResource) -> dict[str, Any]:
         record = self.records.get(resource.urn)
@@ -90,11 +96,11 @@ class _Deployment:
                 resource.registered(None), "create", None, self.state["salt"])
         return record
 
-    def _begin(self, resource: PendingResource) -> None:
+    def _begin(self, resource: PendingResource, checked: dict[str, Any]) -> None:
         record = self._record(resource)
         operation = {"type": "creating", "record": record, "resource": {
             "urn": resource.urn, "type": resource.type, "custom": True,
-            "inputs": record["inputs"], "parent": resource.parent,
+            "inputs": {**record["inputs"], **checked}, "parent": resource.parent,
             "provider": resource.provider}}
         with self._lock:
             self.checkpoint.setdefault("pending_operations", []).append(operation)
@@ -436,18 +442,20 @@ class MockEngineRunner:
 
     def _recover(self, target: StackTarget, state: dict[str, Any]) -> dict[str, Any]:
         """Settle the creates a killed run left in flight, as the Pulumi driver does
-        (``automation.engine.recovery``): each VM looked up through the provider's own
-        lookup by its attempt tag, answered by the cloud. Every create found is recorded
+        (``automation.engine.recovery``): each cloud resource looked up through the
+        provider's own lookups (a VM by its attempt tag, a network resource by its tags or
+        name) or read by its id, answered by the cloud. Every create found is recorded
         under the id the cloud answered, every one confirmed absent is dropped; otherwise
         nothing changes and the stack stops with ``PENDING_CREATES``."""
-        from automation.engine.recovery import pending_creates_in, settle
+        from automation.engine.recovery import gcp_project, pending_creates_in, settle
 
         pending = pending_creates_in(state)
         if not pending:
             return state
         outcome = settle(pending, set(state["resources"]),
-                         lookup_vms=lambda vms: self._lookup_vms(target, vms),
-                         lookup_objects=_absent_objects)
+                         lookup_cloud=lambda found: self._lookup_cloud(target, found),
+                         lookup_objects=lambda items: self._read_objects(target, items),
+                         project=gcp_project(target.config))
         if not outcome.complete:
             raise EngineFailed(
                 f"mock engine: stack {target.stack_name} has {len(pending)} create(s) left "
@@ -462,21 +470,46 @@ class MockEngineRunner:
         self._save_state(target, state)
         return state
 
-    def _lookup_vms(self, target: StackTarget, vms: list[PendingCreate]) -> dict[str, Answer]:
-        """The providers' lookups (``vm_lookup_program``) through the pool's provider,
+    def _lookup_cloud(self, target: StackTarget, pending: list[PendingCreate]
+                      ) -> dict[str, Answer]:
+        """The providers' lookups (``cloud_lookup_program``) through the pool's provider,
         answered by this runner's cloud."""
         from automation.engine.mock.program import run_program
-        from automation.engine.recovery import answers_from_outputs, vm_lookup_program
+        from automation.engine.recovery import answers_from_outputs, cloud_lookup_program
         from automation.engine.runner import StackKind
 
         if target.kind is not StackKind.NODE_POOL:
-            return {p.urn: Answer("unknown", detail="only a node-pool stack has VMs")
-                    for p in vms}
+            return {p.urn: Answer("unknown", detail="only a node-pool stack has cloud "
+                                                    "resources") for p in pending}
         from stacks.providers import cloud_provider
 
-        program = vm_lookup_program(vms, lambda: cloud_provider(target.config))
+        program = cloud_lookup_program(pending, lambda: cloud_provider(target.config))
         run = run_program(program, cloud=self.cloud, stack=f"{target.stack_name}-lookup")
-        return answers_from_outputs(run.outputs, vms)
+        return answers_from_outputs(run.outputs, pending)
+
+    def _read_objects(self, target: StackTarget, items: list[tuple[PendingCreate, str]]
+                      ) -> dict[str, Answer]:
+        """Reads by id (``read_program``, ``read_each``) through the pool's provider,
+        answered by this runner's cloud; Kubernetes objects as ``_absent_objects``."""
+        from automation.engine.mock.program import run_program
+        from automation.engine.recovery import read_each, read_program
+        from automation.engine.runner import StackKind
+
+        answers = _absent_objects([(p, rid) for p, rid in items if p.kind == "kubernetes"])
+        cloud = [(p, rid) for p, rid in items if p.kind != "kubernetes"]
+        if not cloud:
+            return answers
+        if target.kind is not StackKind.NODE_POOL:
+            return {**answers, **{p.urn: Answer("unknown", detail="only a node-pool stack "
+                                                "has cloud resources") for p, _ in cloud}}
+        from stacks.providers import cloud_provider
+
+        def read(some: list[tuple[PendingCreate, str]]) -> dict[str, Any]:
+            program = read_program(some, lambda: cloud_provider(target.config))
+            return run_program(program, cloud=self.cloud,
+                               stack=f"{target.stack_name}-lookup").outputs
+
+        return {**answers, **read_each(cloud, read, CloudFailure)}
 
     @instruments.stack_operation
     def adopt(self, target: StackTarget, *,
@@ -495,7 +528,7 @@ class MockEngineRunner:
         listed = self.evaluate(target)
         vms = [PendingCreate(urn=r.urn, type=r.type, custom=True, inputs=r.inputs)
                for r in listed.resources if r.type in VM_CLOUDS]
-        answers = self._lookup_vms(target, vms) if vms else {}
+        answers = self._lookup_cloud(target, vms) if vms else {}
         unknown = [f"{urn}: {a.detail}" for urn, a in answers.items() if a.state == "unknown"]
         if unknown:
             raise EngineFailed(f"mock engine: cannot adopt {target.stack_name}: "

@@ -185,7 +185,7 @@ def test_the_vm_lookup_on_the_real_engine_names_the_missing_plugin(
         inputs={"tags": {"anycloud.sh/attempt": "at-1"}})
     runner = AutomationRunner(tmp_path / "home")
     with pytest.raises(EngineFailed) as failed:
-        runner._lookup_vms(target, [vm], None)
+        runner._lookup_cloud(target, [vm], None)
     assert failed.value.code == "PENDING_CREATES"
     message = failed.value.message
     assert "pulumi-resource-aws" in message and vm.urn in message

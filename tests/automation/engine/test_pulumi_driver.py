@@ -146,13 +146,14 @@ def test_pending_creates_are_found_in_an_exported_deployment() -> None:
 
 
 def test_up_refuses_to_run_over_pending_creates_it_cannot_look_up(tmp_path: Path) -> None:
-    """A create in flight with no lookup (a VPC) stops the run, naming it, and nothing in
-    the state changes (crash recovery: ``automation.engine.recovery``)."""
-    vpc = "urn:pulumi:s::anycloud::aws:ec2/vpc:Vpc::vpc"
+    """A create in flight with no lookup (nothing anycloud makes: a bucket) stops the run,
+    naming it, and nothing in the state changes (crash recovery:
+    ``automation.engine.recovery``)."""
+    bucket = "urn:pulumi:s::anycloud::aws:s3/bucket:Bucket::bucket"
 
     class Exported:
         deployment = {"pending_operations": [
-            {"resource": {"urn": vpc, "type": "aws:ec2/vpc:Vpc", "custom": True},
+            {"resource": {"urn": bucket, "type": "aws:s3/bucket:Bucket", "custom": True},
              "type": "creating"}]}
 
     class Stack:
@@ -165,7 +166,7 @@ def test_up_refuses_to_run_over_pending_creates_it_cannot_look_up(tmp_path: Path
     with pytest.raises(EngineFailed) as err:
         AutomationRunner(tmp_path)._settle_pending_creates(pool_target(), Stack(), None)
     assert err.value.code == "PENDING_CREATES"
-    assert f"UNRESOLVED {vpc}: no lookup for aws:ec2/vpc:Vpc" in err.value.message
+    assert f"UNRESOLVED {bucket}: no lookup for aws:s3/bucket:Bucket" in err.value.message
     assert "Nothing was changed" in err.value.message
 
 

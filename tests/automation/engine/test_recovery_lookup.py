@@ -1,12 +1,13 @@
 """Crash recovery's decisions, and its VM lookups for the three clouds under the mock engine.
 
-The lookup program is the one the real engine runs (``vm_lookup_program``: the providers'
+The lookup program is the one the real engine runs (``cloud_lookup_program``: the providers'
 own invokes through the pool's provider); here the SDK's mock engine runs it and the
 simulated cloud answers the invokes as the providers do (``VmLookupAnswers``).
 """
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,17 +15,19 @@ from typing import Any
 import pytest
 
 from automation.clock import ManualClock
+from automation.engine.errors import EngineFailed
 from automation.engine.mock.program import run_program
 from automation.engine.mock.runner import MockEngineRunner
 from automation.engine.recovery import (
+    NETWORK_TYPES,
     Answer,
     PendingCreate,
     adopted,
     answers_from_outputs,
+    cloud_lookup_program,
     pending_creates_in,
     settle,
     unread_imports,
-    vm_lookup_program,
 )
 from automation.engine.runner import StackTarget
 from automation.simulators.cloud import CloudSimulator
@@ -57,7 +60,7 @@ def vm_creates(runner: MockEngineRunner, target: StackTarget,
 def look_up(cloud: CloudSimulator, target: StackTarget,
             pending: list[PendingCreate]
             ) -> tuple[dict[str, Answer], list[tuple[str, dict[str, Any]]]]:
-    program = vm_lookup_program(pending, lambda: cloud_provider(target.config))
+    program = cloud_lookup_program(pending, lambda: cloud_provider(target.config))
     answering = VmLookupAnswers(cloud)
     run = run_program(program, cloud=answering, stack="lookup")
     return answers_from_outputs(run.outputs, pending), answering.asked
@@ -169,7 +172,7 @@ def test_vms_left_in_flight_are_settled_from_the_provider_answers(
     def no_objects(_: list[tuple[PendingCreate, str]]) -> dict[str, Answer]:
         raise AssertionError("no Kubernetes object is pending")
 
-    outcome = settle(pending_creates_in(deployment), set(), lookup_vms=lookup_vms,
+    outcome = settle(pending_creates_in(deployment), set(), lookup_cloud=lookup_vms,
                      lookup_objects=no_objects)
     after = adopted(deployment, outcome)
     assert outcome.imported == [(creates["at-1"].urn, ids["at-1"])]
@@ -178,7 +181,7 @@ def test_vms_left_in_flight_are_settled_from_the_provider_answers(
     assert after["pending_operations"] == []
 
     cloud.faults.uncertain.append("at-1")
-    unsure = settle(pending_creates_in(deployment), set(), lookup_vms=lookup_vms,
+    unsure = settle(pending_creates_in(deployment), set(), lookup_cloud=lookup_vms,
                     lookup_objects=no_objects)
     assert not unsure.complete and unsure.imported == []
     assert f"UNRESOLVED {creates['at-1'].urn}: the {provider} lookup by attempt at-1" in (
@@ -208,7 +211,7 @@ def test_settle_imports_found_clears_absent_and_state_only_and_names_the_rest() 
     vm_live = create("vm-a", VM_TYPES["aws"], inputs={"tags": {"anycloud.sh/attempt": "a"}})
     vm_gone = create("vm-b", VM_TYPES["aws"], inputs={"tags": {"anycloud.sh/attempt": "b"}})
     vm_unsure = create("vm-c", VM_TYPES["aws"], inputs={"tags": {"anycloud.sh/attempt": "c"}})
-    vpc = create("vpc", "aws:ec2/vpc:Vpc")
+    bucket = create("bucket", "aws:s3/bucket:Bucket")
     asked_vms: list[list[str]] = []
     asked_objects: list[list[tuple[str, str]]] = []
 
@@ -221,16 +224,16 @@ def test_settle_imports_found_clears_absent_and_state_only_and_names_the_rest() 
         asked_objects.append([(p.urn, rid) for p, rid in items])
         return {ds.urn: Answer("found", "kube-system/ds"), rc.urn: Answer("absent")}
 
-    out = settle([ds, rc, component, provider, vm_live, vm_gone, vm_unsure, vpc], {COMPONENT},
-                 lookup_vms=lookup_vms, lookup_objects=lookup_objects)
+    out = settle([ds, rc, component, provider, vm_live, vm_gone, vm_unsure, bucket], {COMPONENT},
+                 lookup_cloud=lookup_vms, lookup_objects=lookup_objects)
 
     assert asked_vms == [[vm_live.urn, vm_gone.urn, vm_unsure.urn]]
     assert asked_objects == [[(ds.urn, "kube-system/ds"), (rc.urn, "nvidia")]]
     assert sorted(out.imported) == sorted([(ds.urn, "kube-system/ds"), (vm_live.urn, "i-1")])
     assert sorted(out.cleared) == sorted([component.urn, provider.urn, vm_gone.urn, rc.urn])
-    assert sorted(u for u, _ in out.unresolved) == sorted([vm_unsure.urn, vpc.urn])
+    assert sorted(u for u, _ in out.unresolved) == sorted([vm_unsure.urn, bucket.urn])
     assert not out.complete
-    assert "throttled" in out.describe() and "no lookup for aws:ec2/vpc:Vpc" in out.describe()
+    assert "throttled" in out.describe() and "no lookup for aws:s3/bucket:Bucket" in out.describe()
 
 
 def test_settle_does_not_look_up_what_the_state_already_holds_or_cannot_place() -> None:
@@ -239,9 +242,9 @@ def test_settle_does_not_look_up_what_the_state_already_holds_or_cannot_place() 
     def refuse(*_: Any) -> dict[str, Answer]:
         raise AssertionError("looked up")
 
-    held = settle([ds], {ds.urn, COMPONENT}, lookup_vms=refuse, lookup_objects=refuse)
+    held = settle([ds], {ds.urn, COMPONENT}, lookup_cloud=refuse, lookup_objects=refuse)
     assert held.complete and held.cleared == [ds.urn] and held.imported == []
-    orphan = settle([ds], set(), lookup_vms=refuse, lookup_objects=refuse)
+    orphan = settle([ds], set(), lookup_cloud=refuse, lookup_objects=refuse)
     assert orphan.unresolved == [(ds.urn, f"its parent {COMPONENT} is not in the state")]
 
 
@@ -266,7 +269,7 @@ def test_a_complete_settlement_adopts_what_was_found_and_leaves_nothing_in_fligh
     assert by_urn[ds["urn"]].name == "nvidia-device-plugin"
     assert by_urn[top["urn"]].kube_id == "ns"  # cluster-scoped
 
-    outcome = settle(found, {COMPONENT}, lookup_vms=lambda _: {}, lookup_objects=lambda items: {
+    outcome = settle(found, {COMPONENT}, lookup_cloud=lambda _: {}, lookup_objects=lambda items: {
         ds["urn"]: Answer("found", "kube-system/ds"), top["urn"]: Answer("absent")})
     after = adopted(deployment, outcome)
 
@@ -275,7 +278,7 @@ def test_a_complete_settlement_adopts_what_was_found_and_leaves_nothing_in_fligh
     assert unread_imports(after) == [ds["urn"]]  # until a refresh reads its outputs
     assert deployment["pending_operations"]  # the original is left as it was
     with pytest.raises(ValueError):
-        adopted(deployment, settle(found, set(), lookup_vms=lambda _: {},
+        adopted(deployment, settle(found, set(), lookup_cloud=lambda _: {},
                                    lookup_objects=lambda _: {}))
 
 
@@ -317,7 +320,148 @@ def test_only_the_providers_own_not_found_error_means_absent(
     p = PendingCreate(urn="urn:pulumi:s::anycloud::vm::vm", type=VM_TYPES[cloud], custom=True,
                       inputs={key: {"anycloud.sh/attempt": "at-1"}})
     assert p.attempt_id == "at-1"
-    answer = recovery.lookup_vm(p, invoke=None)
+    answer = recovery.lookup_cloud(p, invoke=None)
     assert answer.state == state
     if state == "unknown":
         assert answer.detail == message  # the provider's own words, for the user
+
+
+# -- a pool's network left in flight --------------------------------------------------------
+
+
+def killed_while_creating(cloud: CloudSimulator, state: dict[str, Any],
+                          urns: list[str]) -> dict[str, Any]:
+    """The state file a run killed while creating ``urns`` leaves: each create in flight
+    with its inputs as the provider checked them (autonames included, as the engine
+    records them), none of them a resource of the state."""
+    from pulumi.runtime.mocks import MockResourceArgs
+
+    out = copy.deepcopy(state)
+    ops = []
+    for urn in urns:
+        rec = out["resources"].pop(urn)
+        checked = cloud.check(MockResourceArgs(typ=rec["type"], name=rec["name"],
+                                               inputs=rec["inputs"], custom=True))
+        ops.append({"type": "creating", "record": {k: v for k, v in rec.items() if k != "id"},
+                    "resource": {"urn": urn, "type": rec["type"], "custom": True,
+                                 "inputs": {**rec["inputs"], **checked}, "parent": None,
+                                 "provider": None}})
+    out["pending_operations"] = ops
+    return out
+
+
+def network_of(runner: MockEngineRunner, target: StackTarget) -> dict[str, str]:
+    """The pool's network resources in the stack's state: URN → the cloud's id."""
+    return {urn: rec["id"] for urn, rec in runner.load_state(target)["resources"].items()
+            if rec["type"] in NETWORK_TYPES}
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_a_network_left_in_flight_is_found_and_kept_not_bought_again(
+        tmp_path: Path, provider: str) -> None:
+    """Killed while creating the whole network: each resource is looked up the way its
+    cloud identifies it and recorded under the id the cloud holds. Nothing is created again
+    (AWS would buy a second VPC; GCP would refuse the name with 409, forever)."""
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(provider), "at-1")
+    runner.up(target)
+    network = network_of(runner, target)
+    assert len(network) >= 4
+    runner._save_state(target, killed_while_creating(cloud, runner.load_state(target), [*network]))
+    held = len(cloud.resources)
+
+    result = runner.up(target)
+
+    assert network_of(runner, target) == network
+    assert result.summary.create == 0 and len(cloud.resources) == held
+    assert not runner.load_state(target).get("pending_operations")
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_a_network_resource_never_made_is_cleared_and_made_once(
+        tmp_path: Path, provider: str) -> None:
+    """The create of one resource (the last one: the security group or a firewall rule)
+    never reached the cloud: confirmed absent, cleared, and the next update makes it."""
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(provider), "at-1")
+    runner.up(target)
+    network = network_of(runner, target)
+    types = {urn: runner.load_state(target)["resources"][urn]["type"] for urn in network}
+    last = {"aws": "aws:ec2/securityGroup:SecurityGroup", "gcp": "gcp:compute/firewall:Firewall",
+            "azure": "azure-native:network:NetworkSecurityGroup"}[provider]
+    lost = next(urn for urn in sorted(network) if types[urn] == last)
+    cloud.delete_resource(last, network[lost])
+    runner._save_state(target, killed_while_creating(cloud, runner.load_state(target), [*network]))
+
+    result = runner.up(target)
+
+    assert result.summary.create == 1
+    after = network_of(runner, target)
+    assert {u: i for u, i in after.items() if u != lost} == {
+        u: i for u, i in network.items() if u != lost}
+    assert cloud.resources[after[lost]]["state"] == "live"
+
+
+def test_two_aws_vpcs_with_the_pools_tags_are_not_guessed(tmp_path: Path) -> None:
+    """A VPC bought twice (an earlier, unprotected crash): importing either would be a
+    guess, so nothing changes and the stack stops, naming both."""
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target("aws"), "at-1")
+    runner.up(target)
+    network = network_of(runner, target)
+    vpc = next(urn for urn in network if urn.endswith("-vpc"))
+    twin = "vpc-0twin00000000000"
+    cloud.resources[twin] = {**cloud.resources[network[vpc]]}
+    cloud.live[twin] = copy.deepcopy(cloud.live[network[vpc]])
+    killed = killed_while_creating(cloud, runner.load_state(target), [vpc])
+    runner._save_state(target, killed)
+
+    with pytest.raises(EngineFailed) as failed:
+        runner.up(target)
+
+    assert failed.value.code == "PENDING_CREATES"
+    assert "2 Vpcs tagged" in failed.value.message and twin in failed.value.message
+    assert runner.load_state(target) == killed
+
+
+@pytest.mark.parametrize(("message", "state"), [
+    ("reading EC2 Internet Gateway: no matching EC2 Internet Gateway found", "absent"),
+    ("no matching EC2 Route Table found", "absent"),
+    ("multiple EC2 Internet Gateways matched; use additional constraints to reduce matches "
+     "to a single EC2 Internet Gateway", "unknown"),
+    ("UnauthorizedOperation: You are not authorized to perform this operation.", "unknown"),
+])
+def test_aws_single_result_lookups_mean_absent_only_when_nothing_matched(
+        monkeypatch: pytest.MonkeyPatch, message: str, state: str) -> None:
+    from automation.engine import recovery
+
+    def failing(p: PendingCreate, invoke: Any) -> Answer:
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(recovery, "_lookup_aws_network", failing)
+    p = PendingCreate(urn="urn:pulumi:s::anycloud::igw::igw",
+                      type="aws:ec2/internetGateway:InternetGateway", custom=True,
+                      inputs={"tags": {"anycloud.sh/node-pool": "np-1"}})
+    assert p.kind == "cloud"
+    assert recovery.lookup_cloud(p, invoke=None).state == state
+
+
+def test_a_gcp_resource_is_read_by_the_id_its_name_and_project_make() -> None:
+    def p(type_: str, **inputs: Any) -> PendingCreate:
+        return PendingCreate(urn=f"urn:pulumi:s::anycloud::{type_}::x", type=type_,
+                             custom=True, inputs=inputs)
+
+    fw = p("gcp:compute/firewall:Firewall", name="anycloud-np-1-allow-egress")
+    assert fw.kind == "cloud-read"
+    assert fw.gcp_id("my-project") == (
+        "projects/my-project/global/firewalls/anycloud-np-1-allow-egress")
+    assert p("gcp:compute/network:Network", name="n").gcp_id("p") == "projects/p/global/networks/n"
+    assert p("gcp:compute/subnetwork:Subnetwork", name="s", region="us-central1").gcp_id(
+        "p") == "projects/p/regions/us-central1/subnetworks/s"
+    assert fw.gcp_id(None) is None  # no project: unresolved, never guessed
+    out = settle([fw], set(), lookup_cloud=lambda _: {}, lookup_objects=lambda _: {},
+                 project=None)
+    assert not out.complete and "GCP project" in out.describe()

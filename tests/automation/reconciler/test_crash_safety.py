@@ -124,8 +124,8 @@ def invariants(home: Home, expect_state: str) -> None:
 
 
 @pytest.mark.parametrize("boundary", [
-    "after-attempt-write", "mid-vm-create", "mid-stack-up", "after-stack-up",
-    "after-ledger-sync",
+    "after-attempt-write", "mid-network-create", "mid-vm-create", "mid-stack-up",
+    "after-stack-up", "after-ledger-sync",
 ])
 def test_create(home: Home, boundary: str) -> None:
     crash_then_recover(home, boundary)
@@ -133,7 +133,7 @@ def test_create(home: Home, boundary: str) -> None:
 
 
 @pytest.mark.parametrize("provider", ["gcp", "azure"])
-@pytest.mark.parametrize("boundary", ["mid-vm-create", "mid-stack-up"])
+@pytest.mark.parametrize("boundary", ["mid-network-create", "mid-vm-create", "mid-stack-up"])
 def test_create_on_the_other_clouds(tmp_path: Path, provider: str, boundary: str) -> None:
     home = make_home(tmp_path, provider)
     crash_then_recover(home, boundary)
