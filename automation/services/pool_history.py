@@ -79,7 +79,7 @@ def _attempt(r: dict[str, Any], hide: dict[str, str]) -> VmAttemptView:
         released_at=_maybe_utc(r["released_at"]), reason=redact(r["last_error"], hide))
 
 
-def pool_history(ledger: Ledger, ref: str, limit: int = DEFAULT_LIMIT) -> PoolHistory:
+def read_pool_history(ledger: Ledger, ref: str, limit: int = DEFAULT_LIMIT) -> PoolHistory:
     """The pool's newest ``limit`` attempts and its newest ``limit`` events."""
     params = {"limit": check_limit(limit)}
     pool = _pool_row(ledger, ref)

@@ -12,7 +12,7 @@ from automation.errors import InvalidInput, NotFound
 from automation.ledger import schema
 from automation.models import NewNodePool
 from automation.services import node_pools
-from automation.services.pool_history import MAX_LIMIT, pool_history
+from automation.services.pool_history import MAX_LIMIT, read_pool_history
 from tests.automation.api.conftest import POOL, world  # noqa: F401
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -58,7 +58,7 @@ def seed_history(app: App) -> str:
 
 def test_attempts_newest_first_released_included_with_their_links(world: App) -> None:  # noqa: F811
     pool = seed_history(world)
-    history = pool_history(world.ledger, "gpu")
+    history = read_pool_history(world.ledger, "gpu")
     assert (history.pool.id, history.pool.name) == (pool, "gpu")
     assert [(a.id, a.state.value) for a in history.attempts] == [
         ("at-3", "pending"), ("at-2", "running"), ("at-1", "released")]
@@ -71,7 +71,7 @@ def test_attempts_newest_first_released_included_with_their_links(world: App) ->
 
 def test_events_newest_first_only_the_pools(world: App) -> None:  # noqa: F811
     pool = seed_history(world)
-    history = pool_history(world.ledger, pool)  # by id as well as by name
+    history = read_pool_history(world.ledger, pool)  # by id as well as by name
     assert [e.kind for e in history.events] == [
         "pool_failed", "attempt_released", "attempt_releasing", "attempt_created",
         "created"]  # the pool's own, written by create
@@ -80,7 +80,7 @@ def test_events_newest_first_only_the_pools(world: App) -> None:  # noqa: F811
 
 def test_event_messages_are_redacted_like_last_error(world: App) -> None:  # noqa: F811
     seed_history(world)
-    shown = pool_history(world.ledger, "gpu").events[0].message
+    shown = read_pool_history(world.ledger, "gpu").events[0].message
     assert shown is not None
     assert "k3s-abc" not in shown and "203.0.113.10" not in shown and "6443" not in shown
     # The cluster's own API server is named; the rest says what failed.
@@ -89,10 +89,10 @@ def test_event_messages_are_redacted_like_last_error(world: App) -> None:  # noq
 
 def test_the_limit_bounds_both_lists(world: App) -> None:  # noqa: F811
     seed_history(world)
-    two = pool_history(world.ledger, "gpu", limit=2)
+    two = read_pool_history(world.ledger, "gpu", limit=2)
     assert [a.id for a in two.attempts] == ["at-3", "at-2"]
     assert [e.kind for e in two.events] == ["pool_failed", "attempt_released"]
-    assert len(pool_history(world.ledger, "gpu", limit=MAX_LIMIT).attempts) == 3
+    assert len(read_pool_history(world.ledger, "gpu", limit=MAX_LIMIT).attempts) == 3
 
 
 @pytest.mark.parametrize("limit", [0, -1, MAX_LIMIT + 1])
@@ -100,20 +100,20 @@ def test_a_limit_out_of_range_is_refused_naming_field_value_and_rule(
         world: App, limit: int) -> None:  # noqa: F811
     seed_history(world)
     with pytest.raises(InvalidInput) as refused:
-        pool_history(world.ledger, "gpu", limit=limit)
+        read_pool_history(world.ledger, "gpu", limit=limit)
     assert (refused.value.field, refused.value.value) == ("limit", limit)
     assert refused.value.rule == "must be between 1 and 500"
 
 
 def test_an_unknown_pool_is_not_found_as_status_says(world: App) -> None:  # noqa: F811
     with pytest.raises(NotFound) as missing:
-        pool_history(world.ledger, "nope")
+        read_pool_history(world.ledger, "nope")
     assert (missing.value.field, missing.value.value) == ("node_pool", "nope")
 
 
 def test_the_json_is_camel_case(world: App) -> None:  # noqa: F811
     seed_history(world)
-    out = pool_history(world.ledger, "gpu").model_dump(mode="json")
+    out = read_pool_history(world.ledger, "gpu").model_dump(mode="json")
     assert out.keys() == {"pool", "attempts", "events"}
     assert out["attempts"][1].keys() == {"id", "state", "replaces", "replacedBy", "createdAt",
                                          "vmCreatedAt", "joinedAt", "releasedAt", "reason"}
