@@ -3,8 +3,8 @@ pool's page, the fragments the pages poll to refresh themselves, and their scrip
 
 Read-only: its only POSTs are log in and log out. Every page and fragment asks for the viewer
 role, from a session cookie (``automation.ui.sessions``) or an ``Authorization: Bearer``
-header, and reads through the same service functions as ``GET /v1/node-pools`` and ``GET
-/v1/node-pools/{ref}``: it shows a token nothing the API would not give it. An anonymous page
+header, and reads through the same service functions as ``GET /v1/node-pools``, ``GET
+/v1/node-pools/{ref}`` and its ``/history``: it shows a token nothing the API would not give it. An anonymous page
 request is sent to the log-in page; an anonymous fragment request gets 401 and no data.
 
 The routes are left out of the OpenAPI document (they are HTML, not the API's contract), and
@@ -28,6 +28,7 @@ from automation.auth.roles import Access, Principal, authorize
 from automation.errors import AnycloudError, Unauthenticated
 from automation.models import NodePoolStatus, PoolState
 from automation.services.ingress_status import pool_status_with_ingress
+from automation.services.pool_history import read_pool_history
 from automation.services.pool_status import list_node_pools
 from automation.ui.sessions import (
     COOKIE_PATH,
@@ -138,7 +139,9 @@ def _overview_values(request: Request) -> dict[str, Any]:
 def _pool_values(request: Request, ref: str) -> dict[str, Any]:
     ctx = request.app.state.ctx
     pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
-    return {"pool": pool, "as_of": _shown_at(ctx.clock.now())}
+    # In the polled fragment too: the history refreshes with the status.
+    history = read_pool_history(ctx.ledger, pool.id)
+    return {"pool": pool, "history": history, "as_of": _shown_at(ctx.clock.now())}
 
 
 def _session_values(request: Request, who: Principal) -> dict[str, Any]:
