@@ -8,6 +8,7 @@ with their labels (``pool_status.hidden_values``), then the models' ``ShownText`
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from automation.catalog.overlay import utc
@@ -66,7 +67,7 @@ def _pool_row(ledger: Ledger, ref: str) -> dict[str, Any]:
     return rows[0]
 
 
-def _maybe_utc(value: Any) -> Any:
+def _maybe_utc(value: Any) -> datetime | None:
     return None if value is None else utc(value)
 
 

@@ -3,8 +3,8 @@ pool's page, the fragments the pages poll to refresh themselves, and their scrip
 
 Read-only: its only POSTs are log in and log out. Every page and fragment asks for the viewer
 role, from a session cookie (``automation.ui.sessions``) or an ``Authorization: Bearer``
-header, and reads through the same service functions as ``GET /v1/node-pools``, ``GET
-/v1/node-pools/{ref}`` and its ``/history``: it shows a token nothing the API would not give it. An anonymous page
+header, and reads through the same service functions as ``GET /v1/node-pools`` and ``GET
+/v1/node-pools/{ref}``: it shows a token nothing the API would not give it. An anonymous page
 request is sent to the log-in page; an anonymous fragment request gets 401 and no data.
 
 The routes are left out of the OpenAPI document (they are HTML, not the API's contract), and
@@ -139,7 +139,7 @@ def _overview_values(request: Request) -> dict[str, Any]:
 def _pool_values(request: Request, ref: str) -> dict[str, Any]:
     ctx = request.app.state.ctx
     pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
-    # In the polled fragment too: the history refreshes with the status.
+    # GET /v1/node-pools/{ref}/history's; in the polled fragment, so it refreshes too.
     history = read_pool_history(ctx.ledger, pool.id)
     return {"pool": pool, "history": history, "as_of": _shown_at(ctx.clock.now())}
 
