@@ -366,6 +366,42 @@ class NodePoolStatus(CamelModel):
     updated_at: datetime
 
 
+class PoolRef(_CamelView):
+    id: str
+    name: str
+
+
+class VmAttemptView(_CamelView):
+    """One VM attempt of a pool, released ones included (``node-pool history``).
+
+    ``joined_at``: when its Node appeared (its bootstrap token was removed then);
+    ``reason``: why it is being or was released, or its last error, redacted like status's."""
+
+    id: str
+    state: AttemptState
+    replaces: str | None = None
+    replaced_by: str | None = None
+    created_at: datetime
+    vm_created_at: datetime | None = None
+    joined_at: datetime | None = None
+    released_at: datetime | None = None
+    reason: ShownText = None
+
+
+class PoolEvent(_CamelView):
+    at: datetime
+    kind: str
+    message: ShownText
+
+
+class PoolHistory(_CamelView):
+    """``node-pool history``: the pool's VM attempts and its last events, newest first."""
+
+    pool: PoolRef
+    attempts: list[VmAttemptView]
+    events: list[PoolEvent]
+
+
 class PolicyFinding(CamelModel):
     policy: str
     enforcement: str  # mandatory | advisory | disabled

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Org,
         Plan,
         PolicyReport,
+        PoolHistory,
         PoolUnlock,
         Project,
         ProjectDeployment,
@@ -84,6 +85,11 @@ class Embedded:
             return ingress_status.pool_status_with_ingress(
                 self._ledger(), ref, lambda row: self._app().kubeconfig_path(row))
         return pool_status.node_pool_status(self._ledger(), ref)
+
+    def node_pool_history(self, ref: str, limit: int) -> PoolHistory:
+        from automation.services.pool_history import read_pool_history
+
+        return read_pool_history(self._ledger(), ref, limit)
 
     def delete_node_pool(self, ref: str) -> NodePool:
         from automation.services.node_pools import delete_node_pool
@@ -422,6 +428,12 @@ class Remote:
         from automation.models import NodePoolStatus
 
         return self.client.call("GET", f"/node-pools/{_segment(ref)}", NodePoolStatus)
+
+    def node_pool_history(self, ref: str, limit: int) -> PoolHistory:
+        from automation.models import PoolHistory
+
+        return self.client.call("GET", f"/node-pools/{_segment(ref)}/history", PoolHistory,
+                                params={"limit": limit})
 
     def delete_node_pool(self, ref: str) -> NodePool:
         from automation.models import NodePool

@@ -18,7 +18,9 @@ from automation.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from automation.models import DriftReport, IngressRelease, NodePoolStatus
+    from datetime import datetime
+
+    from automation.models import DriftReport, IngressRelease, NodePoolStatus, PoolHistory
 
 
 @click.group("node-pool", cls=LazyGroup, lazy_subcommands={
@@ -225,6 +227,40 @@ def status(ctx: click.Context, ref: str, check_drift: bool, engine: str | None,
         print_json(p)
     else:
         _show(p)
+
+
+@node_pool.command()
+@click.argument("ref")
+@click.option("--limit", type=int, default=50, show_default=True,
+              help="The newest attempts and events to show (each; 1 to 500).")
+@json_option
+@handle_errors
+@click.pass_context
+def history(ctx: click.Context, ref: str, limit: int, as_json: bool) -> None:
+    """The pool's VM attempts (created, joined, replaced, released, with reasons) and its
+    last events, newest first."""
+    from automation.cli.backend import backend_from
+
+    h = backend_from(ctx).node_pool_history(ref, limit)
+    if as_json:
+        print_json(h)
+    else:
+        _show_history(h)
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else ""
+
+
+def _show_history(h: PoolHistory) -> None:
+    print_table(f"VM attempts of {h.pool.name} (UTC)",
+                ["ATTEMPT", "STATE", "CREATED", "VM CREATED", "JOINED", "RELEASED",
+                 "REPLACES", "REPLACED BY", "REASON"],
+                [(a.id, a.state.value, _when(a.created_at), _when(a.vm_created_at),
+                  _when(a.joined_at), _when(a.released_at), a.replaces or "",
+                  a.replaced_by or "", a.reason or "") for a in h.attempts])
+    print_table(f"Last events of {h.pool.name} (UTC)", ["TIME", "KIND", "MESSAGE"],
+                [(_when(e.at), e.kind, e.message or "") for e in h.events])
 
 
 @node_pool.command()

@@ -80,8 +80,9 @@ _BRAKE_TOTALS_SQL = "SELECT a.pool_id, p.cluster_id, COUNT(*) AS total" + _BRAKE
     "GROUP BY a.pool_id, p.cluster_id")
 _BRAKE_ROWS_SQL = ("SELECT a.pool_id, a.state, a.node_state, a.not_ready_since, a.vm_created_at"
                    + _BRAKE_FROM + "AND (a.node_state IS NULL OR a.node_state = 'NotReady')")
-# A pool's id, or the live pools of that name (on several clusters, several).
-_REF_SQL = ("SELECT id FROM node_pools WHERE id = :ref UNION "
+# A pool's id, or the live pools of that name (on several clusters, several); the pool's
+# history (services.pool_history) resolves its ref the same way.
+POOL_REF_SQL = ("SELECT id FROM node_pools WHERE id = :ref UNION "
             "SELECT id FROM node_pools WHERE state <> 'deleted' AND name = :ref")
 
 
@@ -215,7 +216,7 @@ def node_pool_status(ledger: Ledger, ref: str, now: datetime | None = None) -> N
     """By id (any state, deleted included) or by name among live pools."""
     # The pools first, by index; then their attempts only (summing every pool's attempts to
     # read one pool's was most of the time of `node-pool status` with 1,000 pools).
-    ids = {f"id{i}": r["id"] for i, r in enumerate(ledger.query(_REF_SQL, {"ref": ref}))}
+    ids = {f"id{i}": r["id"] for i, r in enumerate(ledger.query(POOL_REF_SQL, {"ref": ref}))}
     if not ids:
         raise NotFound("node pool", ref, field="node_pool")
     listed = ", ".join(f":{k}" for k in ids)

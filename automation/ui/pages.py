@@ -28,6 +28,7 @@ from automation.auth.roles import Access, Principal, authorize
 from automation.errors import AnycloudError, Unauthenticated
 from automation.models import NodePoolStatus, PoolState
 from automation.services.ingress_status import pool_status_with_ingress
+from automation.services.pool_history import read_pool_history
 from automation.services.pool_status import list_node_pools
 from automation.ui.sessions import (
     COOKIE_PATH,
@@ -138,7 +139,9 @@ def _overview_values(request: Request) -> dict[str, Any]:
 def _pool_values(request: Request, ref: str) -> dict[str, Any]:
     ctx = request.app.state.ctx
     pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
-    return {"pool": pool, "as_of": _shown_at(ctx.clock.now())}
+    # GET /v1/node-pools/{ref}/history's; in the polled fragment, so it refreshes too.
+    history = read_pool_history(ctx.ledger, pool.id)
+    return {"pool": pool, "history": history, "as_of": _shown_at(ctx.clock.now())}
 
 
 def _session_values(request: Request, who: Principal) -> dict[str, Any]:

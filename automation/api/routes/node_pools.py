@@ -1,5 +1,5 @@
 """Node pools: create (durable intent), list (paged), status with the ingress view and the
-last drift check, a drift check now, delete;
+last drift check, history (VM attempts and last events), a drift check now, delete;
 the plan and the policy check of a pool's stack (evaluated offline under the mock engine, as
 ``node-pool plan`` and ``policy check`` do), its preview with the server's engine, and
 unlocking its stacks after a killed run."""
@@ -22,12 +22,14 @@ from automation.models import (
     NodePoolStatus,
     Plan,
     PolicyReport,
+    PoolHistory,
     PoolPreview,
     PoolUnlock,
     RunResult,
 )
 from automation.services import node_pools
 from automation.services.ingress_status import pool_status_with_ingress
+from automation.services.pool_history import DEFAULT_LIMIT, read_pool_history
 from automation.services.pool_status import list_node_pools
 
 router = v1("node pools")
@@ -61,6 +63,14 @@ def pool_status(request: Request, response: Response, ref: str, _: Reader) -> No
     status = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
     etags.tag(response, node_pools.get_node_pool(ctx, status.id))
     return status
+
+
+@router.get("/node-pools/{ref}/history")
+def pool_history(request: Request, ref: str, _: Reader,
+                 limit: int = DEFAULT_LIMIT) -> PoolHistory:
+    """The pool's VM attempts (released ones included) and its last events, newest first;
+    ``limit`` (1 to 500) bounds each."""
+    return read_pool_history(request.app.state.ctx.ledger, ref, limit)
 
 
 @router.delete("/node-pools/{ref}", responses=etags.STALE)

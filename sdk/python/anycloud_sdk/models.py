@@ -78,6 +78,15 @@ class Appended(BaseModel):
     last: Annotated[int, Field(title="Last")]
 
 
+class AttemptState(
+    RootModel[Literal["pending", "creating", "running", "releasing", "released"] | str]
+):
+    root: Annotated[
+        Literal["pending", "creating", "running", "releasing", "released"] | str,
+        Field(title="AttemptState"),
+    ]
+
+
 class CatalogOffering(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -607,6 +616,16 @@ class PolicyReport(BaseModel):
     stack: Annotated[str, Field(title="Stack")]
 
 
+class PoolEvent(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    at: Annotated[AwareDatetime, Field(title="At")]
+    kind: Annotated[str, Field(title="Kind")]
+    message: Annotated[str | None, Field(title="Message")]
+
+
 class PoolHold(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -634,6 +653,15 @@ class PoolPreview(BaseModel):
     pool: Annotated[str, Field(title="Pool")]
     stack: Annotated[str, Field(title="Stack")]
     summary: ChangeSummary | None = None
+
+
+class PoolRef(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    id: Annotated[str, Field(title="Id")]
+    name: Annotated[str, Field(title="Name")]
 
 
 class PoolState(
@@ -949,6 +977,30 @@ class TokenPage(BaseModel):
     ] = None
 
 
+class VmAttemptView(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    id: Annotated[str, Field(title="Id")]
+    joined_at: Annotated[
+        AwareDatetime | None, Field(alias="joinedAt", title="Joinedat")
+    ] = None
+    reason: Annotated[str | None, Field(title="Reason")] = None
+    released_at: Annotated[
+        AwareDatetime | None, Field(alias="releasedAt", title="Releasedat")
+    ] = None
+    replaced_by: Annotated[
+        str | None, Field(alias="replacedBy", title="Replacedby")
+    ] = None
+    replaces: Annotated[str | None, Field(title="Replaces")] = None
+    state: AttemptState
+    vm_created_at: Annotated[
+        AwareDatetime | None, Field(alias="vmCreatedAt", title="Vmcreatedat")
+    ] = None
+
+
 class VmCounts(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1245,6 +1297,16 @@ class Plan(BaseModel):
     resources: Annotated[list[PlannedResource], Field(title="Resources")]
     stack: Annotated[str, Field(title="Stack")]
     warnings: Annotated[list[str] | None, Field(title="Warnings")] = []
+
+
+class PoolHistory(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    attempts: Annotated[list[VmAttemptView], Field(title="Attempts")]
+    events: Annotated[list[PoolEvent], Field(title="Events")]
+    pool: PoolRef
 
 
 class PoolUnlock(BaseModel):

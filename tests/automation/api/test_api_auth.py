@@ -158,6 +158,7 @@ EXPECTED = {
     ("GET", "/v1/node-pools"): Access.READ,
     ("POST", "/v1/node-pools"): Access.WRITE,
     ("GET", "/v1/node-pools/{ref}"): Access.READ,
+    ("GET", "/v1/node-pools/{ref}/history"): Access.READ,
     ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
     ("GET", "/v1/node-pools/{ref}/plan"): Access.READ,
     ("GET", "/v1/node-pools/{ref}/policy"): Access.READ,

@@ -265,3 +265,24 @@ def test_a_drift_check_is_a_member_post_and_shows_in_status(
     assert (after["state"], after["lastError"]) == (before["state"], before["lastError"])
     missing = http.post("/v1/node-pools/ghost/drift-check", headers=callers["member"])
     assert missing.status_code == 404
+
+
+def test_a_viewer_reads_a_pools_history_anonymous_gets_401(
+        world: App, http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    from tests.automation.test_pool_history import seed_history
+
+    pool = seed_history(world)
+    path = f"/v1/node-pools/{pool}/history"
+    assert http.get(path, headers=callers["none"]).status_code == 401
+    read = http.get(path, params={"limit": 2}, headers=callers["viewer"])
+    assert read.status_code == 200, read.text
+    body = read.json()
+    assert body["pool"] == {"id": pool, "name": "gpu"}
+    assert [a["id"] for a in body["attempts"]] == ["at-3", "at-2"]
+    assert body["attempts"][1]["replaces"] == "at-1" and "joinedAt" in body["attempts"][1]
+    assert body["events"][0]["kind"] == "pool_failed"
+    assert "203.0.113.10" not in read.text and "k3s-abc" not in read.text
+    refused = http.get(path, params={"limit": 501}, headers=callers["viewer"])
+    assert refused.status_code == 400 and "limit" in refused.text, refused.text
+    assert http.get("/v1/node-pools/nope/history",
+                    headers=callers["viewer"]).status_code == 404
