@@ -3,6 +3,7 @@ last N days, per pool; the same total as ``cost_report`` over the same window.""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from automation.app import App
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services.cost_report import cost_by_day, cost_report
+from tests.automation.conftest import ok_json
 from tests.automation.test_cost import _attempt, _list_price, _pool, world  # noqa: F401
 
 H = timedelta(hours=1)
@@ -131,3 +133,29 @@ def test_the_days_add_up_to_the_reports_total_over_the_same_window(
     by_pool = {line.pool_id: line.usd for line in report.lines}
     for line in daily.pools:
         assert sum(line.per_day) == pytest.approx(by_pool[line.pool_id], abs=1e-6 * days)
+
+
+# -- the CLI -------------------------------------------------------------------------------
+
+
+def test_cli_cost_daily(run, world: App, in_each_mode: str) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    pool = _pool(world, "cpu", "aws", "us-west-2", "m5.xlarge")
+    # Embedded mode reads the system clock, the API server its app's: make them agree.
+    world.clock.advance(datetime.now(UTC) - world.clock.now())  # type: ignore[attr-defined]
+    now = world.clock.now()
+    _attempt(world, pool, "released", now - 30 * H, now - 6 * H)
+    price = _list_price("aws", "m5.xlarge", "us-west-2")
+    body = ok_json(run("cost", "--daily", "--days", "3", "--json"))
+    assert len(body["days"]) == 3 and body["currency"] == "USD"
+    (line,) = body["pools"]
+    assert line["poolId"] == pool and line["pool"] == "cpu"
+    assert sum(line["perDay"]) == pytest.approx(24 * price, abs=1e-5)
+    assert len(ok_json(run("cost", "--daily", "--json"))["days"]) == 30
+    human = run("cost", "--daily", "--days", "2")
+    assert human.exit_code == 0, human.output
+    assert "prod/cpu" in human.stdout and now.date().isoformat() in human.stdout
+    assert "total: $" in human.stderr
+    for argv, field in ((["--days", "91"], "--days"), (["--since", "2026-11-01"], "--since")):
+        bad = run("cost", "--daily", *argv, "--json")
+        assert bad.exit_code == 2, bad.output
+        assert json.loads(bad.stdout)["error"]["field"] == field
