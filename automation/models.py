@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -282,6 +282,39 @@ class CostReport(CamelModel):
     lines: list[CostLine]
     total_usd: float
     total_vm_hours: float
+    unpriced_vm_hours: float
+    simulated_vm_hours: float
+
+
+class PoolDailyCost(CamelModel):
+    """One pool's cost at list price on each day of ``DailyCost.days`` (same order), and in
+    all. ``unpriced_vm_hours``, ``sources`` and ``hints`` as in ``CostLine``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pool_id: str
+    pool: str
+    cluster: str
+    per_day: list[float]
+    total: float
+    unpriced_vm_hours: float
+    sources: list[str]
+    hints: list[str]
+
+
+class DailyCost(CamelModel):
+    """``anycloud cost --daily``: cost per UTC day over the last ``len(days)`` days (today
+    until ``until``), per pool, largest total first. Days with no cost are zeros."""
+
+    model_config = ConfigDict(frozen=True)
+
+    days: list[date]
+    since: datetime
+    until: datetime
+    currency: Literal["USD"] = "USD"
+    pools: list[PoolDailyCost]
+    per_day: list[float]
+    total_usd: float
     unpriced_vm_hours: float
     simulated_vm_hours: float
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Cluster,
         CostReport,
         Credential,
+        DailyCost,
         DeploymentStatus,
         DriftReport,
         EngineUnlock,
@@ -392,6 +393,12 @@ class Embedded:
             self._ledger(), SystemClock().now(), by=costs.group_by(by),
             since=costs.parse_since(since) if since is not None else None)
 
+    def cost_daily(self, days: int) -> DailyCost:
+        from automation.clock import SystemClock
+        from automation.services.cost_report import cost_by_day
+
+        return cost_by_day(self._ledger(), SystemClock().now(), days=days)
+
 
 class Remote:
     def __init__(self, client: ApiClient) -> None:
@@ -725,6 +732,11 @@ class Remote:
 
         params = {"by": by} | ({"since": since} if since is not None else {})
         return self.client.call("GET", "/cost", CostReport, params=params)
+
+    def cost_daily(self, days: int) -> DailyCost:
+        from automation.models import DailyCost
+
+        return self.client.call("GET", "/cost/daily", DailyCost, params={"days": days})
 
 
 Backend = Embedded | Remote

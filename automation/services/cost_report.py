@@ -1,19 +1,21 @@
 """``anycloud cost``: VM hours and their cost at list price over each VM attempt's lifetime,
 from when the provider confirmed the VM (``vm_attempts.vm_created_at``) to when its release
-was confirmed (``released_at``) or now, grouped by pool, cluster or cloud."""
+was confirmed (``released_at``) or now, grouped by pool, cluster or cloud; ``cost_by_day``
+splits the same lifetimes at each UTC midnight (``anycloud cost --daily``, the dashboard)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from automation.errors import InvalidInput
 from automation.ledger.db import Ledger
-from automation.models import CostLine, CostReport, GroupBy
-from automation.services.cost import Price, lookup_prices, short_source, usd
+from automation.models import CostLine, CostReport, DailyCost, GroupBy, PoolDailyCost
+from automation.services.cost import Price, PriceKey, lookup_prices, short_source, usd
 
 # Every attempt whose VM the provider confirmed (vm_created_at) and that was not released
 # before ``since``: it was billed from vm_created_at until released_at (or now).
@@ -73,27 +75,19 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
     by = group_by(by)
     if since is not None and since > now:
         raise InvalidInput("--since", since.date().isoformat(), "must not be in the future")
-    rows = (ledger.query(_LIFETIMES_SQL) if since is None else
-            ledger.query(_LIFETIMES_SQL + _SINCE, {"since": _ledger_stamp(ledger, since)}))
-    prices = lookup_prices([(r["provider"], r["vm_type"], r["region"]) for r in rows], path,
-                           ledger=ledger)
+    rows = _lifetimes(ledger, since)
+    prices = _prices(ledger, rows, path)
     sums: dict[str, _Sum] = {}
     per_group: dict[str, tuple[set[str], set[str]]] = {}
     for r in rows:
-        start = _utc(r["vm_created_at"])
-        start = start if since is None else max(start, since)
-        end = min(_utc(r["released_at"]) if r["released_at"] is not None else now, now)
-        if end <= start:
+        span = _billed_span(r, since, now)
+        if span is None:
             continue
         key, label = _group(r, by)
         line = sums.setdefault(key, _Sum(label, r["pool_id"] if by == "pool" else None))
-        price = prices[(r["provider"], r["vm_type"], r["region"])]
-        line.add(Decimal((end - start).total_seconds()), price, r["engine"] == "mock")
-        sources, hints = per_group.setdefault(key, (set(), set()))
-        if price.usd_hour is not None and price.source:
-            sources.add(f"{short_source(price.source)} {price.as_of}")
-        if price.hint:
-            hints.add(price.hint)
+        price = prices[_price_key(r)]
+        line.add(_seconds(span[1] - span[0]), price, r["engine"] == "mock")
+        _note(price, *per_group.setdefault(key, (set(), set())))
     lines = [CostLine(group=s.group, pool_id=s.pool_id, vm_hours=_hours(s.seconds),
                       usd=usd(s.usd_seconds / 3600), unpriced_vm_hours=_hours(s.unpriced_seconds),
                       simulated_vm_hours=_hours(s.simulated_seconds),
@@ -106,6 +100,127 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
         unpriced_vm_hours=_hours(sum((s.unpriced_seconds for s in sums.values()), Decimal(0))),
         simulated_vm_hours=_hours(sum((s.simulated_seconds for s in sums.values()), Decimal(0))),
     )
+
+
+# -- what the report and the daily series share --------------------------------------------
+
+
+def _lifetimes(ledger: Ledger, since: datetime | None) -> list[dict[str, Any]]:
+    if since is None:
+        return ledger.query(_LIFETIMES_SQL)
+    return ledger.query(_LIFETIMES_SQL + _SINCE, {"since": _ledger_stamp(ledger, since)})
+
+
+def _price_key(r: dict[str, Any]) -> PriceKey:
+    return (r["provider"], r["vm_type"], r["region"])
+
+
+def _prices(ledger: Ledger, rows: list[dict[str, Any]], path: Path | None
+            ) -> dict[PriceKey, Price]:
+    return lookup_prices([_price_key(r) for r in rows], path, ledger=ledger)
+
+
+def _billed_span(r: dict[str, Any], since: datetime | None,
+                 now: datetime) -> tuple[datetime, datetime] | None:
+    """The part of the row's lifetime inside [since, now]; None when nothing is."""
+    start = _utc(r["vm_created_at"])
+    start = start if since is None else max(start, since)
+    end = min(_utc(r["released_at"]) if r["released_at"] is not None else now, now)
+    return (start, end) if end > start else None
+
+
+def _seconds(span: timedelta) -> Decimal:
+    """Exact (a float's total_seconds would not split into days without a remainder)."""
+    return Decimal(span // timedelta(microseconds=1)) / 1_000_000
+
+
+def _note(price: Price, sources: set[str], hints: set[str]) -> None:
+    """Where a group's prices came from, or why one is unknown."""
+    if price.usd_hour is not None and price.source:
+        sources.add(f"{short_source(price.source)} {price.as_of}")
+    if price.hint:
+        hints.add(price.hint)
+
+
+# -- anycloud cost --daily: the same lifetimes, split at each UTC midnight -------------------
+
+MAX_DAYS = 90
+_DAY = timedelta(days=1)
+
+
+def checked_days(days: int) -> int:
+    if not 1 <= days <= MAX_DAYS:
+        raise InvalidInput("--days", days, f"must be between 1 and {MAX_DAYS}")
+    return days
+
+
+@dataclass
+class _PoolDays:
+    pool_id: str
+    pool: str
+    cluster: str
+    days: list[_Sum]
+    sources: set[str] = field(default_factory=set)
+    hints: set[str] = field(default_factory=set)
+
+    def usd_seconds(self) -> Decimal:
+        return sum((d.usd_seconds for d in self.days), Decimal(0))
+
+
+def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
+                path: Path | None = None) -> DailyCost:
+    """Cost per pool on each of the last ``days`` UTC days, today (until ``now``) last: the
+    VM-seconds of each lifetime that fell in that day, priced as ``cost_report`` prices them."""
+    days = checked_days(days)
+    now = now.astimezone(UTC)
+    first = datetime.combine(now.date() - (days - 1) * _DAY, time(), UTC)
+    rows = _lifetimes(ledger, first)
+    prices = _prices(ledger, rows, path)
+    pools: dict[str, _PoolDays] = {}
+    simulated = _Sum("simulated", None)
+    for r in rows:
+        span = _billed_span(r, first, now)
+        if span is None:
+            continue
+        price = prices[_price_key(r)]
+        if r["engine"] == "mock":  # bought nothing: counted apart, as cost_report does
+            simulated.add(_seconds(span[1] - span[0]), price, True)
+            continue
+        line = pools.setdefault(str(r["pool_id"]), _PoolDays(
+            str(r["pool_id"]), str(r["pool"]), str(r["cluster"]),
+            [_Sum(str(r["pool"]), str(r["pool_id"])) for _ in range(days)]))
+        for index, seconds in _split_at_midnights(*span, first):
+            line.days[index].add(seconds, price, False)
+        _note(price, line.sources, line.hints)
+    ordered = sorted(pools.values(), key=lambda p: (-p.usd_seconds(), p.cluster, p.pool,
+                                                    p.pool_id))
+    return DailyCost(
+        days=[(first + i * _DAY).date() for i in range(days)], since=first, until=now,
+        pools=[_pool_line(p) for p in ordered],
+        per_day=[usd(sum((p.days[i].usd_seconds for p in ordered), Decimal(0)) / 3600)
+                 for i in range(days)],
+        total_usd=usd(sum((p.usd_seconds() for p in ordered), Decimal(0)) / 3600),
+        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for p in ordered for d in p.days),
+                                     Decimal(0))),
+        simulated_vm_hours=_hours(simulated.simulated_seconds))
+
+
+def _split_at_midnights(start: datetime, end: datetime,
+                        first: datetime) -> Iterator[tuple[int, Decimal]]:
+    """(day index from ``first``, seconds) of each UTC day the span [start, end) touches."""
+    index = (start - first) // _DAY
+    while start < end:
+        stop = min(end, first + (index + 1) * _DAY)
+        yield index, _seconds(stop - start)
+        start, index = stop, index + 1
+
+
+def _pool_line(p: _PoolDays) -> PoolDailyCost:
+    return PoolDailyCost(
+        pool_id=p.pool_id, pool=p.pool, cluster=p.cluster,
+        per_day=[usd(d.usd_seconds / 3600) for d in p.days], total=usd(p.usd_seconds() / 3600),
+        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for d in p.days), Decimal(0))),
+        sources=sorted(p.sources), hints=sorted(p.hints))
 
 
 def _group(r: dict[str, Any], by: GroupBy) -> tuple[str, str]:

@@ -27,9 +27,11 @@ from automation.auth import tokens as token_auth
 from automation.auth.roles import Access, Principal, authorize
 from automation.errors import AnycloudError, Unauthenticated
 from automation.models import NodePoolStatus, PoolState
+from automation.services.cost_report import cost_by_day
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_history import read_pool_history
 from automation.services.pool_status import list_node_pools
+from automation.ui.charts import bands, cost_per_day_svg
 from automation.ui.sessions import (
     COOKIE_PATH,
     LOGIN_CSRF_COOKIE,
@@ -136,6 +138,14 @@ def _overview_values(request: Request) -> dict[str, Any]:
                        if state is not PoolState.DELETED]}
 
 
+def _cost_values(request: Request) -> dict[str, Any]:
+    """The overview's cost chart: what ``GET /v1/cost/daily`` gives (not polled: it moves
+    slowly)."""
+    ctx = request.app.state.ctx
+    daily = cost_by_day(ctx.ledger, ctx.clock.now())
+    return {"cost": daily, "cost_chart": cost_per_day_svg(daily), "cost_bands": bands(daily)}
+
+
 def _pool_values(request: Request, ref: str) -> dict[str, Any]:
     ctx = request.app.state.ctx
     pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
@@ -205,7 +215,8 @@ async def logout(request: Request, _: Public) -> Response:
 def overview(request: Request, who: Viewer) -> Response:
     if who is None:
         return _to_login(request)
-    return _page("overview.html", **_overview_values(request), **_session_values(request, who))
+    return _page("overview.html", **_overview_values(request), **_cost_values(request),
+                 **_session_values(request, who))
 
 
 @router.get("/pools/{ref}")

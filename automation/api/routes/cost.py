@@ -8,8 +8,8 @@ from fastapi import Query, Request
 
 from automation.api.routers import v1
 from automation.api.security import Reader
-from automation.models import CostReport, GroupBy
-from automation.services.cost_report import cost_report, parse_since
+from automation.models import CostReport, DailyCost, GroupBy
+from automation.services.cost_report import MAX_DAYS, cost_by_day, cost_report, parse_since
 
 router = v1("cost")
 
@@ -27,3 +27,13 @@ def cost(request: Request, _: Reader,
     ctx = request.app.state.ctx
     return cost_report(ctx.ledger, ctx.clock.now(), by=by,
                        since=parse_since(since) if since is not None else None)
+
+
+@router.get("/cost/daily")
+def cost_daily(request: Request, _: Reader,
+               days: Annotated[int, Query(ge=1, le=MAX_DAYS,
+                                          description="How many UTC days, today last.")] = 30,
+               ) -> DailyCost:
+    """Cost per UTC day and node pool at list price, days with no cost as zeros."""
+    ctx = request.app.state.ctx
+    return cost_by_day(ctx.ledger, ctx.clock.now(), days=days)

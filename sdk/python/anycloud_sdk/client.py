@@ -110,6 +110,10 @@ class Client:
         params = {"by": by} | ({"since": since} if since is not None else {})
         return self.request("GET", "/cost", models.CostReport, params=params)
 
+    def cost_daily(self, *, days: int = 30) -> models.DailyCost:
+        """Cost per UTC day and node pool at list price over the last ``days`` (1-90)."""
+        return self.request("GET", "/cost/daily", models.DailyCost, params={"days": days})
+
     def preview(self, *, diff: bool = False) -> list[models.PoolPreview]:
         """Every live pool's stack previewed with the server's engine (what CI runs before a
         rollout): changes, policy findings, cost once applied."""

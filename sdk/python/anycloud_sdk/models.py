@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, SecretStr
+from datetime import date
 
 
 class AcquireBody(BaseModel):
@@ -616,6 +617,23 @@ class PolicyReport(BaseModel):
     stack: Annotated[str, Field(title="Stack")]
 
 
+class PoolDailyCost(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    cluster: Annotated[str, Field(title="Cluster")]
+    hints: Annotated[list[str], Field(title="Hints")]
+    per_day: Annotated[list[float], Field(alias="perDay", title="Perday")]
+    pool: Annotated[str, Field(title="Pool")]
+    pool_id: Annotated[str, Field(alias="poolId", title="Poolid")]
+    sources: Annotated[list[str], Field(title="Sources")]
+    total: Annotated[float, Field(title="Total")]
+    unpriced_vm_hours: Annotated[
+        float, Field(alias="unpricedVmHours", title="Unpricedvmhours")
+    ]
+
+
 class PoolEvent(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1128,6 +1146,26 @@ class CredentialPage(BaseModel):
     next_page_token: Annotated[
         str | None, Field(alias="nextPageToken", title="Nextpagetoken")
     ] = None
+
+
+class DailyCost(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    currency: Annotated[Literal["USD"], Field(title="Currency")] = "USD"
+    days: Annotated[list[date], Field(title="Days")]
+    per_day: Annotated[list[float], Field(alias="perDay", title="Perday")]
+    pools: Annotated[list[PoolDailyCost], Field(title="Pools")]
+    simulated_vm_hours: Annotated[
+        float, Field(alias="simulatedVmHours", title="Simulatedvmhours")
+    ]
+    since: Annotated[AwareDatetime, Field(title="Since")]
+    total_usd: Annotated[float, Field(alias="totalUsd", title="Totalusd")]
+    unpriced_vm_hours: Annotated[
+        float, Field(alias="unpricedVmHours", title="Unpricedvmhours")
+    ]
+    until: Annotated[AwareDatetime, Field(title="Until")]
 
 
 class DeploymentStatus(BaseModel):

@@ -171,6 +171,7 @@ EXPECTED = {
     ("GET", "/v1/preview"): Access.READ,
     ("GET", "/v1/policy"): Access.READ,
     ("GET", "/v1/cost"): Access.READ,
+    ("GET", "/v1/cost/daily"): Access.READ,
     ("GET", "/v1/catalog"): Access.READ,
     ("GET", "/v1/catalog/{vm_type}"): Access.READ,
     ("GET", "/v1/catalog/refreshes"): Access.READ,

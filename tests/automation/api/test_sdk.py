@@ -50,6 +50,8 @@ def test_the_readme_example(server: tuple[str, App]) -> None:
         report = api.cost(by="provider", since="2020-01-01")
         assert isinstance(report, models.CostReport) and report.by == "provider"
         assert report.total_usd == 0 and report.lines == []  # no VM confirmed yet
+        daily = api.cost_daily(days=7)
+        assert isinstance(daily, models.DailyCost) and len(daily.days) == 7 and not daily.pools
         plan = api.node_pools.plan("gpu")
         assert plan.pool == made.id and plan.cost.vms == 2 and plan.resources
         assert api.node_pools.policy("gpu").stack == plan.stack
