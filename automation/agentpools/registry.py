@@ -28,6 +28,7 @@ its way out cannot register itself back into the pool its pod is leaving).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,6 +73,11 @@ DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
 # on its way (the agent starts what it is handed within a moment and lists it at once).
 LOST_DELIVERY_GRACE = DEFAULT_HEARTBEAT_TIMEOUT
 
+# How long a session for an AgentPool the operator has not recorded (in a namespace it
+# watches) waits for it before POOL_NOT_FOUND: one just applied is recorded on the
+# operator's next event, normally within a second, longer while its API server is busy.
+POOL_APPEAR_GRACE = 10.0
+
 _LIVE_AGENT = ("ready", "draining", "unknown")
 _WORKER_STATE: dict[str, WorkerState] = {
     "ready": "ready", "draining": "terminating", "unknown": "unknown"}
@@ -81,9 +87,11 @@ _WORKER_STATE: dict[str, WorkerState] = {
 
 
 class Registry:
-    def __init__(self, ledger: Ledger, clock: Clock | None = None) -> None:
+    def __init__(self, ledger: Ledger, clock: Clock | None = None,
+                 pool_grace: float = POOL_APPEAR_GRACE) -> None:
         self.ledger = ledger
         self.clock = clock or SystemClock()
+        self.pool_grace = pool_grace  # seconds, real time (see POOL_APPEAR_GRACE)
 
     # agents
 
@@ -309,6 +317,18 @@ class Registry:
         agent, or pending (it is assigned, in arrival order, when a slot frees)."""
         check_pool(pool)
         argv = check_command(command)
+        deadline = time.monotonic() + self.pool_grace
+        while True:
+            try:
+                return self._acquire(pool, argv)
+            except _NotRecordedYet as exc:
+                # Perhaps applied a moment ago: wait for the operator, outside any lock.
+                if time.monotonic() >= deadline:
+                    raise PoolNotFound(pool, f"{exc.why} (waited {self.pool_grace:g} s for "
+                                             "the operator to record it)") from None
+                time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+
+    def _acquire(self, pool: str, argv: list[str]) -> Session:
         now = self.clock.now()
         sid = new_id("se")
         with self.ledger.write() as conn:
@@ -539,6 +559,14 @@ def _lock_pool(conn: Connection, pool: str) -> list[RowMapping]:
                              .order_by(agents.c.id).with_for_update()).mappings().all())
 
 
+class _NotRecordedYet(PoolNotFound):
+    """No AgentPool of that name in a namespace the operator watches: perhaps not yet."""
+
+    def __init__(self, pool: str, why: str) -> None:
+        super().__init__(pool, why)
+        self.why = why
+
+
 def _check_served(conn: Connection, pool: str) -> None:
     """A pool with no live agent must be an open AgentPool, else ``PoolNotFound`` saying why
     (deleted, in a namespace the operator does not watch, or not there at all)."""
@@ -556,8 +584,9 @@ def _check_served(conn: Connection, pool: str) -> None:
                f"add a kubernetes provisioner for {namespace} to its config, or use a pool "
                "in a watched namespace")
     elif served:
-        why = (f"no AgentPool of that name in namespace {namespace} (`kubectl get "
-               f"agentpools -n {namespace}`) and no agent registered in it")
+        raise _NotRecordedYet(pool, f"no AgentPool of that name in namespace {namespace} "
+                                    f"(`kubectl get agentpools -n {namespace}`) and no agent "
+                                    "registered in it")
     else:
         why = ("no operator has recorded any AgentPool and no agent is registered in it: "
                "start agents for it, or run the operator (`anycloud serve "

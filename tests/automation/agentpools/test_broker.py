@@ -39,7 +39,7 @@ ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 @pytest.fixture
 def registry(ledger_url: str) -> Iterator[Registry]:
     ledger = open_ledger(ledger_url)
-    yield Registry(ledger)
+    yield Registry(ledger, pool_grace=0)
     ledger.dispose()
 
 

@@ -33,7 +33,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 def reg(ledger_url: str, clock: ManualClock) -> Iterator[Registry]:
     ledger = open_ledger(ledger_url)
-    yield Registry(ledger, clock)
+    yield Registry(ledger, clock, pool_grace=0)
     ledger.dispose()
 
 
@@ -132,6 +132,38 @@ def test_a_session_for_a_pool_nobody_serves_is_refused_at_once(reg: Registry) ->
     with pytest.raises(PoolNotFound, match=r"watches namespace\(s\) team-a, team-b, not other"):
         reg.acquire("other/cpu", ["x"])
     assert _sessions(reg) == 0  # a refusal writes nothing
+
+
+def test_a_session_for_a_pool_applied_a_moment_ago_waits_for_the_operator(
+        reg: Registry) -> None:
+    """`kubectl apply` then `session run` at once: the operator records the AgentPool on its
+    next event; the session waits for that instead of being refused."""
+    import threading
+
+    reg.serve_namespaces(["team-a"])
+    reg.pool_grace = 30
+    recorder = threading.Timer(0.3, reg.observe_pool, ("team-a/cpu", "uid-1"),
+                               {"desired": 0, "reason": "Reconciled"})
+    recorder.start()
+    try:
+        session = reg.acquire("team-a/cpu", ["x"])
+    finally:
+        recorder.cancel()
+    assert session.state == "pending" and _sessions(reg) == 1
+
+
+def test_a_pool_that_never_appears_is_refused_after_the_grace_saying_so(
+        reg: Registry) -> None:
+    reg.serve_namespaces(["team-a"])
+    reg.pool_grace = 0.3
+    with pytest.raises(PoolNotFound, match=r"no AgentPool of that name in namespace team-a .*"
+                                           r"\(waited 0.3 s for the operator to record it\)"):
+        reg.acquire("team-a/typo", ["x"])
+    assert _sessions(reg) == 0
+    # Deleted, or in a namespace nobody watches: refused at once, no grace.
+    reg.pool_grace = 3600
+    with pytest.raises(PoolNotFound, match="watches namespace"):
+        reg.acquire("other/cpu", ["x"])
 
 
 def test_a_deleted_pool_refuses_sessions_and_a_recreated_one_takes_them(
