@@ -226,6 +226,22 @@ def pool_page(request: Request, ref: str, who: Viewer) -> Response:
     return _page("pool.html", **_pool_values(request, ref), **_session_values(request, who))
 
 
+@router.get("/pools/{ref}/preview")
+def pool_preview_page(request: Request, ref: str, who: Viewer) -> Response:
+    """What ``GET /v1/node-pools/{ref}/preview?diff=true`` gives: the pool's stack previewed
+    with the server's engine (it changes nothing), its policy findings and the cost once
+    applied. Run when asked for, never polled: a real engine's preview takes seconds."""
+    if who is None:
+        return _to_login(request)
+    from automation.services.rollout import preview_pool
+    from automation.services.stack_engine import stack_runner
+
+    state = request.app.state
+    preview = preview_pool(state.ctx, lambda: stack_runner(state), ref, diff=True)
+    return _page("pool_preview.html", preview=preview, ref=ref,
+                 as_of=_shown_at(state.ctx.clock.now()), **_session_values(request, who))
+
+
 def _logged_out() -> Response:
     return PlainTextResponse("logged out", 401, headers=_HEADERS)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from fastapi import Request, Response
 
 from automation.api import etags
-from automation.api.engines import stack_runner
 from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, by_name, page_of
 from automation.api.routers import v1
@@ -18,6 +17,7 @@ from automation.api.security import Admin, Member, Reader
 from automation.auth.roles import Principal
 from automation.models import Cluster, EngineUnlock, RegisterClusterRequest, RunResult
 from automation.services import clusters
+from automation.services.stack_engine import stack_runner
 
 router = v1("clusters")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from fastapi import Request, Response
 
 from automation.api import etags
-from automation.api.engines import stack_runner
 from automation.api.idempotency import once
 from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, page_of
 from automation.api.routers import v1
@@ -31,6 +30,7 @@ from automation.services import node_pools
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_history import DEFAULT_LIMIT, read_pool_history
 from automation.services.pool_status import list_node_pools
+from automation.services.stack_engine import stack_runner
 
 router = v1("node pools")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from automation.api.engines import stack_runner
 from automation.api.routers import v1
 from automation.api.security import Reader
 from automation.models import PolicyReport, PoolPreview
+from automation.services.stack_engine import stack_runner
 
 router = v1("rollout")
 

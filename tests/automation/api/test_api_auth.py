@@ -186,6 +186,7 @@ EXPECTED = {
     ("GET", "/ui/static/{name}"): "public",
     ("GET", "/ui/"): Access.READ,
     ("GET", "/ui/pools/{ref}"): Access.READ,
+    ("GET", "/ui/pools/{ref}/preview"): Access.READ,
     ("GET", "/ui/fragments/pools"): Access.READ,
     ("GET", "/ui/fragments/pools/{ref}"): Access.READ,
 }

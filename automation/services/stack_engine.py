@@ -1,6 +1,7 @@
-"""The server's engine for the routes that run one (preview, unlock): ``ANYCLOUD_ENGINE`` on
-the server, made once when first needed. A client's ``--engine`` is refused in remote mode:
-which engine holds a stack's state is the server's business."""
+"""The server's engine for the API routes and dashboard pages that run one (preview,
+unlock): ``ANYCLOUD_ENGINE`` on the server, made once per app when first needed. A client's
+``--engine`` is refused in remote mode: which engine holds a stack's state is the server's
+business."""
 
 from __future__ import annotations
 
