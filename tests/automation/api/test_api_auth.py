@@ -157,6 +157,7 @@ EXPECTED = {
     ("POST", "/v1/sudo/orgs/{ref}/default-provisioner"): Access.ADMIN,
     ("GET", "/v1/node-pools"): Access.READ,
     ("POST", "/v1/node-pools"): Access.WRITE,
+    ("GET", "/v1/agent-pools"): Access.READ,
     ("GET", "/v1/node-pools/{ref}"): Access.READ,
     ("GET", "/v1/node-pools/{ref}/history"): Access.READ,
     ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
