@@ -189,6 +189,10 @@ EXPECTED = {
     ("GET", "/ui/pools/{ref}"): Access.READ,
     ("GET", "/ui/fragments/pools"): Access.READ,
     ("GET", "/ui/fragments/pools/{ref}"): Access.READ,
+    ("GET", "/ui/agent-pools"): Access.READ,
+    ("GET", "/ui/deployments"): Access.READ,
+    ("GET", "/ui/fragments/agent-pools"): Access.READ,
+    ("GET", "/ui/fragments/deployments"): Access.READ,
 }
 
 
