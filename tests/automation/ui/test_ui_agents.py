@@ -179,3 +179,28 @@ def test_the_deployments_page_shows_what_the_api_gives(deployments: App,
     assert store["State"].endswith("stopped") and store["Last error"] == ""
     fragment = browser.get("/ui/fragments/deployments", headers=viewer)
     assert fragment.status_code == 200 and 'data-deployment="store"' in fragment.text
+
+
+def test_the_busy_slot_chart_is_scaled_named_and_escaped() -> None:
+    from datetime import UTC, datetime
+
+    from automation.models import AgentPoolSummary
+    from automation.ui.charts import busy_slots_svg
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    per_minute = [0.0] * 58 + [2.0, 4.0]
+    pool = AgentPoolSummary(
+        pool="ns/a<b>", namespace="ns", name="a<b>", desired_replicas=1, ready_agents=1,
+        draining_agents=0, unknown_agents=0, slots=8, idle_slots=4, busy_slots=4,
+        pending_sessions=0, running_sessions=4, ready=True, reason="Reconciled",
+        observed_at=now, busy_from=now, busy_slots_per_minute=per_minute)
+    svg = busy_slots_svg(pool)
+    assert svg.startswith('<svg class="spark" role="img" aria-labelledby="busy-')
+    assert "a&lt;b&gt;" in svg and "a<b>" not in svg
+    assert "Peak 4 busy slots" in svg and "4 busy now of 8 ready" in svg
+    heights = [float(h) for h in re.findall(r'<rect class="busy"[^>]* height="([\d.]+)"', svg)]
+    assert heights == [11.0, 22.0]  # of 8 ready slots (44 units high): a quarter, a half
+    assert "style" not in svg
+    # Its ids differ from another pool's (several charts on one page).
+    other = busy_slots_svg(pool.model_copy(update={"pool": "ns/c"}))
+    assert re.search(r'id="([^"]+)"', svg)[1] != re.search(r'id="([^"]+)"', other)[1]  # type: ignore[index]
