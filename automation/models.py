@@ -870,3 +870,37 @@ class NewToken(CamelRequest):
     role: str
     pool: str | None = None  # for role agent: NAMESPACE/NAME
     expires_in_seconds: int | None = Field(default=None, gt=0, le=MAX_TOKEN_SECONDS)
+
+
+# --- AgentPools as the ledger holds them (GET /v1/agent-pools, issue 24) -------------------
+
+# The busy-slot history of ``AgentPoolSummary``: this many minutes, one value a minute.
+BUSY_HISTORY_MINUTES = 60
+
+
+class AgentPoolSummary(CamelModel):
+    """One open AgentPool: its operator's last decision and condition, its live agents' slots
+    and its sessions, from the ledger (no Kubernetes call). The slot figures are those of the
+    broker's ``GET /v1/pools/{namespace}/{name}``: ``slots`` and ``idleSlots`` count ready
+    agents, ``busySlots`` every live one (a draining agent's running sessions too)."""
+
+    pool: str  # "<namespace>/<name>"
+    namespace: str
+    name: str
+    desired_replicas: int  # the operator's last decision
+    ready_agents: int
+    draining_agents: int
+    unknown_agents: int  # heartbeats stopped
+    slots: int
+    idle_slots: int
+    busy_slots: int
+    pending_sessions: int
+    running_sessions: int
+    ready: bool  # the Ready condition: True when its reason is Reconciled
+    reason: str | None  # the Ready condition's reason, as last written
+    observed_at: datetime  # the operator's last pass over it
+    # The last hour from ``busyFrom``, oldest first: the busy slots in each minute, averaged
+    # over the minute (busy slot-seconds / 60; a session holds one slot from its assignment
+    # to its end, or to now while it runs).
+    busy_from: datetime
+    busy_slots_per_minute: list[float]

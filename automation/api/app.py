@@ -19,6 +19,7 @@ from automation.api import limits, links, metrics, problems
 from automation.api.broker import Broker
 from automation.api.limits import Limiter
 from automation.api.routes import (
+    agent_pools,
     catalog,
     clusters,
     cost,
@@ -62,7 +63,7 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments, runtime_tokens, sudo, cost, rollout, catalog):
+                   deployments, runtime_tokens, sudo, cost, rollout, catalog, agent_pools):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(serving.routes())
     ui_pages.install(api)  # the read-only dashboard under /ui (automation.ui)

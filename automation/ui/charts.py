@@ -5,12 +5,13 @@ Pure functions of the service's models: what a chart shows is what the API gives
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import date
 from math import floor, log10
 from xml.sax.saxutils import escape, quoteattr
 
-from automation.models import DailyCost
+from automation.models import AgentPoolSummary, DailyCost
 
 TOP_POOLS = 8
 # Tableau 10's first eight: told apart by most colour-blind readers; the legend and the table
@@ -154,3 +155,56 @@ def _bars(days: list[date], drawn: list[Band], ceiling: float) -> list[str]:
             below += amount
     out.append("</g>")
     return out
+
+
+# The busy-slot sparkline of an AgentPool (its own small drawing units, scaled like the rest).
+_SPARK_WIDTH, _SPARK_HEIGHT, _SPARK_TOP = 240, 48, 4
+
+
+def slots_text(value: float) -> str:
+    """A slot count as people read it: 3, 2.5, 0.17."""
+    return f"{round(value, 2):g}"
+
+
+def busy_slots_svg(pool: AgentPoolSummary) -> str:
+    """An AgentPool's busy slots over the last hour as a bar a minute, scaled from zero to the
+    larger of its peak and its ready slots (so a busy pool looks full). Named and described
+    for screen readers; the page says the same numbers in text beside it."""
+    per_minute = pool.busy_slots_per_minute
+    peak = max(per_minute, default=0.0)
+    ceiling = max(peak, float(pool.slots), 1.0)
+    key = "busy-" + hashlib.sha256(pool.pool.encode()).hexdigest()[:12]
+    plot = _SPARK_HEIGHT - _SPARK_TOP
+    width = _SPARK_WIDTH / max(len(per_minute), 1)
+    parts = [
+        f'<svg class="spark" role="img" aria-labelledby="{key}-title {key}-desc" '
+        f'viewBox="0 0 {_SPARK_WIDTH} {_SPARK_HEIGHT}" width="100%" '
+        f'xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="{key}-title">Busy slots of {escape(pool.pool)}, last '
+        f'{len(per_minute)} minutes</title>',
+        f'<desc id="{key}-desc">{escape(_busy_summary(pool))}</desc>',
+        f'<line class="grid" x1="0" x2="{_SPARK_WIDTH}" y1="{_SPARK_TOP}" y2="{_SPARK_TOP}"/>',
+        f'<line class="baseline" x1="0" x2="{_SPARK_WIDTH}" y1="{_SPARK_HEIGHT}" '
+        f'y2="{_SPARK_HEIGHT}"/>',
+        '<g class="bars">',
+    ]
+    for i, busy in enumerate(per_minute):
+        if busy <= 0:
+            continue
+        height = max(plot * busy / ceiling, 0.5)
+        parts.append(f'<rect class="busy" x="{round(i * width, 2)}" '
+                     f'y="{round(_SPARK_HEIGHT - height, 2)}" width="{round(width * 0.9, 2)}" '
+                     f'height="{round(height, 2)}"/>')
+    parts += ["</g>", "</svg>"]
+    return "\n".join(parts)
+
+
+def _busy_summary(pool: AgentPoolSummary) -> str:
+    per_minute = pool.busy_slots_per_minute
+    if not any(per_minute):
+        return f"No slot busy in the last {len(per_minute)} minutes; {pool.busy_slots} now."
+    peak = max(per_minute)
+    return (f"Peak {slots_text(peak)} busy slots (a minute's mean) "
+            f"{len(per_minute) - per_minute.index(peak)} minutes ago; "
+            f"{slots_text(sum(per_minute))} slot-minutes in all; {pool.busy_slots} busy now "
+            f"of {pool.slots} ready.")

@@ -26,12 +26,14 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from automation.auth import tokens as token_auth
 from automation.auth.roles import Access, Principal, authorize
 from automation.errors import AnycloudError, Unauthenticated
-from automation.models import NodePoolStatus, PoolState
+from automation.models import NodePoolStatus, PoolState, ProjectDeployment
+from automation.services import deployment_ops, projects
+from automation.services.agent_pool_view import list_agent_pools
 from automation.services.cost_report import cost_by_day
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_history import read_pool_history
 from automation.services.pool_status import list_node_pools
-from automation.ui.charts import bands, cost_per_day_svg
+from automation.ui.charts import bands, busy_slots_svg, cost_per_day_svg, slots_text
 from automation.ui.sessions import (
     COOKIE_PATH,
     LOGIN_CSRF_COOKIE,
@@ -240,6 +242,60 @@ def pool_preview_page(request: Request, ref: str, who: Viewer) -> Response:
     preview = preview_pool(state.ctx, lambda: stack_runner(state), ref, diff=True)
     return _page("pool_preview.html", preview=preview, ref=ref,
                  as_of=_shown_at(state.ctx.clock.now()), **_session_values(request, who))
+
+
+# -- AgentPools and deployments (issue 24): GET /v1/agent-pools' and GET /v1/deployments' --
+
+
+def _agent_pools_values(request: Request) -> dict[str, Any]:
+    ctx = request.app.state.ctx
+    now = ctx.clock.now()
+    pools = list_agent_pools(ctx.ledger, now)
+    return {"as_of": _shown_at(now), "agent_pools": [
+        (p, busy_slots_svg(p), slots_text(max(p.busy_slots_per_minute, default=0.0)))
+        for p in pools]}
+
+
+def _deployments_values(request: Request) -> dict[str, Any]:
+    """What ``GET /v1/deployments`` gives any reader (no project filter), with the project
+    and org names ``GET /v1/projects`` and ``GET /v1/orgs`` give it."""
+    ctx = request.app.state.ctx
+    found = deployment_ops.list_all(ctx)
+    orgs = {o.id: o.name for o in projects.list_orgs(ctx)}
+    owners = {p.id: (p.name, orgs.get(p.org_id, p.org_id)) for p in projects.list_projects(ctx)}
+    return {"as_of": _shown_at(ctx.clock.now()), "owners": owners,
+            "deployments": [d for d in found if isinstance(d, ProjectDeployment)],
+            "placements": [d for d in found if not isinstance(d, ProjectDeployment)]}
+
+
+@router.get("/agent-pools")
+def agent_pools_page(request: Request, who: Viewer) -> Response:
+    if who is None:
+        return _to_login(request)
+    return _page("agent_pools.html", **_agent_pools_values(request),
+                 **_session_values(request, who))
+
+
+@router.get("/deployments")
+def deployments_page(request: Request, who: Viewer) -> Response:
+    if who is None:
+        return _to_login(request)
+    return _page("deployments.html", **_deployments_values(request),
+                 **_session_values(request, who))
+
+
+@router.get("/fragments/agent-pools")
+def agent_pools_fragment(request: Request, who: Viewer) -> Response:
+    if who is None:
+        return _logged_out()
+    return _page("_agent_pools.html", **_agent_pools_values(request))
+
+
+@router.get("/fragments/deployments")
+def deployments_fragment(request: Request, who: Viewer) -> Response:
+    if who is None:
+        return _logged_out()
+    return _page("_deployments.html", **_deployments_values(request))
 
 
 def _logged_out() -> Response:

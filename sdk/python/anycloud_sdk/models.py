@@ -50,6 +50,40 @@ class Agent(BaseModel):
     ] = None
 
 
+class AgentPoolSummary(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    busy_from: Annotated[AwareDatetime, Field(alias="busyFrom", title="Busyfrom")]
+    busy_slots: Annotated[int, Field(alias="busySlots", title="Busyslots")]
+    busy_slots_per_minute: Annotated[
+        list[float], Field(alias="busySlotsPerMinute", title="Busyslotsperminute")
+    ]
+    desired_replicas: Annotated[
+        int, Field(alias="desiredReplicas", title="Desiredreplicas")
+    ]
+    draining_agents: Annotated[
+        int, Field(alias="drainingAgents", title="Drainingagents")
+    ]
+    idle_slots: Annotated[int, Field(alias="idleSlots", title="Idleslots")]
+    name: Annotated[str, Field(title="Name")]
+    namespace: Annotated[str, Field(title="Namespace")]
+    observed_at: Annotated[AwareDatetime, Field(alias="observedAt", title="Observedat")]
+    pending_sessions: Annotated[
+        int, Field(alias="pendingSessions", title="Pendingsessions")
+    ]
+    pool: Annotated[str, Field(title="Pool")]
+    ready: Annotated[bool, Field(title="Ready")]
+    ready_agents: Annotated[int, Field(alias="readyAgents", title="Readyagents")]
+    reason: Annotated[str | None, Field(title="Reason")]
+    running_sessions: Annotated[
+        int, Field(alias="runningSessions", title="Runningsessions")
+    ]
+    slots: Annotated[int, Field(title="Slots")]
+    unknown_agents: Annotated[int, Field(alias="unknownAgents", title="Unknownagents")]
+
+
 class ApiToken(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1045,6 +1079,17 @@ class WorkloadState(RootModel[Literal["active", "terminated", "removed"] | str])
     root: Annotated[
         Literal["active", "terminated", "removed"] | str, Field(title="WorkloadState")
     ]
+
+
+class AgentPoolPage(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    items: Annotated[list[AgentPoolSummary], Field(title="Items")]
+    next_page_token: Annotated[
+        str | None, Field(alias="nextPageToken", title="Nextpagetoken")
+    ] = None
 
 
 class CatalogEntry(BaseModel):

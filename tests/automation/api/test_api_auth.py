@@ -157,6 +157,7 @@ EXPECTED = {
     ("POST", "/v1/sudo/orgs/{ref}/default-provisioner"): Access.ADMIN,
     ("GET", "/v1/node-pools"): Access.READ,
     ("POST", "/v1/node-pools"): Access.WRITE,
+    ("GET", "/v1/agent-pools"): Access.READ,
     ("GET", "/v1/node-pools/{ref}"): Access.READ,
     ("GET", "/v1/node-pools/{ref}/history"): Access.READ,
     ("DELETE", "/v1/node-pools/{ref}"): Access.WRITE,
@@ -189,6 +190,10 @@ EXPECTED = {
     ("GET", "/ui/pools/{ref}/preview"): Access.READ,
     ("GET", "/ui/fragments/pools"): Access.READ,
     ("GET", "/ui/fragments/pools/{ref}"): Access.READ,
+    ("GET", "/ui/agent-pools"): Access.READ,
+    ("GET", "/ui/deployments"): Access.READ,
+    ("GET", "/ui/fragments/agent-pools"): Access.READ,
+    ("GET", "/ui/fragments/deployments"): Access.READ,
 }
 
 
