@@ -332,6 +332,8 @@ sessions = sa.Table(
 )
 sa.Index("ix_sessions_pool_state", sessions.c.pool, sessions.c.state, sessions.c.created_at)
 sa.Index("ix_sessions_agent", sessions.c.agent_id, sessions.c.state)
+# The sessions a window of time saw (the dashboard's busy slots over the last hour).
+sa.Index("ix_sessions_pool_finished", sessions.c.pool, sessions.c.finished_at)
 
 # The AgentPools the operator serves, as it last saw them: a session for a pool that is not
 # here (or deleted) is refused at once (POOL_NOT_FOUND) instead of waiting forever.
