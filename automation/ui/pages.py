@@ -1,10 +1,14 @@
-"""The dashboard's routes under ``/ui``: a log-in page, the overview of every node pool, a
-pool's page, the fragments the pages poll to refresh themselves, and their script and style.
+"""The dashboard's routes under ``/ui``: a log-in page, the overview of every node pool with
+the cost of the last 30 days, a pool's page (status, ingress, history) and its preview, the
+AgentPools and the deployments, the fragments the pages poll to refresh themselves, and
+their script and style.
 
 Read-only: its only POSTs are log in and log out. Every page and fragment asks for the viewer
 role, from a session cookie (``automation.ui.sessions``) or an ``Authorization: Bearer``
-header, and reads through the same service functions as ``GET /v1/node-pools`` and ``GET
-/v1/node-pools/{ref}``: it shows a token nothing the API would not give it. An anonymous page
+header, and reads through the same service functions as the ``/v1`` routes that give the
+same data (``GET /v1/node-pools``, ``/v1/node-pools/{ref}``, ``…/history``, ``…/preview``,
+``/v1/cost/daily``, ``/v1/agent-pools``, ``/v1/deployments``): it shows a token nothing the
+API would not give it. An anonymous page
 request is sent to the log-in page; an anonymous fragment request gets 401 and no data.
 
 The routes are left out of the OpenAPI document (they are HTML, not the API's contract), and
