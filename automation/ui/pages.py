@@ -16,6 +16,8 @@ each carries its gate like every API route (``automation.api.security.route_acce
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 from collections import Counter
 from datetime import datetime
@@ -109,9 +111,26 @@ Viewer = Annotated[Principal | None, Depends(_viewer)]
 Public = Annotated[None, Depends(_public)]
 
 
+_AS_OF = re.compile(r' data-as-of="[^"]*"')
+LIVE_VERSION = "X-Live-Version"
+
+
+def live_version(html: str) -> str:
+    """What a live part shows, less the time its data was read: the page and each refresh
+    of its fragment carry it, and app.js swaps the part in only when it changed (a swap
+    would take the keyboard focus away)."""
+    return hashlib.sha256(_AS_OF.sub("", str(html)).strip().encode()).hexdigest()[:16]
+
+
+_templates.filters["live_version"] = live_version
+
+
 def _page(name: str, status: int = 200, **values: Any) -> HTMLResponse:
-    return HTMLResponse(_templates.get_template(name).render(prefix=PREFIX, **values),
-                        status_code=status, headers=_HEADERS)
+    html = _templates.get_template(name).render(prefix=PREFIX, **values)
+    headers = dict(_HEADERS)
+    if name.startswith("_"):  # a fragment a page polls
+        headers[LIVE_VERSION] = live_version(html)
+    return HTMLResponse(html, status_code=status, headers=headers)
 
 
 def _to_login(request: Request) -> RedirectResponse:
