@@ -5,13 +5,11 @@ nothing on a page the API would not give the same token."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from html import escape
 
 import pytest
 import sqlalchemy as sa
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from automation.app import App
@@ -24,12 +22,6 @@ from tests.automation.test_agent_pool_view import add_agent, add_pool, add_sessi
 PAGES = ("/ui/agent-pools", "/ui/deployments")
 FRAGMENTS = ("/ui/fragments/agent-pools", "/ui/fragments/deployments")
 
-
-@pytest.fixture
-def browser(api: FastAPI) -> Iterator[TestClient]:
-    with TestClient(api, base_url="https://testserver", raise_server_exceptions=False,
-                    follow_redirects=False) as client:
-        yield client
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from automation.app import App
 from tests.automation.test_cost import _attempt
-from tests.automation.ui.test_ui_http import _login, _pool_id, _viewer, browser, pooled  # noqa: F401
+from tests.automation.ui.test_ui_http import _login, _pool_id, _viewer, pooled  # noqa: F401
 
 
 def test_the_overview_draws_the_cost_the_api_gives(pooled: App, browser: TestClient,  # noqa: F811

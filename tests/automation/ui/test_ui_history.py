@@ -9,11 +9,11 @@ from fastapi.testclient import TestClient
 
 from automation.app import App
 from tests.automation.test_pool_history import seed_history
-from tests.automation.ui.test_ui_http import _login, _viewer, browser  # noqa: F401
+from tests.automation.ui.test_ui_http import _login, _viewer
 
 
 def test_the_pool_page_shows_the_attempts_and_events_the_api_gives(
-        world: App, browser: TestClient,  # noqa: F811
+        world: App, browser: TestClient,
         callers: dict[str, dict[str, str]]) -> None:
     pool = seed_history(world)
     api = browser.get(f"/v1/node-pools/{pool}/history", headers=callers["viewer"]).json()
@@ -35,7 +35,7 @@ def test_the_pool_page_shows_the_attempts_and_events_the_api_gives(
         assert "<script>" not in page.text and "style=" not in page.text  # the CSP's rule
 
 
-def test_anonymous_gets_no_history(world: App, browser: TestClient) -> None:  # noqa: F811
+def test_anonymous_gets_no_history(world: App, browser: TestClient) -> None:
     pool = seed_history(world)
     assert browser.get(f"/ui/fragments/pools/{pool}").status_code == 401
     page = browser.get(f"/ui/pools/{pool}")

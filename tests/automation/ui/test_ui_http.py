@@ -5,12 +5,10 @@ their token is revoked, Bearer for scripts, and no data for anyone the API would
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from html import escape
 
 import pytest
 import sqlalchemy as sa
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from automation.app import App
@@ -24,13 +22,6 @@ from tests.automation.conftest import snapshot
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
-
-@pytest.fixture
-def browser(api: FastAPI) -> Iterator[TestClient]:
-    """A client like a browser on the dashboard: HTTPS, its own cookie jar, no headers."""
-    with TestClient(api, base_url="https://testserver", raise_server_exceptions=False,
-                    follow_redirects=False) as client:
-        yield client
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ same token (the server's engine; changes nothing), rendered, and for nobody else
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -14,13 +12,6 @@ from automation.models import NewNodePool
 from automation.services import node_pools
 from automation.services.tokens import create_token
 from tests.automation.api.conftest import POOL
-
-
-@pytest.fixture
-def browser(api: FastAPI) -> Iterator[TestClient]:
-    with TestClient(api, base_url="https://testserver", raise_server_exceptions=False,
-                    follow_redirects=False) as client:
-        yield client
 
 
 def test_the_preview_page_shows_what_the_api_previews_and_writes_nothing(
