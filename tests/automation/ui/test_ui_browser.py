@@ -29,11 +29,10 @@ from automation.models import NewNodePool
 from automation.services import credentials, node_pools
 from automation.services.tokens import create_token
 from automation.simulators.world import register_simulated_cluster
+from benchmarks import _browser
 from tests.automation.api.test_api_serve import ANYCLOUD, listening
 from tests.conftest import missing
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 POOL = {"credentials": "team-aws", "region": "us-east-1", "vmType": "m7i.large",
         "minVms": 2, "maxVms": 2}
 # What the failed pool's error says in the ledger; the page must show it redacted.
@@ -44,20 +43,10 @@ pytestmark = pytest.mark.slow
 
 def _driver(width: int = 1280, height: int = 900) -> Any:
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing("selenium is not installed (pip install -c constraints.txt -e '.[dev]')")
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.access(path, os.X_OK):
-            missing(f"{path} is missing: run .ci/browser.sh (Debian's chromium and "
-                    "chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+        return _browser.chrome(width, height)
+    except _browser.BrowserMissing as exc:
+        missing(str(exc))
+        raise
 
 
 @pytest.fixture
