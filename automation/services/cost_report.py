@@ -186,9 +186,11 @@ def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
         if r["engine"] == "mock":  # bought nothing: counted apart, as cost_report does
             simulated.add(_seconds(span[1] - span[0]), price, True)
             continue
-        line = pools.setdefault(str(r["pool_id"]), _PoolDays(
-            str(r["pool_id"]), str(r["pool"]), str(r["cluster"]),
-            [_Sum(str(r["pool"]), str(r["pool_id"])) for _ in range(days)]))
+        line = pools.get(str(r["pool_id"]))
+        if line is None:  # not setdefault: its default, 30 sums, was made for every row
+            line = pools[str(r["pool_id"])] = _PoolDays(
+                str(r["pool_id"]), str(r["pool"]), str(r["cluster"]),
+                [_Sum(str(r["pool"]), str(r["pool_id"])) for _ in range(days)])
         for index, seconds in _split_at_midnights(*span, first):
             line.days[index].add(seconds, price, False)
         _note(price, line.sources, line.hints)
