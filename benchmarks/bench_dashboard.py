@@ -11,6 +11,8 @@ is read from the browser's own timing (ms from the navigation's start):
 
 - server: ``responseStart - requestStart`` of the navigation (query and render of the HTML,
   as the browser sees it on loopback);
+- transfer: ``responseEnd - responseStart`` (the HTML's bytes on loopback); browser:
+  ``loadEventEnd - responseEnd`` (parse, style, layout, CSS and JS, until the load event);
 - first paint, first contentful paint (paint timing);
 - DOMContentLoaded end, load end (navigation timing; "loaded" for the goal is load end);
 - first refresh: when app.js applied its first poll of the fragment (it sets
@@ -24,7 +26,8 @@ is read from the browser's own timing (ms from the navigation's start):
 
 Medians of the runs; the ratio is against the 10-pool row of the same run (the baseline).
 
-    .venv/bin/python benchmarks/bench_dashboard.py [--smoke]     (BENCH_RUNS=5)
+    .venv/bin/python benchmarks/bench_dashboard.py [--smoke]  (BENCH_RUNS=5,
+                                                        BENCH_SIZES=10,100,1000)
 
 --smoke: 10 pools only, one load. Needs Chromium and chromedriver (.ci/browser.sh) and
 selenium: without them the script exits EXIT_MISSING, or 1 under CI=true.
@@ -50,7 +53,7 @@ from benchmarks._table import median, print_table
 
 MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-SIZES = [10, 100, 1000]
+SIZES = [int(n) for n in os.environ.get("BENCH_SIZES", "10,100,1000").split(",")]
 GOAL_MS = 300.0
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 # What the page's timing gives, in ms from the navigation's start, and its sizes.
@@ -66,6 +69,8 @@ const frag = res.filter(r => r.name.includes('/ui/fragments/'))[0];
 const refreshed = document.documentElement.dataset.refreshedAt;
 return {
   server: nav.responseStart - nav.requestStart,
+  transfer: nav.responseEnd - nav.responseStart,
+  browser: nav.loadEventEnd - nav.responseEnd,
   fp: paint('first-paint'), fcp: paint('first-contentful-paint'),
   dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
   refreshed: refreshed ? Number(refreshed) : null,
@@ -202,7 +207,8 @@ def main() -> None:
     for n in SIZES:
         load = med(n, "load")
         weight = med(n, "html") + med(n, "statics")
-        rows.append((n, f"{med(n, 'server'):.1f}", f"{med(n, 'fp'):.0f}", f"{med(n, 'fcp'):.0f}",
+        rows.append((n, f"{med(n, 'server'):.1f}", f"{med(n, 'transfer'):.1f}",
+                     f"{med(n, 'browser'):.0f}", f"{med(n, 'fp'):.0f}", f"{med(n, 'fcp'):.0f}",
                      f"{med(n, 'dcl'):.0f}", f"{load:.0f}", f"{med(n, 'refreshed'):.0f}",
                      f"{med(n, 'fragment'):.1f}", f"{med(n, 'html'):,.0f}",
                      f"{med(n, 'htmlDecoded'):,.0f}", f"{weight:,.0f}",
@@ -213,7 +219,7 @@ def main() -> None:
         f"{os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}; data loaded = first contentful paint (the data is in "
         f"the HTML); first refresh includes app.js's 3 s poll wait",
-        ("pools", "server", "first paint", "FCP", "DOMContentLoaded", "load",
+        ("pools", "server", "transfer", "browser", "first paint", "FCP", "DOMContentLoaded", "load",
          "1st refresh", "fragment fetch", "HTML bytes", "HTML decoded", "page weight",
          f"load vs {SIZES[0]}", f"load < {GOAL_MS:.0f} ms"),
         rows)

@@ -154,6 +154,10 @@ def checked_days(days: int) -> int:
     return days
 
 
+# The sum of every day nothing ran in (shared, never added to: a pool's days start as it).
+_NOTHING = _Sum("", None)
+
+
 @dataclass
 class _PoolDays:
     pool_id: str
@@ -189,9 +193,10 @@ def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
         line = pools.get(str(r["pool_id"]))
         if line is None:  # not setdefault: its default, 30 sums, was made for every row
             line = pools[str(r["pool_id"])] = _PoolDays(
-                str(r["pool_id"]), str(r["pool"]), str(r["cluster"]),
-                [_Sum(str(r["pool"]), str(r["pool_id"])) for _ in range(days)])
+                str(r["pool_id"]), str(r["pool"]), str(r["cluster"]), [_NOTHING] * days)
         for index, seconds in _split_at_midnights(*span, first):
+            if line.days[index] is _NOTHING:  # a day's own sum, made when it has a cost
+                line.days[index] = _Sum(line.pool, line.pool_id)
             line.days[index].add(seconds, price, False)
         _note(price, line.sources, line.hints)
     ordered = sorted(pools.values(), key=lambda p: (-p.usd_seconds(), p.cluster, p.pool,
@@ -220,7 +225,9 @@ def _split_at_midnights(start: datetime, end: datetime,
 def _pool_line(p: _PoolDays) -> PoolDailyCost:
     return PoolDailyCost(
         pool_id=p.pool_id, pool=p.pool, cluster=p.cluster,
-        per_day=[usd(d.usd_seconds / 3600) for d in p.days], total=usd(p.usd_seconds() / 3600),
+        # Most of a pool's days cost nothing: 0.0 without a Decimal division and rounding.
+        per_day=[usd(d.usd_seconds / 3600) if d.usd_seconds else 0.0 for d in p.days],
+        total=usd(p.usd_seconds() / 3600),
         unpriced_vm_hours=_hours(sum((d.unpriced_seconds for d in p.days), Decimal(0))),
         sources=sorted(p.sources), hints=sorted(p.hints))
 
