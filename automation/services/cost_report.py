@@ -166,9 +166,18 @@ class _PoolDays:
     days: list[_Sum]
     sources: set[str] = field(default_factory=set)
     hints: set[str] = field(default_factory=set)
+    _usd_seconds: Decimal | None = None
 
     def usd_seconds(self) -> Decimal:
-        return sum((d.usd_seconds for d in self.days), Decimal(0))
+        """The pool's whole window (summed once: asked by the sort, its line and the total;
+        only after every row was added)."""
+        if self._usd_seconds is None:
+            self._usd_seconds = sum((d.usd_seconds for d in self.days), Decimal(0))
+        return self._usd_seconds
+
+    def costed(self) -> list[_Sum]:
+        """The days something ran."""
+        return [d for d in self.days if d is not _NOTHING]
 
 
 def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
@@ -204,10 +213,11 @@ def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
     return DailyCost(
         days=[(first + i * _DAY).date() for i in range(days)], since=first, until=now,
         pools=[_pool_line(p) for p in ordered],
-        per_day=[usd(sum((p.days[i].usd_seconds for p in ordered), Decimal(0)) / 3600)
+        per_day=[usd(sum((p.days[i].usd_seconds for p in ordered
+                          if p.days[i] is not _NOTHING), Decimal(0)) / 3600)
                  for i in range(days)],
         total_usd=usd(sum((p.usd_seconds() for p in ordered), Decimal(0)) / 3600),
-        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for p in ordered for d in p.days),
+        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for p in ordered for d in p.costed()),
                                      Decimal(0))),
         simulated_vm_hours=_hours(simulated.simulated_seconds))
 
@@ -228,7 +238,7 @@ def _pool_line(p: _PoolDays) -> PoolDailyCost:
         # Most of a pool's days cost nothing: 0.0 without a Decimal division and rounding.
         per_day=[usd(d.usd_seconds / 3600) if d.usd_seconds else 0.0 for d in p.days],
         total=usd(p.usd_seconds() / 3600),
-        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for d in p.days), Decimal(0))),
+        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for d in p.costed()), Decimal(0))),
         sources=sorted(p.sources), hints=sorted(p.hints))
 
 
