@@ -154,6 +154,10 @@ def checked_days(days: int) -> int:
     return days
 
 
+# The sum of every day nothing ran in (shared, never added to: a pool's days start as it).
+_NOTHING = _Sum("", None)
+
+
 @dataclass
 class _PoolDays:
     pool_id: str
@@ -162,9 +166,18 @@ class _PoolDays:
     days: list[_Sum]
     sources: set[str] = field(default_factory=set)
     hints: set[str] = field(default_factory=set)
+    _usd_seconds: Decimal | None = None
 
     def usd_seconds(self) -> Decimal:
-        return sum((d.usd_seconds for d in self.days), Decimal(0))
+        """The pool's whole window (summed once: asked by the sort, its line and the total;
+        only after every row was added)."""
+        if self._usd_seconds is None:
+            self._usd_seconds = sum((d.usd_seconds for d in self.days), Decimal(0))
+        return self._usd_seconds
+
+    def costed(self) -> list[_Sum]:
+        """The days something ran."""
+        return [d for d in self.days if d is not _NOTHING]
 
 
 def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
@@ -186,10 +199,13 @@ def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
         if r["engine"] == "mock":  # bought nothing: counted apart, as cost_report does
             simulated.add(_seconds(span[1] - span[0]), price, True)
             continue
-        line = pools.setdefault(str(r["pool_id"]), _PoolDays(
-            str(r["pool_id"]), str(r["pool"]), str(r["cluster"]),
-            [_Sum(str(r["pool"]), str(r["pool_id"])) for _ in range(days)]))
+        line = pools.get(str(r["pool_id"]))
+        if line is None:  # not setdefault: its default, 30 sums, was made for every row
+            line = pools[str(r["pool_id"])] = _PoolDays(
+                str(r["pool_id"]), str(r["pool"]), str(r["cluster"]), [_NOTHING] * days)
         for index, seconds in _split_at_midnights(*span, first):
+            if line.days[index] is _NOTHING:  # a day's own sum, made when it has a cost
+                line.days[index] = _Sum(line.pool, line.pool_id)
             line.days[index].add(seconds, price, False)
         _note(price, line.sources, line.hints)
     ordered = sorted(pools.values(), key=lambda p: (-p.usd_seconds(), p.cluster, p.pool,
@@ -197,10 +213,11 @@ def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
     return DailyCost(
         days=[(first + i * _DAY).date() for i in range(days)], since=first, until=now,
         pools=[_pool_line(p) for p in ordered],
-        per_day=[usd(sum((p.days[i].usd_seconds for p in ordered), Decimal(0)) / 3600)
+        per_day=[usd(sum((p.days[i].usd_seconds for p in ordered
+                          if p.days[i] is not _NOTHING), Decimal(0)) / 3600)
                  for i in range(days)],
         total_usd=usd(sum((p.usd_seconds() for p in ordered), Decimal(0)) / 3600),
-        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for p in ordered for d in p.days),
+        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for p in ordered for d in p.costed()),
                                      Decimal(0))),
         simulated_vm_hours=_hours(simulated.simulated_seconds))
 
@@ -218,8 +235,10 @@ def _split_at_midnights(start: datetime, end: datetime,
 def _pool_line(p: _PoolDays) -> PoolDailyCost:
     return PoolDailyCost(
         pool_id=p.pool_id, pool=p.pool, cluster=p.cluster,
-        per_day=[usd(d.usd_seconds / 3600) for d in p.days], total=usd(p.usd_seconds() / 3600),
-        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for d in p.days), Decimal(0))),
+        # Most of a pool's days cost nothing: 0.0 without a Decimal division and rounding.
+        per_day=[usd(d.usd_seconds / 3600) if d.usd_seconds else 0.0 for d in p.days],
+        total=usd(p.usd_seconds() / 3600),
+        unpriced_vm_hours=_hours(sum((d.unpriced_seconds for d in p.costed()), Decimal(0))),
         sources=sorted(p.sources), hints=sorted(p.hints))
 
 

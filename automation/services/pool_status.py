@@ -182,7 +182,9 @@ def _to_status(r: dict[str, Any], rates: _Rates,
         provider=r["provider"], region=r["region"], zone=r["zone"], vm_type=r["vm_type"],
         vms=r["max_vms"], state=r["state"],
         # The cluster's own values first, with their labels; the model redacts the rest.
-        last_error=redact(r["last_error"], hidden_values(r)),
+        # (What to hide is worked out only when there is an error to redact: 1,000 pools.)
+        last_error=redact(r["last_error"], hidden_values(r)) if r["last_error"] else
+        r["last_error"],
         last_error_code=r["last_error_code"],
         counts=VmCounts(ready=r["ready"], starting=r["starting"], draining=r["draining"]),
         hosts_service=bool(r["hosts_service"]), ingress_entry_ip=r["ingress_entry_ip"],

@@ -31,7 +31,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from automation.auth import tokens as token_auth
 from automation.auth.roles import Access, Principal, authorize
-from automation.errors import AnycloudError, Unauthenticated
+from automation.errors import AnycloudError, NotFound, Unauthenticated
 from automation.models import NodePoolStatus, PoolState, ProjectDeployment
 from automation.services import deployment_ops, projects
 from automation.services.agent_pool_view import list_agent_pools
@@ -248,7 +248,11 @@ def overview(request: Request, who: Viewer) -> Response:
 def pool_page(request: Request, ref: str, who: Viewer) -> Response:
     if who is None:
         return _to_login(request)
-    return _page("pool.html", **_pool_values(request, ref), **_session_values(request, who))
+    try:
+        values = _pool_values(request, ref)
+    except NotFound:  # a page, not the API's problem+json: the ref asked, a way back
+        return _page("pool_missing.html", 404, ref=ref, **_session_values(request, who))
+    return _page("pool.html", **values, **_session_values(request, who))
 
 
 @router.get("/pools/{ref}/preview")
@@ -337,7 +341,11 @@ def pools_fragment(request: Request, who: Viewer) -> Response:
 def pool_fragment(request: Request, ref: str, who: Viewer) -> Response:
     if who is None:
         return _logged_out()
-    return _page("_pool.html", **_pool_values(request, ref))
+    try:
+        values = _pool_values(request, ref)
+    except NotFound:
+        return PlainTextResponse("node pool not found", 404, headers=_HEADERS)
+    return _page("_pool.html", **values)
 
 
 @router.get("/static/{name}")

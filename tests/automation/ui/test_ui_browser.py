@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,11 @@ from automation.ledger import open_ledger, schema
 from automation.models import NewNodePool
 from automation.services import credentials, node_pools
 from automation.services.tokens import create_token
-from automation.simulators.world import register_simulated_cluster
+from automation.simulators.world import START, register_simulated_cluster
+from benchmarks import _browser
 from tests.automation.api.test_api_serve import ANYCLOUD, listening
 from tests.conftest import missing
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 POOL = {"credentials": "team-aws", "region": "us-east-1", "vmType": "m7i.large",
         "minVms": 2, "maxVms": 2}
 # What the failed pool's error says in the ledger; the page must show it redacted.
@@ -44,20 +44,10 @@ pytestmark = pytest.mark.slow
 
 def _driver(width: int = 1280, height: int = 900) -> Any:
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing("selenium is not installed (pip install -c constraints.txt -e '.[dev]')")
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.access(path, os.X_OK):
-            missing(f"{path} is missing: run .ci/browser.sh (Debian's chromium and "
-                    "chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+        return _browser.chrome(width, height)
+    except _browser.BrowserMissing as exc:
+        missing(str(exc))
+        raise
 
 
 @pytest.fixture
@@ -84,6 +74,13 @@ def server(tmp_path: Path) -> Iterator[dict[str, str]]:
     with ledger.write() as conn:  # parked: the control loop leaves a failed pool alone
         conn.execute(sa.update(schema.node_pools).where(schema.node_pools.c.id == broken.id)
                      .values(state="failed", last_error=RAW_ERROR))
+        # A VM it had, bought (not the mock engine) for two hours the day before the
+        # simulated world's clock starts, and released: the cost chart has a bar to draw.
+        start = START - timedelta(days=1)
+        conn.execute(schema.vm_attempts.insert().values(
+            id="at-browser-cost", pool_id=broken.id, state="released", token_generation=0,
+            created_at=start, updated_at=start + timedelta(hours=2), vm_created_at=start,
+            released_at=start + timedelta(hours=2), gpu_ready_seen=False, engine="pulumi"))
     tokens = {role: create_token(app, name, role, by="test").token
               for name, role in (("watcher", "viewer"), ("dev", "member"), ("root", "admin"))}
     ledger.dispose()
@@ -164,6 +161,18 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         shown = _fresh(driver, 'tr[data-pool="broken"] .state', lambda e: e.text)
         assert "failed" in shown  # in words, not in colour only
 
+        # The cost chart (server-made SVG, not polled) draws the VM bought yesterday.
+        costs = driver.find_element(By.CSS_SELECTOR, "section.cost")
+        assert costs.find_elements(By.CSS_SELECTOR, "svg.chart"), costs.get_attribute(
+            "outerHTML")[:2000]
+        chart = costs.find_element(By.CSS_SELECTOR, "svg.chart")
+        assert chart.is_displayed()
+        assert driver.find_elements(By.CSS_SELECTOR, "svg.chart .bar")
+        assert "No cost in the last 30 days." not in driver.page_source
+        driver.execute_script("arguments[0].scrollIntoView()", chart)
+        driver.save_screenshot(str(artifacts / "overview-cost.png"))
+        driver.execute_script("window.scrollTo(0, 0)")
+
         # A pool made now appears, and goes to ready, with no reload of the page.
         driver.execute_script("window.notReloaded = true")
         made = member.post("/node-pools", json={**POOL, "name": "cpu"})
@@ -213,12 +222,30 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         assert driver.find_element(By.TAG_NAME, "h1").text == "Node pool cpu"
         assert "2 ready" in driver.page_source
         driver.save_screenshot(str(artifacts / "pool.png"))
+        # Its history: the VM attempts the control loop made (the page polls: found afresh).
+        attempts = _fresh(driver, "table.attempts",
+                          lambda t: len(t.find_elements(By.CSS_SELECTOR, "tbody tr[data-attempt]")))
+        assert attempts >= 1, attempts
+        assert driver.find_element(By.CSS_SELECTOR, "table.events").is_displayed()
+        _fresh(driver, "table.attempts",
+               lambda t: driver.execute_script("arguments[0].scrollIntoView()", t))
+        driver.save_screenshot(str(artifacts / "pool-history.png"))
 
         # A phone-width screen: the overview still shows every pool.
         driver.set_window_size(390, 844)
         driver.get(f"{base}/ui/")
         assert driver.find_element(By.CSS_SELECTOR, 'tr[data-pool="cpu"]').is_displayed()
         driver.save_screenshot(str(artifacts / "overview-phone.png"))
+        # ... and its cost chart fits the screen: nothing scrolls sideways.
+        chart = driver.find_element(By.CSS_SELECTOR, "svg.chart")
+        assert driver.execute_script(
+            "return document.documentElement.scrollWidth <= window.innerWidth"), \
+            driver.execute_script("return [document.documentElement.scrollWidth, "
+                                  "window.innerWidth]")
+        assert driver.execute_script("return arguments[0].getBoundingClientRect().right "
+                                     "<= window.innerWidth", chart)
+        driver.execute_script("arguments[0].scrollIntoView()", chart)
+        driver.save_screenshot(str(artifacts / "overview-cost-phone.png"))
         driver.set_window_size(1280, 900)
 
         # Revoked: the next poll finds the session over and goes to the log-in page.

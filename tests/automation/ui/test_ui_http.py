@@ -176,3 +176,28 @@ def test_a_viewer_reaches_no_write_endpoint(pooled: App, browser: TestClient,
                         headers=callers["viewer"]).status_code == 403
     assert browser.delete("/v1/node-pools/gpu", headers=callers["viewer"]).status_code == 403
     assert snapshot(pooled) == before
+
+
+def test_an_unknown_pool_gets_an_html_404_behind_the_same_gate(
+        pooled: App, browser: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    ref = "np-nosuch<b>"
+    path = "/ui/pools/np-nosuch%3Cb%3E"
+    # Anonymous: the log-in page, as for a pool that exists; nothing said of the ref.
+    resp = browser.get(path)
+    assert resp.status_code == 303 and resp.headers["location"] == "/ui/login"
+    assert "nosuch" not in resp.text
+    assert browser.get(path, headers=callers["agent"]).status_code == 403
+    _login(browser, _viewer(pooled))
+    page = browser.get(path)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    assert "<h1>Node pool not found</h1>" in page.text
+    assert f"<code>{escape(ref)}</code>" in page.text and ref not in page.text  # escaped
+    assert '<a href="/ui/">Back to the overview' in page.text
+    assert 'action="/ui/logout"' in page.text  # the same layout, the session's header
+    assert "gpu" not in page.text and "203.0.113.10" not in page.text  # no other pool's data
+    # A pool that exists still has its page; its fragment route answers a short 404.
+    assert browser.get(f"/ui/pools/{_pool_id(pooled)}").status_code == 200
+    fragment = browser.get(path.replace("/ui/pools/", "/ui/fragments/pools/"))
+    assert fragment.status_code == 404 and "<html" not in fragment.text
+    assert "gpu" not in fragment.text
