@@ -190,6 +190,7 @@ EXPECTED = {
     ("GET", "/ui/pools/{ref}/preview"): Access.READ,
     ("GET", "/ui/fragments/pools"): Access.READ,
     ("GET", "/ui/fragments/pools/{ref}"): Access.READ,
+    ("GET", "/ui/fragments/cost"): Access.READ,
     ("GET", "/ui/agent-pools"): Access.READ,
     ("GET", "/ui/deployments"): Access.READ,
     ("GET", "/ui/fragments/agent-pools"): Access.READ,

@@ -16,7 +16,7 @@ def test_the_overview_draws_the_cost_the_api_gives(pooled: App, browser: TestCli
                                                    callers: dict[str, dict[str, str]]) -> None:
     _attempt(pooled, _pool_id(pooled), "running", pooled.clock.now() - timedelta(hours=30))
     _login(browser, _viewer(pooled))
-    page = browser.get("/ui/").text
+    page = browser.get("/ui/fragments/cost").text  # fetched by app.js after the overview
     api = browser.get("/v1/cost/daily", headers=callers["viewer"]).json()
     (line,) = api["pools"]
     assert '<svg class="chart" role="img"' in page and 'class="bar"' in page
@@ -30,11 +30,13 @@ def test_the_overview_draws_the_cost_the_api_gives(pooled: App, browser: TestCli
 
 def test_no_cost_is_said_in_words(pooled: App, browser: TestClient) -> None:  # noqa: F811
     _login(browser, _viewer(pooled))
-    page = browser.get("/ui/").text
+    page = browser.get("/ui/fragments/cost").text
     assert "No cost in the last 30 days." in page and '<svg class="chart"' not in page
 
 
 def test_anonymous_gets_no_chart(pooled: App, browser: TestClient) -> None:  # noqa: F811
     _attempt(pooled, _pool_id(pooled), "running", pooled.clock.now() - timedelta(hours=3))
+    resp = browser.get("/ui/fragments/cost")
+    assert resp.status_code == 401 and "<svg" not in resp.text and "prod/gpu" not in resp.text
     resp = browser.get("/ui/")
     assert resp.status_code == 303 and "<svg" not in resp.text and "prod/gpu" not in resp.text

@@ -153,7 +153,8 @@ def test_the_overview_and_the_pool_page_show_what_the_api_shows(
     assert escape(api["lastError"]) in page and "203.0.113.10" not in page  # redacted as the API
     assert 'data-state="failed"' in page and "✖ failed" in page  # text, not colour only
     assert f'href="/ui/pools/{api["id"]}"' in page
-    assert '<li class="count state-failed"><span class="n">1</span> failed</li>' in page
+    assert ('<li class="count state-failed"><a href="/ui/?state=failed"><span class="n">1</span>'
+            ' failed</a></li>') in page
     pool = browser.get(f"/ui/pools/{api['id']}")
     assert pool.status_code == 200 and "Node pool gpu" in pool.text
     assert escape(api["lastError"]) in pool.text and "203.0.113.10" not in pool.text
