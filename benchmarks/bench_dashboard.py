@@ -6,8 +6,9 @@ For each size: a SQLite ledger seeded with that many pools of two running VMs ea
 seeding of bench_cli_list.py) plus one released VM attempt per pool from the last week, so
 the cost chart has bars; ``anycloud serve --no-control-loop --api-listen 127.0.0.1:0`` over
 it; headless Chromium (Debian's, through selenium and chromedriver: benchmarks/_browser.py)
-logs in through the form with a viewer token and loads ``/ui/`` BENCH_RUNS times. Each load
-is read from the browser's own timing (ms from the navigation's start):
+logs in through the form with a viewer token and loads ``/ui/`` BENCH_RUNS times: its first
+page, PAGE_SIZE (100) pools of the table with the counts over all of them. Each load is read
+from the browser's own timing (ms from the navigation's start):
 
 - server: ``responseStart - requestStart`` of the navigation (query and render of the HTML,
   as the browser sees it on loopback);
@@ -20,6 +21,8 @@ is read from the browser's own timing (ms from the navigation's start):
   that wait: the fragment's own fetch time (resource timing) is shown beside it. The data
   itself is in the page's HTML (server-rendered), so it is shown by the first contentful
   paint;
+- cost chart: when app.js put in the cost chart it fetches once after the load event (it
+  sets ``<html data-cost-at>``), off the first paint's critical path;
 - HTML bytes (the navigation's encodedBodySize) and the page weight: HTML + CSS + JS as
   encoded on the wire (resource timing's encodedBodySize; the CSS and JS are cached by the
   browser after the first load, max-age=300, and counted all the same).
@@ -51,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import _browser, _cli, bench_cli_list
 from benchmarks._table import median, print_table
 
+from automation.ui.pages import PAGE_SIZE
+
 MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 SIZES = [int(n) for n in os.environ.get("BENCH_SIZES", "10,100,1000").split(",")]
@@ -65,7 +70,7 @@ const paint = name => {
 };
 const res = performance.getEntriesByType('resource');
 const statics = res.filter(r => r.name.includes('/ui/static/'));
-const frag = res.filter(r => r.name.includes('/ui/fragments/'))[0];
+const frag = res.filter(r => r.name.includes('/ui/fragments/pools'))[0];
 const refreshed = document.documentElement.dataset.refreshedAt;
 return {
   server: nav.responseStart - nav.requestStart,
@@ -74,6 +79,8 @@ return {
   fp: paint('first-paint'), fcp: paint('first-contentful-paint'),
   dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
   refreshed: refreshed ? Number(refreshed) : null,
+  costAt: document.documentElement.dataset.costAt ?
+    Number(document.documentElement.dataset.costAt) : null,
   fragment: frag ? frag.responseEnd - frag.startTime : null,
   html: nav.encodedBodySize, htmlDecoded: nav.decodedBodySize,
   statics: statics.reduce((n, r) => n + r.encodedBodySize, 0),
@@ -169,10 +176,11 @@ def measure(driver: Any, pools: int, runs: int) -> list[dict[str, Any]]:
             out = []
             for _ in range(runs):
                 driver.get(f"{base}/ui/")  # returns after the load event
-                _wait("the first refresh", lambda: driver.execute_script(
-                    "return document.documentElement.dataset.refreshedAt"), seconds=60)
+                _wait("the first refresh and the cost chart", lambda: driver.execute_script(
+                    "return document.documentElement.dataset.refreshedAt && "
+                    "document.documentElement.dataset.costAt"), seconds=60)
                 got = driver.execute_script(_READ)
-                if got["rows"] != pools or got["bars"] == 0:
+                if got["rows"] != min(pools, PAGE_SIZE) or got["bars"] == 0:
                     raise SystemExit(f"{pools} pools: the page showed {got['rows']} rows and "
                                      f"{got['bars']} bars")
                 out.append(got)
@@ -209,7 +217,8 @@ def main() -> None:
         weight = med(n, "html") + med(n, "statics")
         rows.append((n, f"{med(n, 'server'):.1f}", f"{med(n, 'transfer'):.1f}",
                      f"{med(n, 'browser'):.0f}", f"{med(n, 'fp'):.0f}", f"{med(n, 'fcp'):.0f}",
-                     f"{med(n, 'dcl'):.0f}", f"{load:.0f}", f"{med(n, 'refreshed'):.0f}",
+                     f"{med(n, 'dcl'):.0f}", f"{load:.0f}", f"{med(n, 'costAt'):.0f}",
+                     f"{med(n, 'refreshed'):.0f}",
                      f"{med(n, 'fragment'):.1f}", f"{med(n, 'html'):,.0f}",
                      f"{med(n, 'htmlDecoded'):,.0f}", f"{weight:,.0f}",
                      f"{load / base:.1f}x", "yes" if load < GOAL_MS else "NO"))
@@ -218,9 +227,10 @@ def main() -> None:
         f"(ms from navigation start; bytes): SQLite ledger, loopback, one server process, "
         f"{os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}; data loaded = first contentful paint (the data is in "
-        f"the HTML); first refresh includes app.js's 3 s poll wait",
+        f"the HTML); first page of {PAGE_SIZE} pools; cost chart fetched after load; first refresh "
+        f"includes app.js's 3 s poll wait",
         ("pools", "server", "transfer", "browser", "first paint", "FCP", "DOMContentLoaded", "load",
-         "1st refresh", "fragment fetch", "HTML bytes", "HTML decoded", "page weight",
+         "cost chart", "1st refresh", "fragment fetch", "HTML bytes", "HTML decoded", "page weight",
          f"load vs {SIZES[0]}", f"load < {GOAL_MS:.0f} ms"),
         rows)
 

@@ -161,8 +161,10 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         shown = _fresh(driver, 'tr[data-pool="broken"] .state', lambda e: e.text)
         assert "failed" in shown  # in words, not in colour only
 
-        # The cost chart (server-made SVG, not polled) draws the VM bought yesterday.
-        costs = driver.find_element(By.CSS_SELECTOR, "section.cost")
+        # The cost chart (server-made SVG, fetched once after the load, not polled) draws
+        # the VM bought yesterday.
+        costs = _wait("the cost chart", lambda: driver.find_elements(
+            By.CSS_SELECTOR, "section.cost"), seconds=15)[0]
         assert costs.find_elements(By.CSS_SELECTOR, "svg.chart"), costs.get_attribute(
             "outerHTML")[:2000]
         chart = costs.find_element(By.CSS_SELECTOR, "svg.chart")
@@ -237,7 +239,8 @@ def test_a_viewer_watches_the_pools_in_a_browser(server: dict[str, str],
         assert driver.find_element(By.CSS_SELECTOR, 'tr[data-pool="cpu"]').is_displayed()
         driver.save_screenshot(str(artifacts / "overview-phone.png"))
         # ... and its cost chart fits the screen: nothing scrolls sideways.
-        chart = driver.find_element(By.CSS_SELECTOR, "svg.chart")
+        chart = _wait("the cost chart", lambda: driver.find_elements(
+            By.CSS_SELECTOR, "svg.chart"), seconds=15)[0]
         assert driver.execute_script(
             "return document.documentElement.scrollWidth <= window.innerWidth"), \
             driver.execute_script("return [document.documentElement.scrollWidth, "
