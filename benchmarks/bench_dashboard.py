@@ -51,10 +51,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from automation.ui.pages import PAGE_SIZE
 from benchmarks import _browser, _cli, bench_cli_list
 from benchmarks._table import median, print_table
-
-from automation.ui.pages import PAGE_SIZE
 
 MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))

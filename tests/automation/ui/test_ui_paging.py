@@ -63,7 +63,7 @@ def test_the_first_page_shows_a_page_of_pools_and_counts_over_all(viewer: TestCl
     assert _count(page.text, "failed") == FAILED and _count(page.text, "ready") == POOLS - FAILED
     nav = re.search(r'<nav class="pages" aria-label="Pages">(.*?)</nav>', page.text, re.S)
     assert nav, page.text[:3000]
-    assert "pools 1–100 of 250" in nav.group(1)
+    assert "pools 1\u2013100 of 250" in nav.group(1)
     assert 'href="/ui/?page=2"' in nav.group(1) and "Previous" not in nav.group(1)
     # The poll asks for the same page.
     assert 'data-fragment="/ui/fragments/pools"' in page.text
@@ -75,7 +75,7 @@ def test_the_last_page_shows_the_rest(viewer: TestClient) -> None:
     assert len(rows) == POOLS - 2 * PAGE_SIZE == 50
     assert rows[0][0] == "pool-0200" and rows[-1][0] == "pool-0249"
     assert _count(page, "all") == POOLS and _count(page, "failed") == FAILED
-    assert "pools 201–250 of 250" in page
+    assert "pools 201\u2013250 of 250" in page
     assert 'href="/ui/?page=2" rel="prev"' in page and 'rel="next"' not in page
     assert 'data-fragment="/ui/fragments/pools?page=3"' in page
 
@@ -86,7 +86,7 @@ def test_the_state_filter_shows_only_that_states_pools(viewer: TestClient) -> No
     assert len(rows) == FAILED and {state for _, state in rows} == {"failed"}
     assert _count(page, "all") == POOLS  # the counts stay over every pool
     assert 'href="/ui/?state=failed" aria-current="page"' in page
-    assert "failed pools 1–7 of 7" in page
+    assert "failed pools 1\u20137 of 7" in page
     assert 'data-fragment="/ui/fragments/pools?state=failed"' in page
     # No deleting pool: said in words.
     assert "No deleting node pools" in viewer.get("/ui/?state=deleting").text
