@@ -1,7 +1,7 @@
 """The dashboard's routes under ``/ui``: a log-in page, the overview of every node pool with
 the cost of the last 30 days, a pool's page (status, ingress, history) and its preview, the
-AgentPools and the deployments, the fragments the pages poll to refresh themselves, and
-their script and style.
+AgentPools and the deployments, the fragments the pages poll to refresh themselves (and
+the overview's cost chart, fetched once after its load), and their script and style.
 
 Read-only: its only POSTs are log in and log out. Every page and fragment asks for the viewer
 role, from a session cookie (``automation.ui.sessions``) or an ``Authorization: Bearer``
