@@ -80,11 +80,16 @@ def _summary(daily: DailyCost, drawn: list[Band]) -> str:
 
 
 def _nice_ceiling(value: float) -> float:
-    """The scale's top: 1, 2, 2.5 or 5 times a power of ten, at or above ``value``."""
+    """The scale's top, at or above ``value``: ``_TICKS`` steps of 1, 2, 3, 4, 5, 6 or 8
+    times a power of ten, so every label is a round amount ($0.06, $0.12, … not $0.0625)
+    and the top is never far above the tallest bar."""
     if value <= 0:
         return 1.0
-    magnitude = 10.0 ** floor(log10(value))
-    return next(step * magnitude for step in (1, 2, 2.5, 5, 10) if value <= step * magnitude)
+    wanted = value / _TICKS
+    magnitude = 10.0 ** floor(log10(wanted))
+    step = next(s * magnitude for s in (1, 2, 3, 4, 5, 6, 8, 10)
+                if wanted <= s * magnitude * 1.0000001)
+    return step * _TICKS
 
 
 def _plot_height() -> int:
@@ -96,7 +101,10 @@ def _y(amount: float, ceiling: float) -> float:
 
 
 def _dollars(amount: float, ceiling: float) -> str:
-    return f"${amount:,.0f}" if ceiling >= 10 else f"${amount:,.2f}"
+    """As many decimals as the scale's step needs (cents; tenths of a cent below $0.04)."""
+    if ceiling >= 10:
+        return f"${amount:,.0f}"
+    return f"${amount:,.2f}" if ceiling >= 0.04 else f"${amount:,.3f}"
 
 
 def _scale(ceiling: float) -> list[str]:

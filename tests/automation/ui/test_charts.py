@@ -48,12 +48,13 @@ def test_one_bar_per_day_and_pool_with_a_tooltip() -> None:
 
 
 def test_stacked_bars_are_as_tall_as_their_share_of_the_scale() -> None:
-    bars = _bars(cost_per_day_svg(_daily({"a": [3.0], "b": [1.0]})))  # scale tops at $5
+    bars = _bars(cost_per_day_svg(_daily({"a": [3.0], "b": [1.0]})))  # scale tops at $4
     heights = sorted(float(b.get("height", "0")) for b in bars)
     assert heights[1] / heights[0] == 3.0
     texts = [t.text for t in ET.fromstring(cost_per_day_svg(_daily({"a": [3.0]}))).iter(
         f"{SVG}text")]
-    assert "$5.00" in texts and "$0.00" in texts and "Nov 1" in texts
+    # Four round steps to just above the tallest bar: $3 a day, steps of $0.80.
+    assert texts[:5] == ["$0.00", "$0.80", "$1.60", "$2.40", "$3.20"] and "Nov 1" in texts
 
 
 def test_the_top_eight_pools_have_colours_and_the_rest_are_others() -> None:
