@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
@@ -54,3 +55,15 @@ def version(driver: Any) -> str:
                          check=False).stdout
     match = re.search(r"\d+(\.\d+)+", out)
     return match.group(0) if match else "unknown"
+
+
+def wait_for(what: str, check: Any, seconds: float = 30, every: float = 0.05) -> Any:
+    """``check()``'s first truthy answer, asked every ``every`` s; ``TimeoutError`` naming
+    ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(every)
+    raise TimeoutError(f"waited {seconds}s for {what}")

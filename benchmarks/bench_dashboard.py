@@ -44,7 +44,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -140,23 +139,13 @@ def _serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     return server, line.split("listening on ")[1].split()[0].removesuffix("/v1").rstrip("/")
 
 
-def _wait(what: str, check: Any, seconds: float = 30) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise SystemExit(f"waited {seconds}s for {what}")
-
-
 def _login(driver: Any, base: str, token: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.get(f"{base}/ui/login")
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "form.login button").click()
-    _wait("the overview after logging in", lambda: driver.current_url == f"{base}/ui/")
+    _browser.wait_for("the overview after logging in", lambda: driver.current_url == f"{base}/ui/")
 
 
 def measure(driver: Any, pools: int, runs: int) -> list[dict[str, Any]]:
@@ -175,9 +164,10 @@ def measure(driver: Any, pools: int, runs: int) -> list[dict[str, Any]]:
             out = []
             for _ in range(runs):
                 driver.get(f"{base}/ui/")  # returns after the load event
-                _wait("the first refresh and the cost chart", lambda: driver.execute_script(
-                    "return document.documentElement.dataset.refreshedAt && "
-                    "document.documentElement.dataset.costAt"), seconds=60)
+                _browser.wait_for(
+                    "the first refresh and the cost chart", lambda: driver.execute_script(
+                        "return document.documentElement.dataset.refreshedAt && "
+                        "document.documentElement.dataset.costAt"), seconds=60)
                 got = driver.execute_script(_READ)
                 if got["rows"] != min(pools, PAGE_SIZE) or got["bars"] == 0:
                     raise SystemExit(f"{pools} pools: the page showed {got['rows']} rows and "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -97,13 +96,7 @@ def server(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def _wait(what: str, check: Any, seconds: float = 60) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"waited {seconds}s for {what}")
+    return _browser.wait_for(what, check, seconds, every=0.1)
 
 
 def _fresh(driver: Any, css: str, act: Any) -> Any:
