@@ -3,6 +3,13 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test`: one per core of a CI machine (each starts its own
+# control plane; tests/conftest.py keeps tests that share a module's fixture on one worker).
+WORKERS ?= 2
+# The suite starts hundreds of Python processes (the CLI, engine workers, benchmarks): with
+# bytecode written once, each reads it instead of compiling our modules again (a shell that
+# sets PYTHONDONTWRITEBYTECODE would cost each one ~0.3 s, and pytest its rewrite cache).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup tools demo test test-fast lint typecheck bench clean
 
@@ -29,7 +36,7 @@ test: setup tools
 	$(PY) -m tools.catalog_generator.generate --check
 	$(PY) -m tools.sdk.generate --check
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q --durations=30
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --durations=10
 
 # Only what needs neither the control plane nor the engine (a minute or two).
 test-fast: setup

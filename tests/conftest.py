@@ -23,7 +23,13 @@ if TYPE_CHECKING:
 IN_CI = os.environ.get("CI") == "true"
 
 
-# Every process the suite starts carries this mark (tests/processes.py).
+# Every process the suite starts carries this mark (tests/processes.py). Each pytest-xdist
+# worker gets a mark of its own (they inherit the controller's environment), so the servers
+# one worker runs are never another worker's leftovers; a process the worker starts that
+# imports this module again keeps the worker's mark.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if WORKER and not os.environ.get(MARK, "").endswith(f"-{WORKER}"):
+    os.environ[MARK] = f"{secrets.token_hex(8)}-{WORKER}"
 SESSION = os.environ.setdefault(MARK, secrets.token_hex(8))
 
 
@@ -207,3 +213,81 @@ def engine_env(pulumi_engine: dict[str, str],
     for key, value in pulumi_engine.items():
         monkeypatch.setenv(key, value)
     return dict(os.environ)
+
+
+# -- running in parallel, and within the time budget ----------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("time_budget_minutes", "a run of the suite that takes longer fails (0: none)",
+                  default="0")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test``) each test goes to whichever
+    worker is free, except tests that share a module-, class- or package-scoped fixture (a
+    demo cluster, an operator, a chart install): those stay together on one worker, in order,
+    so the fixture is made once. (A session-scoped one, the control plane, is made once per
+    worker.)"""
+    for item in items:
+        group = _shared_fixture_scope(item)
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture_scope(item: pytest.Item) -> str | None:
+    """The name of the widest scope narrower than the session whose fixture this test uses."""
+    info = getattr(item, "_fixtureinfo", None)
+    scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ())
+              for d in defs}
+    module = getattr(item, "module", None)
+    if module is None:
+        return None
+    if "package" in scopes:
+        return module.__name__.rpartition(".")[0]
+    if "module" in scopes or "class" in scopes:
+        return module.__name__
+    return None
+
+
+_STARTED: list[float] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    _STARTED.append(time.monotonic())
+
+
+def _over_budget(config: pytest.Config) -> str | None:
+    """Why this run broke the suite's time budget (pyproject.toml, ``time_budget_minutes``),
+    or None. Judged by the process that reports (xdist's controller, not its workers)."""
+    import time
+
+    budget = float(config.getini("time_budget_minutes") or 0)
+    if hasattr(config, "workerinput") or not budget or not _STARTED:
+        return None
+    took = time.monotonic() - _STARTED[0]
+    if took <= budget * 60:
+        return None
+    return (f"the suite took {took / 60:.1f} min, over its budget of {budget:g} min "
+            "(time_budget_minutes in pyproject.toml): make it faster, or raise the budget "
+            "with the reason in the commit")
+
+
+_VERDICT: list[str] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Runs inside the terminal reporter's own sessionfinish, before it prints the summary.
+    reason = _over_budget(session.config)
+    if reason:
+        _VERDICT.append(reason)
+        if exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    for reason in _VERDICT:
+        terminalreporter.write_line(f"TIME BUDGET: {reason}", red=True, bold=True)
