@@ -40,7 +40,7 @@ test: setup tools
 
 # Only what needs neither the control plane nor the engine (a minute or two).
 test-fast: setup
-	$(PY) -m pytest -q -m "not kube and not engine and not slow"
+	$(PY) -m pytest -q -n $(WORKERS) -m "not kube and not engine and not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check .

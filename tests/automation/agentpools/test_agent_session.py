@@ -279,12 +279,14 @@ def test_the_example_configmaps_file_is_read_as_is(tmp_path: Path) -> None:
     assert config.model_extra and "sandbox_config" in config.model_extra  # kept for others
 
 
-def test_agent_without_a_readable_config_exits_2_naming_it(tmp_path: Path) -> None:
-    missing = tmp_path / "nope.yaml"
+def test_agent_without_a_readable_config_exits_2_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A relative path: a long one is shortened in the message (under xdist tmp_path is).
+    monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli, ["--home", str(tmp_path), "agent", "--pool", "cpu",
-                                   "--config", str(missing)])
+                                   "--config", "nope.yaml"])
     assert res.exit_code == 2
-    assert f"--config '{missing}': must be a readable YAML file" in res.output
+    assert "--config 'nope.yaml': must be a readable YAML file" in res.output
 
 
 def test_session_run_refuses_a_bad_pool_before_calling_anyone(tmp_path: Path) -> None:
