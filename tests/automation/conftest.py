@@ -111,6 +111,28 @@ def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Any
     return invoke
 
 
+# A test asked for in both modes and on both ledgers runs twice, not four times: embedded on
+# SQLite and remote on PostgreSQL. The two crossings prove nothing these do not: the ledger
+# layer is the same code under the CLI and under the server (test_ledger.py and the service
+# tests run it on both databases), and the test's body still runs once in each mode.
+MODE_AND_LEDGER = {("embedded", "sqlite"), ("remote", "postgres")}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kept, crossings = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec else {}
+        pair = (params.get("in_each_mode"), params.get("ledger_url"))
+        if None not in pair and pair not in MODE_AND_LEDGER:
+            crossings.append(item)
+        else:
+            kept.append(item)
+    if crossings:
+        config.hook.pytest_deselected(items=crossings)
+        items[:] = kept
+
+
 @pytest.fixture(params=["embedded", "remote"])
 def in_each_mode(request: pytest.FixtureRequest, run: Any, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
