@@ -223,33 +223,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="0")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test``) each test goes to whichever
-    worker is free, except tests that share a module-, class- or package-scoped fixture (a
-    demo cluster, an operator, a chart install): those stay together on one worker, in order,
-    so the fixture is made once. (A session-scoped one, the control plane, is made once per
-    worker.)"""
-    for item in items:
-        group = _shared_fixture_scope(item)
-        if group and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _shared_fixture_scope(item: pytest.Item) -> str | None:
-    """The name of the widest scope narrower than the session whose fixture this test uses."""
-    info = getattr(item, "_fixtureinfo", None)
-    scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ())
-              for d in defs}
-    module = getattr(item, "module", None)
-    if module is None:
-        return None
-    if "package" in scopes:
-        return module.__name__.rpartition(".")[0]
-    if "module" in scopes or "class" in scopes:
-        return module.__name__
-    return None
-
-
 _STARTED: list[float] = []
 
 
