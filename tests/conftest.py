@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -215,7 +216,10 @@ def engine_env(pulumi_engine: dict[str, str],
     return dict(os.environ)
 
 
-# -- running in parallel, and within the time budget ----------------------------------------
+# -- the time budget ---------------------------------------------------------------------
+
+STARTED = pytest.StashKey[float]()
+OVER_BUDGET = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -223,44 +227,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="0")
 
 
-_STARTED: list[float] = []
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
-    import time
-
-    _STARTED.append(time.monotonic())
-
-
-def _over_budget(config: pytest.Config) -> str | None:
-    """Why this run broke the suite's time budget (pyproject.toml, ``time_budget_minutes``),
-    or None. Judged by the process that reports (xdist's controller, not its workers)."""
-    import time
-
-    budget = float(config.getini("time_budget_minutes") or 0)
-    if hasattr(config, "workerinput") or not budget or not _STARTED:
-        return None
-    took = time.monotonic() - _STARTED[0]
-    if took <= budget * 60:
-        return None
-    return (f"the suite took {took / 60:.1f} min, over its budget of {budget:g} min "
-            "(time_budget_minutes in pyproject.toml): make it faster, or raise the budget "
-            "with the reason in the commit")
-
-
-_VERDICT: list[str] = []
+    session.config.stash[STARTED] = time.monotonic()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # Runs inside the terminal reporter's own sessionfinish, before it prints the summary.
-    reason = _over_budget(session.config)
-    if reason:
-        _VERDICT.append(reason)
-        if exitstatus == 0:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    """A run over ``time_budget_minutes`` (pyproject.toml) fails. Judged by the process that
+    reports (xdist's controller, not its workers), inside the terminal reporter's own
+    sessionfinish, before it prints the summary."""
+    config = session.config
+    budget = float(config.getini("time_budget_minutes") or 0)
+    if hasattr(config, "workerinput") or not budget:
+        return
+    took = time.monotonic() - config.stash[STARTED]
+    if took <= budget * 60:
+        return
+    config.stash[OVER_BUDGET] = (
+        f"the suite took {took / 60:.1f} min, over its budget of {budget:g} min "
+        "(time_budget_minutes in pyproject.toml): make it faster, or raise the budget with "
+        "the reason in the commit")
+    if exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
                             config: pytest.Config) -> None:
-    for reason in _VERDICT:
-        terminalreporter.write_line(f"TIME BUDGET: {reason}", red=True, bold=True)
+    if OVER_BUDGET in config.stash:
+        terminalreporter.write_line(f"TIME BUDGET: {config.stash[OVER_BUDGET]}", red=True,
+                                    bold=True)

@@ -65,12 +65,15 @@ def leftovers(session: str) -> dict[int, str]:
     return {pid: cmd for pid, cmd in marked(session).items() if me not in _ancestors(pid)}
 
 
-def wait_for_exit(session: str, before: set[int], seconds: float) -> dict[int, str]:
-    """What is still left after ``seconds`` (plugins exit a moment after their engine), not
-    counting ``before``."""
+def wait_for_exit(session: str, before: set[int], seconds: float, *,
+                  orphans_only: bool = True) -> dict[int, str]:
+    """What is still left after ``seconds`` (plugins exit a moment after their engine, a
+    SIGKILLed session a moment after the signal), not counting ``before``: the leftovers, or
+    with ``orphans_only=False`` every marked process, this one's children included."""
+    find = leftovers if orphans_only else marked
     deadline = time.monotonic() + seconds
     while True:
-        left = {p: c for p, c in leftovers(session).items() if p not in before}
+        left = {p: c for p, c in find(session).items() if p not in before}
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.2)

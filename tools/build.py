@@ -291,7 +291,7 @@ def build_all(tool_sets: list[ToolSet], go: str, *, force: bool = False,
     """Build these sets, ``jobs`` at a time, longest first; rows in the sets' order."""
     # The longest builds start first, so the short ones fill in beside them at the end.
     order = sorted(tool_sets, key=lambda t: -BUILD_WEIGHT.get(t.name, 0))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {t.name: pool.submit(_build_or_error, t, go, force) for t in order}
     return [futures[t.name].result() for t in tool_sets]
 
@@ -351,6 +351,12 @@ def _summary(rows: list[dict[str, object]], total: float) -> str:
     return "\n".join(lines)
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a whole number of at least 1")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=sorted(BY_NAME),
@@ -359,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locate", action="store_true",
                         help="build nothing; report the sets already built")
     parser.add_argument("--json", action="store_true", help="print the manifests on stdout")
-    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
+    parser.add_argument("--jobs", type=_positive, default=DEFAULT_JOBS,
                         help=f"sets built at once (default {DEFAULT_JOBS})")
     args = parser.parse_args(argv)
     started = time.monotonic()

@@ -59,3 +59,12 @@ def test_one_job_builds_one_set_at_a_time(monkeypatch: pytest.MonkeyPatch) -> No
 def test_every_set_has_a_build_weight() -> None:
     # A set without one would be started last, whatever it costs.
     assert set(build.BUILD_WEIGHT) == set(build.BY_NAME)
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2", "two"])
+def test_a_bad_jobs_count_exits_2_naming_it(jobs: str, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build.main(["--jobs", jobs, "--locate"])
+    assert exited.value.code == 2
+    assert f"--jobs: '{jobs}': must be a whole number of at least 1" in capsys.readouterr().err

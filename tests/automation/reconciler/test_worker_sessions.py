@@ -12,7 +12,7 @@ from automation.engine.errors import StackTimeout
 from automation.reconciler.workers import RunnerSpec, WorkerDied, WorkerRunner
 from tests.automation.engine.test_pulumi_driver import pool_target
 from tests.conftest import SESSION
-from tests.processes import marked
+from tests.processes import marked, wait_for_exit
 
 HERE = "tests.automation.reconciler.dying_engines"
 KILLS = 50
@@ -26,13 +26,10 @@ def _ours() -> set[int]:
     return set(marked(SESSION))
 
 
-def _left_after(before: set[int], seconds: float = 10) -> set[int]:
-    """Ours that are not in ``before``, once they have had ``seconds`` to go: a dead worker's
-    session is sent SIGKILL, not awaited, and a loaded machine takes a moment to end it."""
-    deadline = time.monotonic() + seconds
-    while (left := _ours() - before) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
+def _left_after(before: set[int]) -> set[int]:
+    """Ours that are not in ``before``, once they have had 10 s to go: a dead worker's
+    session is sent SIGKILL, not awaited."""
+    return set(wait_for_exit(SESSION, before, 10, orphans_only=False))
 
 
 @pytest.mark.slow
