@@ -4,9 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # pytest-xdist workers for `make test`: one per core of a CI machine (each starts its own
-# control plane). --dist loadgroup hands tests out one at a time; its xdist_group grouping
-# does not take effect under pytest 9.2 (xdist 3.8 renames the node through an attribute
-# pytest 9.2 no longer reads), so a module-scoped fixture is made once per worker using it.
+# control plane). --dist loadgroup hands tests out one at a time, except that a module whose
+# tests share a module- or class-scoped fixture goes to one worker whole (tests/conftest.py;
+# its names then end in @module).
 WORKERS ?= 2
 # The suite starts hundreds of Python processes (the CLI, engine workers, benchmarks): with
 # bytecode written once, each reads it instead of compiling our modules again (a shell that

@@ -255,3 +255,40 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     if OVER_BUDGET in config.stash:
         terminalreporter.write_line(f"TIME BUDGET: {config.stash[OVER_BUDGET]}", red=True,
                                     bold=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config,
+                                  items: list[pytest.Item]) -> Iterator[None]:
+    """Under ``--dist loadgroup`` (``make test``) a module whose tests share a fixture wider
+    than a test runs on one worker, so that fixture (a demo, an operator, a cluster) is made
+    once rather than once per worker.
+
+    xdist 3.8 groups a test by appending ``@group`` to its node id through ``item._nodeid``,
+    which pytest 9 no longer reads (the id moved to ``item._id``): without the second half
+    below its grouping silently does nothing."""
+    # (xdist's worker notes loadgroup in its own option: its "dist" option reads "no")
+    grouping = WORKER != "" and bool(getattr(config.option, "loadgroup", False))
+    if grouping:
+        for item in items:
+            group = _shared_fixture_module(item)
+            if group and item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if grouping:
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            renamed = item.__dict__.get("_nodeid")
+            if isinstance(renamed, str) and renamed != item.nodeid:
+                item._id = NodeId.parse(renamed)
+
+
+def _shared_fixture_module(item: pytest.Item) -> str | None:
+    """The test's module when it uses a module- or class-scoped fixture, else None."""
+    info = getattr(item, "_fixtureinfo", None)
+    module = getattr(item, "module", None)
+    if info is None or module is None:
+        return None
+    scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
+    return str(module.__name__) if scopes & {"module", "class"} else None

@@ -596,11 +596,13 @@ def test_nodepool_refuses_a_gpu_request_on_a_cpu_pool_before_creating_anything(
 @pytest.mark.slow
 def test_a_deleted_pools_node_leaves_the_pod_pending(
         plane: ControlPlane, templates: Path, pools: tuple[str, str]) -> None:
-    """The pool's Node is deleted (what deleting a pool's VM does). The real pod GC of
-    kube-controller-manager removes the pod bound to the Node that no longer exists (after
-    its 40 s quarantine: this test takes about a minute). The ReplicaSet's new pod then has
-    no Node it may go to (the other pool's Node is tainted, the untainted one lacks the
-    label): it stays Pending, and check names why."""
+    """The pool's Node is deleted (what deleting a pool's VM does), and with it the pod
+    bound to it. The ReplicaSet's new pod then has no Node it may go to (the other pool's
+    Node is tainted, the untainted one lacks the label): it stays Pending, and check names
+    why. The pod is force-deleted here as kube-controller-manager's pod GC does to a pod
+    whose Node is gone (pkg/controller/podgc: a delete with grace period 0), without its
+    fixed 40 s quarantine (not a flag), which made this test take a minute: what follows
+    the deletion is the ReplicaSet's and the scheduler's, both real."""
     pool_id, _ = pools
     _without_volume(templates)
     p = _pool_provisioner(plane, templates, pool_id, timeout=3)
@@ -610,6 +612,8 @@ def test_a_deleted_pools_node_leaves_the_pod_pending(
         assert p.check("np-c1").ok
         [running] = _pods(plane, ns, "np-c1")
         plane.kubectl("delete", "node", f"node-{pool_id}")
+        plane.kubectl("delete", "pod", "-n", ns, running["metadata"]["name"],
+                      "--grace-period=0", "--force")
 
         def pending() -> list[dict[str, Any]]:
             return [x for x in _pods(plane, ns, "np-c1")
@@ -617,7 +621,7 @@ def test_a_deleted_pools_node_leaves_the_pod_pending(
                     and any(c["type"] == "PodScheduled" and c["status"] == "False"
                             for c in x["status"].get("conditions") or [])]
 
-        [waiting] = wait_for("the successor pod unschedulable", pending, timeout=120)
+        [waiting] = wait_for("the successor pod unschedulable", pending, timeout=60)
         assert waiting["status"]["phase"] == "Pending" and not waiting["spec"].get("nodeName")
         health = wait_for("check to see the pod", lambda: (h := p.check("np-c1")).detail
                           and "Unschedulable" in h.detail and h)
