@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlalchemy as sa
 
+from tests.ledger_templates import LedgerTemplates
 from tests.processes import MARK, leftovers, wait_for_exit
 from tools.build import point_at_built_tools
 
@@ -111,6 +112,13 @@ def postgres_url() -> Iterator[str]:
     with admin.begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def ledger_templates(tmp_path_factory: pytest.TempPathFactory) -> LedgerTemplates:
+    """New ledgers at the newest schema by copying one migrated per worker
+    (tests/ledger_templates.py says why and what still runs the migrations)."""
+    return LedgerTemplates(tmp_path_factory.mktemp("ledger-template"))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -17,6 +17,7 @@ from automation.clock import ManualClock
 from automation.kube.probe import ClusterFacts, ClusterUnreachable, KubeconfigTarget, sha256_hex
 from automation.ledger import open_ledger, schema
 from automation.services import clusters, credentials
+from tests.ledger_templates import LedgerTemplates
 
 DEMO_CA = data_dir() / "demo" / "ca.pem"
 CA_SHA = sha256_hex(DEMO_CA.read_bytes())
@@ -55,7 +56,9 @@ def kubeconfig(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def app(ledger_url: str, probe: ScriptedProbe) -> Iterator[App]:
+def app(ledger_url: str, probe: ScriptedProbe,
+        ledger_templates: LedgerTemplates) -> Iterator[App]:
+    ledger_templates.seed(ledger_url)  # migrated once per worker, copied here
     ledger = open_ledger(ledger_url)
     yield App(ledger=ledger, clock=ManualClock(), probe=probe)
     ledger.dispose()
@@ -96,12 +99,15 @@ def credential(app: App, name: str = "team-aws", provider: str = "aws") -> str:
 
 
 @pytest.fixture
-def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The CLI through click's runner, over the test's ledger and a home of its own."""
+def run(tmp_path: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch,
+        ledger_templates: LedgerTemplates) -> Any:
+    """The CLI through click's runner, over the test's ledger (at the newest schema, as the
+    first command would leave it) and a home of its own."""
     from click.testing import CliRunner, Result
 
     from automation.cli import cli
 
+    ledger_templates.seed(ledger_url)
     monkeypatch.setenv("ANYCLOUD_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ANYCLOUD_DATABASE_URL", ledger_url)
 
