@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlalchemy as sa
 
-from tests.ledger_templates import LedgerTemplates
+from tests.ledger_templates import LedgerTemplates, in_schema
 from tests.processes import MARK, leftovers, wait_for_exit
 from tools.build import point_at_built_tools
 
@@ -107,8 +107,7 @@ def postgres_url() -> Iterator[str]:
     admin = sa.create_engine(POSTGRES_URL)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in POSTGRES_URL else "?"
-    yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+    yield in_schema(POSTGRES_URL, schema)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
     admin.dispose()
@@ -118,7 +117,7 @@ def postgres_url() -> Iterator[str]:
 def ledger_templates(tmp_path_factory: pytest.TempPathFactory) -> LedgerTemplates:
     """New ledgers at the newest schema by copying one migrated per worker
     (tests/ledger_templates.py says why and what still runs the migrations)."""
-    return LedgerTemplates(tmp_path_factory.mktemp("ledger-template"))
+    return LedgerTemplates(tmp_path_factory.mktemp("ledger-template"), POSTGRES_URL)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -27,12 +27,21 @@ from typing import Any
 import sqlalchemy as sa
 
 from automation.ledger import open_ledger
-from automation.ledger.db import Ledger, migrate
+from automation.ledger.db import Ledger, _sqlite_path, create_engine, migrate
+
+
+def in_schema(url: str, schema: str) -> str:
+    """``url`` with its connections' search_path set to ``schema``."""
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options=-csearch_path%3D{schema}"
 
 
 class LedgerTemplates:
-    def __init__(self, root: Path) -> None:
+    """``postgres_url``: the server's URL (no search_path) the PostgreSQL recording uses."""
+
+    def __init__(self, root: Path, postgres_url: str) -> None:
         self.root = root
+        self.postgres_url = postgres_url
         self._sqlite: Path | None = None
         self._statements: list[tuple[str, Any]] | None = None
         self._seeded: set[str] = set()
@@ -50,7 +59,9 @@ class LedgerTemplates:
             self._seed_postgres(url)
 
     def _seed_sqlite(self, url: str) -> None:
-        path = Path(url.split("///", 1)[1].split("?", 1)[0])
+        found = _sqlite_path(url)
+        assert found is not None, f"{url}: an in-memory ledger cannot be seeded"
+        path = Path(found)
         assert not path.exists(), f"{path} exists: only a new ledger is seeded"
         if self._sqlite is None:
             template = self.root / "template.db"
@@ -62,8 +73,8 @@ class LedgerTemplates:
 
     def _seed_postgres(self, url: str) -> None:
         if self._statements is None:
-            self._statements = _record_migration(url)
-        engine = sa.create_engine(url)
+            self._statements = _record_migration(self.postgres_url)
+        engine = create_engine(url)
         try:
             with engine.begin() as conn:
                 cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -73,18 +84,17 @@ class LedgerTemplates:
             engine.dispose()
 
 
-def _record_migration(url: str) -> list[tuple[str, Any]]:
+def _record_migration(base: str) -> list[tuple[str, Any]]:
     """What migrating an empty schema sends to the server, recorded in a schema of its own
     (dropped after). A statement holding ``%`` would read differently without its
     parameters: none does, and a migration that adds one fails here, by name."""
     schema = f"tmpl_{secrets.token_hex(6)}"
-    base = url.split("?", 1)[0]
-    admin = sa.create_engine(base)
+    admin = create_engine(base)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
     recorded: list[tuple[str, Any]] = []
     try:
-        ledger = Ledger(f"{base}?options=-csearch_path%3D{schema}")
+        ledger = Ledger(in_schema(base, schema))
         engine = ledger.engine
 
         @sa.event.listens_for(engine, "before_cursor_execute")
