@@ -48,9 +48,12 @@ def _pool_row(conn: Any, ref: str) -> Any:
     return pool
 
 
-def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
+def pool_target(app: App, ref: str, *, planned: bool = True,
+                unreleased: bool = False) -> StackTarget:
     """The pool's stack as the ledger says it should be. A pool with no attempts yet is
-    planned (``planned=True``) with the attempts it would create."""
+    planned (``planned=True``) with the attempts it would create. ``unreleased``: the
+    attempts being released too, whose VMs may still exist: what ``adopt`` looks up, so
+    that the next ``up`` (without them) deletes what it found."""
     from stacks.config import AttemptSpec, CloudCredentialRef, NodePoolStackConfig
 
     with app.ledger.read() as conn:
@@ -62,7 +65,8 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
         attempts = conn.execute(
             sa.select(schema.vm_attempts).where(
                 schema.vm_attempts.c.pool_id == pool["id"],
-                schema.vm_attempts.c.state.in_(LIVE_ATTEMPTS),
+                schema.vm_attempts.c.state.in_(
+                    (*LIVE_ATTEMPTS, "releasing") if unreleased else LIVE_ATTEMPTS),
             ).order_by(schema.vm_attempts.c.id)
         ).mappings().all()
         releasing = conn.execute(sa.select(sa.func.count()).where(
@@ -96,7 +100,8 @@ def pool_target(app: App, ref: str, *, planned: bool = True) -> StackTarget:
     # stack reported running, and anything at all while VMs are live or being released.
     running = tuple(a["id"] for a in attempts if a["state"] == "running")
     expect = Expected(applied=pool["applied_digest"] is not None and bool(running or releasing),
-                      attempts=running)
+                      attempts=running,
+                      started=tuple(a["id"] for a in attempts if a["state"] == "creating"))
     return StackTarget(kind=StackKind.NODE_POOL, key=pool["id"], config=config,
                        policy_config=refreshed_type_policy(pool["id"], pool["provider"], vm),
                        expect=expect, secret_env=env)

@@ -336,7 +336,9 @@ class Embedded:
                 return make_runner(app.home, engine)
             from automation.simulators.world import SimWorld
 
-            return make_runner(app.home, "mock", cloud=SimWorld(app.home / "sim").cloud)
+            world = SimWorld(app.home / "sim")
+            app.clock = world.clock
+            return make_runner(app.home, "mock", cloud=world.cloud)
 
         return adopt_pool(app, runner, ref)
 

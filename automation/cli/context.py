@@ -53,10 +53,12 @@ def app_from(ctx: click.Context, *, local: bool = False) -> App:
     root = ctx.find_root()
     if "app" not in root.obj:
         from automation.app import App
+        from automation.clock import home_clock
         from automation.settings import Settings
 
         home = Settings.from_env(root.obj.get("home")).home
-        root.obj["app"] = App(ledger=ledger_from(ctx, local=local), home=home)
+        root.obj["app"] = App(ledger=ledger_from(ctx, local=local), home=home,
+                              clock=home_clock(home))
     app: App = root.obj["app"]
     return app
 

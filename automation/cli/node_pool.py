@@ -124,14 +124,18 @@ def _show(p: NodePoolStatus) -> None:
 
 def drift_lines(drift: DriftReport | None) -> list[str]:
     """``Drift: none (checked …)``, ``Drift: 2 changes (checked …)`` and a line per change
-    (its op, type, name and property names), ``Drift: check failed (…)``; or ``Drift: not
-    checked yet``. A check by the mock engine says it read the simulated cloud."""
+    (its op, type, name and property names), ``Drift: STATE_MISSING (…)`` for a lost state,
+    ``Drift: check failed (…)``; or ``Drift: not checked yet``. A check by the mock engine
+    says it read the simulated cloud."""
     if drift is None:
         return ["Drift: not checked yet (node-pool status --check-drift)"]
     when = drift.checked_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     seconds = f", {drift.seconds:.1f} s" if drift.seconds is not None else ""
     where = "" if drift.source == "cloud" else f", {drift.source}: mock engine"
     checked = f"(checked {when}{seconds}{where})"
+    if drift.error_code == "STATE_MISSING":
+        # Not a failed check: its answer. Nothing can be compared with a lost state.
+        return [f"Drift: STATE_MISSING {checked}: {drift.error}"]
     if drift.error is not None:
         return [f"Drift: check failed {checked}: [{drift.error_code}] {drift.error}"]
     if not drift.changes:

@@ -74,6 +74,9 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
         app.clock = world.clock
         ports = simulated_ports(app, world, report)
     else:
+        from automation.clock import SystemClock
+
+        app.clock = SystemClock()  # real VMs and Nodes age on the wall clock
         ports = real_ports(app, engine, report)
     return Reconciler(app, ports, report=report, limits=limits), world
 

@@ -36,10 +36,25 @@ def vm_attempts_in(resources: Iterable[Mapping[str, Any]]) -> set[str]:
     return found
 
 
-def check(target: StackTarget, resources: list[Mapping[str, Any]], where: str) -> None:
+def check(target: StackTarget, resources: list[Mapping[str, Any]], where: str,
+          exists: bool = True) -> None:
     """Raise ``StateMissing`` when the state (``resources``: recorded ones and creates in
-    flight) lacks what the ledger saw it hold; ``where``: where that state lives."""
+    flight) lacks what the ledger saw it hold; ``where``: where that state lives;
+    ``exists``: whether the stack's state exists at all (an update that failed before
+    buying anything leaves one, empty)."""
     expected = target.expect
+    if expected.started and not exists and not expected.applied and not expected.attempts:
+        # An update was started (killed, perhaps, after the cloud bought the VMs and before
+        # the ledger heard back) and its state is gone: an up would buy them again.
+        raise StateMissing(
+            f"the engine's state of stack {target.stack_name} ({where}) does not exist, "
+            f"but the ledger saw an update of it start that may have bought the VM(s) of "
+            f"attempt(s) {', '.join(expected.started)}. Nothing was created or deleted: "
+            "acting on no state would buy those VMs again. Put the state back from its "
+            f"backup, or rebuild it from what the cloud holds with `anycloud node-pool "
+            f"adopt {target.key}`.",
+            field="stack", value=target.stack_name, rule="the engine's state must hold what "
+            "the ledger saw it apply")
     if not expected.applied and not expected.attempts:
         return
     lost = sorted(set(expected.attempts) - vm_attempts_in(resources))

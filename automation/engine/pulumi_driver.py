@@ -239,7 +239,8 @@ class AutomationRunner:
         (None when there was nothing to compare)."""
         from automation.engine import expectation
 
-        if not target.expect.applied and not target.expect.attempts:
+        expect = target.expect
+        if not expect.applied and not expect.attempts and not expect.started:
             return None  # nothing to compare: spare the export
         exported = stack.export_stack()
         deployment = exported.deployment or {}
@@ -248,7 +249,9 @@ class AutomationRunner:
                                                             "pulumi:providers:"))),
                 *(op.get("resource") or {} for op in deployment.get("pending_operations") or [])]
         backend = state_settings(self.home, self.environ).backend_url
-        expectation.check(target, held, f"Pulumi backend {backend.split('?')[0]}")
+        # A stack that was ever updated holds its root resource, even after a failed update.
+        expectation.check(target, held, f"Pulumi backend {backend.split('?')[0]}",
+                          exists=bool(deployment.get("resources")))
         return exported
 
     def _settle_pending_creates(self, target: StackTarget, stack: Any, tmp: Path | None,
@@ -458,15 +461,26 @@ class AutomationRunner:
 
         with self._errors(target), private_tmp(self.home) as tmp:
             stack = self._stack(target, tmp)
+            # A lost state holds nothing to differ: "no drift" would be a claim nobody checked.
+            self._check_expected(target, stack)
             stack.preview_refresh(on_event=collect, color="never")
         return [changes[urn] for urn in sorted(changes)]
 
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
         """``running`` while the stack's state holds a VM tagged with the attempt, else
         ``absent``: the engine deletes a VM only once the provider confirmed it gone. One
-        export of the stack answers for every attempt."""
+        export of the stack answers for every attempt. A state that lost what the ledger saw
+        it hold witnesses nothing (its VMs would all read absent, and their releases be
+        confirmed with the VMs still running): ``uncertain``."""
+        from automation.engine.expectation import StateMissing
+
         with self._errors(target):
-            deployment = self._stack(target).export_stack().deployment or {}
+            stack = self._stack(target)
+            try:
+                exported = self._check_expected(target, stack)
+            except StateMissing:
+                return dict.fromkeys(attempt_ids, "uncertain")
+            deployment = (exported or stack.export_stack()).deployment or {}
         tagged: set[str] = set()
         for res in deployment.get("resources", []):
             if res.get("type") in VM_TYPES:

@@ -37,6 +37,9 @@ class Expected(BaseModel):
 
     applied: bool = False  # an up of the stack succeeded
     attempts: tuple[str, ...] = ()  # attempts whose VMs the stack reported running
+    # Attempts an up was started for (``creating``): their VMs may have been bought even
+    # if the ledger never heard back, so the stack's state must at least exist.
+    started: tuple[str, ...] = ()
 
 
 class StackTarget(BaseModel):

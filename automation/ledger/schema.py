@@ -107,6 +107,12 @@ node_pools = sa.Table(
     sa.Column("ingress_entry_attempt_id", sa.String(32)),
     # What the stack was last applied with (see reconciler.decide.stack_digest).
     sa.Column("applied_digest", sa.String(64)),
+    # Passes that act and change nothing (``reconciler.progress``): the pool's mark (its
+    # state and its attempts' states) as last changed, when, and the acting passes since.
+    sa.Column("progress_mark", sa.String(64)),
+    _ts("progress_since"),
+    sa.Column("passes_without_progress", sa.Integer, nullable=False, default=0,
+              server_default="0"),
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("deleted_at"),

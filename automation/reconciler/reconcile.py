@@ -28,6 +28,7 @@ from automation.ledger import schema
 from automation.ledger.records import record_event
 from automation.reconciler import brake as b
 from automation.reconciler import decide as d
+from automation.reconciler import progress as p
 from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
 from automation.reconciler.token_renewal import renewal_reason
@@ -388,8 +389,11 @@ class Reconciler:
                               "CLUSTER_UNAVAILABLE")
             outcome.skipped = "cluster unavailable"
             return outcome
-        if not decision.actions and not decision.attempts and not self._pool_changes(
-                pool, decision, pool["consecutive_failures"], pool["backoff_until"], None, now):
+        # A release goes on until the provider confirms the VM gone: not converged before.
+        releasing = any(r["state"] == "releasing" for r in rows)
+        if not decision.actions and not decision.attempts and not releasing and not (
+                self._pool_changes(pool, decision, pool["consecutive_failures"],
+                                   pool["backoff_until"], None, now)):
             return outcome
         if not self.leases.acquire(pool_id):
             outcome.skipped = "another replica holds the lease"
@@ -542,9 +546,16 @@ class Reconciler:
         code: str | None = None
         if decision.of(d.ApplyStack):
             self._renew_tokens(pool, now)
+            # What the state must hold is read before this up is marked as started.
+            target = pool_target(self.app, pool_id, planned=False)
+            self._mark_creating(pool_id, now)
             try:
-                result = self.ports.runner.up(pool_target(self.app, pool_id, planned=False))
+                result = self.ports.runner.up(target)
             except EngineFailed as exc:
+                if exc.code not in ("PENDING_CREATES", "STATE_MISSING"):
+                    # The engine answered, its state holding whatever it bought: what it
+                    # did not buy is pending again (and may get a new token for the retry).
+                    self._mark_creating(pool_id, now, back=True)
                 if is_throttling(exc):
                     # Rate-limited, not failed: no failure counted, no back-off; the next pass
                     # applies the stack again (this pass gives the credential fewer slots).
@@ -602,8 +613,32 @@ class Reconciler:
 
         if error is None and namespace_note is not None:
             error, code = namespace_note, NOT_OWNED
+        progress, stall = self._progress(pool, rows, decision, now)
+        if error is None and decision.last_error is None and stall is not None:
+            error, code = stall, p.NO_PROGRESS
+            self.report("error", f"{pool['name']}: [{code}] {error}", {"pool": pool_id})
         outcome.error_code = code if error is not None else None
-        self._store(pool, rows, decision, failures, backoff_until, error, code, now, outcome)
+        self._store(pool, rows, decision, failures, backoff_until, error, code, now, outcome,
+                    progress)
+
+    def _progress(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
+                  now: datetime) -> tuple[p.Progress, str | None]:
+        """This pass's progress (``progress``), read back after acting, and the error of a
+        stalled pool (None unless stalled)."""
+        after, after_rows = self._load(pool["id"])
+        mark = p.mark(decision.state, bool(after["network_removed"]),
+                      ((r["id"], r["state"]) for r in after_rows))
+        acting = bool(decision.actions) or any(r["state"] == "releasing" for r in rows)
+        progress = p.step(p.Progress(pool["progress_mark"], pool["progress_since"],
+                                     pool["passes_without_progress"]), mark, now,
+                          acting=acting)
+        if not p.stalled(progress, now):
+            return progress, None
+        return progress, p.describe(
+            pool["id"], progress,
+            releasing=[r["id"] for r in after_rows if r["state"] == "releasing"],
+            starting=[r["id"] for r in after_rows if r["state"] in ("pending", "creating")],
+            repeated=[type(a).__name__ for a in decision.actions])
 
     # -- the pool's ingress release (``ingress_step``) ----------------------------------
 
@@ -679,6 +714,18 @@ class Reconciler:
                 self.report("token", f"{pool['name']}: new bootstrap token for {r['id']} "
                             f"(generation {generation}): {why}",
                             {"attempt": r["id"], "generation": generation})
+
+    def _mark_creating(self, pool_id: str, now: datetime, back: bool = False) -> None:
+        """Durable intent before the ``up`` that may buy them: pending attempts become
+        ``creating``. A crash after the cloud bought their VMs and before the ledger heard
+        back leaves them so, and an engine whose state is then gone refuses to buy them
+        again (``Expected.started``) instead of reading them as never bought. ``back``:
+        the up failed and the engine's state says what it bought: pending again."""
+        old, new = ("creating", "pending") if back else ("pending", "creating")
+        with self.app.ledger.write() as conn:
+            conn.execute(attempts_t.update().where(
+                attempts_t.c.pool_id == pool_id, attempts_t.c.state == old)
+                .values(state=new, updated_at=now))
 
     def _sync_attempts(self, pool_id: str, outputs: dict[str, Any], now: datetime) -> None:
         """After a successful up: pending attempts are running, with the VM's facts. The
@@ -794,9 +841,14 @@ class Reconciler:
 
     def _store(self, pool: RowMapping, rows: list[RowMapping], decision: d.Decision,
                failures: int, backoff_until: datetime | None, note: str | None,
-               note_code: str | None, now: datetime, outcome: PoolOutcome) -> None:
+               note_code: str | None, now: datetime, outcome: PoolOutcome,
+               progress: p.Progress | None = None) -> None:
         changes = self._pool_changes(pool, decision, failures, backoff_until, note, now,
                                      note_code)
+        if progress is not None:
+            changes.update({k: v for k, v in (
+                ("progress_mark", progress.mark), ("progress_since", progress.since),
+                ("passes_without_progress", progress.passes)) if pool[k] != v})
         state = changes.get("state", pool["state"])
         error = changes.get("last_error", pool["last_error"])
         attempt_patches = dict(decision.attempts)

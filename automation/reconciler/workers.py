@@ -258,7 +258,7 @@ class _CloudManager(BaseManager):
 
 
 _CLOUD_METHODS = ("new_resource", "call", "check", "delete_resource", "vm_exists", "lookup",
-                  "__getattribute__")
+                  "find", "now", "__getattribute__")
 _served: dict[str, Any] = {}
 
 
@@ -333,6 +333,13 @@ class RemoteCloud:
 
     def lookup(self, attempt_id: str) -> Any:
         return self._proxy._callmethod("lookup", (attempt_id,))
+
+    def now(self) -> Any:
+        return self._proxy._callmethod("now", ())
+
+    def find(self, type_: str, name: str, inputs: dict[str, Any]) -> Any:
+        """A lookup by identity (the engine's crash recovery and adopt)."""
+        return self._proxy._callmethod("find", (type_, name, inputs))
 
 
 # --------------------------------------------------------------------------- caller side

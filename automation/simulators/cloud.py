@@ -374,6 +374,10 @@ class CloudSimulator(MockProviders):
             for hook in self.on_vm_deleted:
                 hook(vm)
 
+    def now(self) -> datetime:
+        """The world's time: what the engine's policy gate checks expirations against."""
+        return self.clock.now()
+
     def lookup(self, attempt_id: str) -> Lookup:
         """Is there a VM for this attempt? ``uncertain`` while the provider cannot say."""
         self._settle()

@@ -7,15 +7,12 @@ reconciler killed mid-step and started again in a new process finds the same wor
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from automation.app import App
 from automation.catalog.store import data_dir, load_catalog
-from automation.clock import ManualClock
+from automation.clock import SIMULATED_CLOCK, PersistedClock, SystemClock
 from automation.models import Cluster
 from automation.services.clusters import RegisterCluster, register_cluster
 from automation.simulators.cloud import CloudSimulator, SimVm
@@ -54,34 +51,14 @@ def register_simulated_cluster(app: App, workdir: Path, name: str = "prod") -> C
         offline=True))
 
 
-class PersistedClock(ManualClock):
-    """A manual clock whose time lives in a file, shared by every process of the world."""
-
-    def __init__(self, path: Path | None, start: datetime = START) -> None:
-        self.path = path
-        if path is not None and path.exists():
-            start = datetime.fromisoformat(json.loads(path.read_text())["now"])
-        super().__init__(start)
-
-    def advance(self, delta: timedelta) -> None:
-        super().advance(delta)
-        self.save()
-
-    def save(self) -> None:
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".clock-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"now": self.now().isoformat()}, fh)
-        os.replace(tmp, self.path)
-
-
 class SimWorld:
     def __init__(self, root: Path | None = None, *,
                  node_behaviour: NodeBehaviour | None = None) -> None:
         self.root = root
-        self.clock = PersistedClock(root / "clock.json" if root else None)
+        # A world kept in a home starts at the wall clock, so that what the home recorded
+        # before the world existed (the pool's creation) is older than its first pass.
+        self.clock = PersistedClock(root / SIMULATED_CLOCK.name if root else None,
+                                    START if root is None else _now_to_the_second())
         self.clock.save()
         self.cloud = CloudSimulator(self.clock, root / "cloud.json" if root else None)
         cluster_path = root / "cluster.json" if root else None
@@ -136,3 +113,7 @@ def simulated_app(root: Path, ledger_url: str | None = None) -> tuple[App, SimWo
               clock=world.clock, home=root / "home")
     register_simulated_cluster(app, root)
     return app, world
+
+
+def _now_to_the_second() -> datetime:
+    return SystemClock().now().replace(microsecond=0)

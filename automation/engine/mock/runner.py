@@ -18,6 +18,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -284,16 +285,22 @@ class MockEngineRunner:
 
     def check_policy(self, run: ProgramRun,
                      target: StackTarget | None = None) -> list[PolicyFinding]:
-        from policies.offline import check_resources
+        from policies.offline import check_resources, utc_now
 
         config = {**(self.policy_config or {}), **((target and target.policy_config) or {})}
+        # A simulated world's clock may run ahead of the wall clock (``--advance``), and the
+        # tokens its passes issue expire after its time: checked against the later of the two.
+        world_now = getattr(self.cloud, "now", None)
+
+        def clock() -> datetime:
+            return max(utc_now(), world_now()) if world_now is not None else utc_now()
 
         resources = [{"urn": r.urn, "type": r.type, "name": r.name, "inputs": r.inputs,
                       "secret_keys": list(r.secret_inputs), "options": r.options}
                      for r in run.resources]
         return [PolicyFinding(policy=v.policy, enforcement=v.enforcement_level,
                               message=v.message, urn=v.urn)
-                for v in check_resources(resources, config or None)]
+                for v in check_resources(resources, config or None, clock=clock)]
 
     def _changes(self, run: ProgramRun, state: dict[str, Any]) -> diff.Plan:
         """Diff a run against the recorded state, as the engine would."""
@@ -375,7 +382,11 @@ class MockEngineRunner:
 
     @instruments.stack_operation
     def up(self, target: StackTarget, *, on_progress: ProgressSink | None = None) -> RunResult:
-        state = self._recover(target, self._expected_state(target))
+        state = self._recover(target, self._first_state(target, on_progress))
+        if not self._state_path(target).exists():
+            # The stack exists from its first update on, as Pulumi's does once selected: an
+            # update that fails before buying anything leaves an empty state, not none.
+            self._save_state(target, state)
         # The program runs twice: once against a cloud that buys nothing, for the policy
         # gate with every input known (a violation must stop the update before any VM
         # exists), then for real.
@@ -430,6 +441,27 @@ class MockEngineRunner:
 
     # -- crash recovery -----------------------------------------------------------------
 
+    def _first_state(self, target: StackTarget,
+                     on_progress: ProgressSink | None) -> dict[str, Any]:
+        """The state an ``up`` starts from. No state at all where the ledger saw only an
+        update start (``Expected.started``: the first update of the stack was killed, before
+        or after the cloud bought its VMs, and then the state went too) is rebuilt from the
+        cloud first, as ``adopt`` does: what that update bought is found by its attempt tag
+        and identity and kept, the rest is created by this up, nothing is bought twice. That
+        is crash recovery, so it needs no person; a lost state the ledger saw applied still
+        does (``STATE_MISSING``)."""
+        from automation.engine.expectation import StateMissing
+
+        try:
+            return self._expected_state(target)
+        except StateMissing:
+            expect = target.expect
+            if (expect.applied or expect.attempts or self._state_path(target).exists()
+                    or getattr(self.cloud, "find", None) is None):
+                raise
+        self.adopt(target, on_progress=on_progress)
+        return self._expected_state(target)
+
     def _expected_state(self, target: StackTarget) -> dict[str, Any]:
         """The stack's state, once it holds what the ledger saw (``expectation.check``)."""
         from automation.engine import expectation
@@ -437,7 +469,8 @@ class MockEngineRunner:
         state = self.load_state(target)
         held = [*state["resources"].values(),
                 *(op["resource"] for op in state.get("pending_operations", []))]
-        expectation.check(target, held, f"mock engine, {self._state_path(target)}")
+        expectation.check(target, held, f"mock engine, {self._state_path(target)}",
+                          exists=self._state_path(target).exists())
         return state
 
     def _recover(self, target: StackTarget, state: dict[str, Any]) -> dict[str, Any]:
@@ -576,14 +609,16 @@ class MockEngineRunner:
         was added or removed: ``update`` naming it. Secret properties are not compared (the
         cloud does not show them); providers, random values and the mock engine's
         Kubernetes objects live in no cloud. Writes nothing. Refused, rather than answered
-        "no drift", by a cloud that keeps nothing to compare with."""
+        "no drift", by a cloud that keeps nothing to compare with, and with
+        ``STATE_MISSING`` by a state that lacks what the ledger saw it hold."""
         read = getattr(self.cloud, "live_properties", None)
         if read is None:
             raise EngineFailed("mock engine: this simulated cloud keeps no live resources to "
                                "compare the state with (use the simulated cloud: --simulate)",
                                code="DRIFT_UNSUPPORTED")
         self._check_credentials(target)
-        state = self.load_state(target)
+        # A lost state holds nothing to differ: "no drift" would be a claim nobody checked.
+        state = self._expected_state(target)
         salt = state["salt"]
         changes: list[DriftChange] = []
         for urn, record in sorted(state["resources"].items()):
@@ -605,11 +640,17 @@ class MockEngineRunner:
         return changes
 
     def lookup_vms(self, target: StackTarget, attempt_ids: list[str]) -> dict[str, str]:
-        """Ask the simulated cloud; without one, the stack state is the only witness."""
+        """Ask the simulated cloud; without one, the stack state is the only witness, and a
+        state that lost what the ledger saw it hold witnesses nothing: ``uncertain``."""
+        from automation.engine.expectation import StateMissing
+
         lookup = getattr(self.cloud, "lookup", None)
         if lookup is not None:
             return {a: str(lookup(a)) for a in attempt_ids}
-        urns = self.load_state(target)["resources"]
+        try:
+            urns = self._expected_state(target)["resources"]
+        except StateMissing:
+            return dict.fromkeys(attempt_ids, "uncertain")
         return {a: "running" if any(a in urn for urn in urns) else "absent" for a in attempt_ids}
 
     def unlock(self, target: StackTarget) -> bool:

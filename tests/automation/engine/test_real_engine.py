@@ -221,7 +221,8 @@ def test_a_lost_state_is_refused_by_the_real_engine(
     addons: tuple[AutomationRunner, StackTarget], control_plane: ControlPlane
 ) -> None:
     """The ledger saw an update succeed; the file backend lost the stack (its directory
-    wiped): up and destroy refuse with STATE_MISSING and touch nothing on the cluster."""
+    wiped): up, destroy and the drift check refuse with STATE_MISSING and touch nothing on
+    the cluster; a VM lookup answers uncertain, never absent."""
     import shutil
 
     from automation.engine.expectation import StateMissing
@@ -239,6 +240,10 @@ def test_a_lost_state_is_refused_by_the_real_engine(
         with pytest.raises(StateMissing, match=r"Pulumi backend file://.* holds nothing") as err:
             act(seen)
         assert err.value.code == "STATE_MISSING"
+    # Nor does it answer "no drift", or witness a VM gone: the state can tell nothing.
+    with pytest.raises(StateMissing):
+        runner.check_drift(seen)
+    assert runner.lookup_vms(seen, ["at-1"]) == {"at-1": "uncertain"}
     after = objects.get(control_plane, "daemonset", DS, "kube-system")
     assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
 

@@ -343,7 +343,8 @@ def test_a_dead_worker_fails_its_pool_alone(rig: Rig, tmp_path: Path) -> None:
         # The slot got a fresh worker: the next pass takes the pool up.
         rig.world.advance(M)
         reconciler.run_once()
-        assert [r["state"] for r in attempts(rig, victim)] == ["running"]
+        assert [r["state"] for r in attempts(rig, victim)] == ["running"], (
+            status(rig, victim).last_error)
         assert status(rig, victim).last_error_code is None
     finally:
         reconciler.close()

@@ -213,6 +213,14 @@ def test_lost_state_then_adopt_from_the_command_line(home: Home) -> None:
                     "--advance", "1m").returncode == 0
     invariants(home, "ready")
     shutil.rmtree(home.root / "mock-engine")
+    # The drift check compares with the state: a lost one is the answer, in text and JSON.
+    drift = home.run("node-pool", "status", "cpu", "--check-drift", "--simulate")
+    assert "Drift: STATE_MISSING" in drift.stdout and "Drift: none" not in drift.stdout, \
+        drift.stdout + drift.stderr[-2000:]
+    drift_doc = json.loads(home.run("node-pool", "status", "cpu", "--check-drift",
+                                    "--simulate", "--json").stdout)
+    assert drift_doc["drift"]["errorCode"] == "STATE_MISSING"
+    assert drift_doc["drift"]["changes"] == []
     world = home.world()
     # A VM lost behind our back (a spot reclaim): its Node NotReady for 15 minutes makes the
     # pool want a replacement.
@@ -233,3 +241,8 @@ def test_lost_state_then_adopt_from_the_command_line(home: Home) -> None:
                          "--advance", "1m")
     assert recovered.returncode == 0, recovered.stderr[-2000:]
     invariants(home, "ready")
+    # Every event on one clock, the simulated world's: newest first is newest first.
+    history = json.loads(home.run("node-pool", "history", "cpu", "--json").stdout)
+    times = [e["at"] for e in history["events"]]
+    assert times == sorted(times, reverse=True) and "state_adopted" in {
+        e["kind"] for e in history["events"]}

@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from automation.engine.mock.model import RegisteredResource
 from automation.engine.mock.providers import image_key
 from automation.engine.mock.runner import MockEngineRunner
-from automation.services import credentials
 from automation.services.rollout import plan_pool
 from automation.stack_targets import pool_target
 from stacks.pins import load_pins
@@ -57,21 +56,10 @@ def vm_of(resources: list[Any], provider: str, attempt_id: str) -> Any:
     return vm
 
 
-@pytest.fixture
-def pool_rig(rig: Rig) -> Rig:
-    credentials.new_credential(rig.app, credentials.NewCredential("team-azure", "azure", {
-        "subscription_id": "00000000-0000-0000-0000-000000000001",
-        "tenant_id": "00000000-0000-0000-0000-000000000002",
-        "client_id": "00000000-0000-0000-0000-000000000003",
-    }))
-    return rig
-
-
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_newer_image_changes_no_vm_and_reaches_only_new_attempts(
-    pool_rig: Rig, provider: str
+    rig: Rig, provider: str
 ) -> None:
-    rig = pool_rig
     cloud = rig.world.cloud
     runner = rig.reconciler.ports.runner
     assert isinstance(runner, MockEngineRunner)
@@ -128,9 +116,8 @@ def test_a_newer_image_changes_no_vm_and_reaches_only_new_attempts(
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_plan_and_preview_through_the_cli_show_no_change_to_existing_vms(
-    pool_rig: Rig, provider: str, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, provider: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rig = pool_rig
     pool = rig.pool("cpu", provider=provider, vm_type=VM_TYPE[provider], count=1)
     rig.passes(6, step=M)
     (row,) = attempts(rig, pool)

@@ -28,7 +28,7 @@ from automation.ledger import open_ledger, schema
 from automation.models import NewNodePool
 from automation.services import credentials, node_pools
 from automation.services.tokens import create_token
-from automation.simulators.world import START, register_simulated_cluster
+from automation.simulators.world import register_simulated_cluster
 from benchmarks import _browser
 from tests.automation.api.test_api_serve import ANYCLOUD, listening
 from tests.conftest import missing
@@ -74,8 +74,9 @@ def server(tmp_path: Path) -> Iterator[dict[str, str]]:
         conn.execute(sa.update(schema.node_pools).where(schema.node_pools.c.id == broken.id)
                      .values(state="failed", last_error=RAW_ERROR))
         # A VM it had, bought (not the mock engine) for two hours the day before the
-        # simulated world's clock starts, and released: the cost chart has a bar to draw.
-        start = START - timedelta(days=1)
+        # simulated world's clock starts (a home's world starts at the wall clock), and
+        # released: the cost chart has a bar to draw.
+        start = SystemClock().now() - timedelta(days=1)
         conn.execute(schema.vm_attempts.insert().values(
             id="at-browser-cost", pool_id=broken.id, state="released", token_generation=0,
             created_at=start, updated_at=start + timedelta(hours=2), vm_created_at=start,
