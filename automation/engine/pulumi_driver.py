@@ -34,6 +34,7 @@ from automation.engine.recovery import (
     read_program,
     settle,
     unread_imports,
+    with_imports,
 )
 from automation.engine.runner import (
     ChangeSummary,
@@ -419,18 +420,68 @@ class AutomationRunner:
     @instruments.stack_operation
     def adopt(self, target: StackTarget, *,
               on_progress: ProgressSink | None = None) -> RunResult:
-        """Not built for this engine: crash recovery's lookups (``recovery``) settle the
-        creates a killed run left in flight, but rebuilding a whole state needs every
-        resource of the program looked up and imported in one step, which is not written;
-        a partial import would have the next ``up`` buy the rest again. Refused with what
-        to do instead."""
-        raise EngineFailed(
-            f"adopting {target.stack_name} on the Pulumi engine is not built yet: rebuilding "
-            "a whole state from the cloud is done by the mock engine only. Put the state back from "
-            "its backup (the PersistentVolume's snapshot, or the bucket's object versions "
-            "with PULUMI_BACKEND_URL), or import each resource with `pulumi import`; then "
-            "the pool's next pass goes on. Nothing was changed.",
-            code="ADOPT_UNSUPPORTED")
+        """Rebuild a lost state from what the cloud holds, buying nothing (``pulumi
+        import`` semantics). A preview lists every resource the program would create over
+        the state as it is; each is looked up as crash recovery looks up a create left in
+        flight (``recovery.settle``: a VM by its attempt tag, a network resource by its
+        tags or name, a Kubernetes object by kind and name). Only when every one is found
+        or confirmed absent does anything change: the resources that live only in the
+        state (components, providers, ``random:`` values) are made by an ``up`` targeting
+        them alone, then the found ones are recorded under the provider's ids in one
+        ``stack import`` and refreshed. What is absent is left out: the next ``up``
+        creates it. Otherwise ``ADOPT_FAILED`` names what could not be told, and the state
+        is as it was."""
+        with self._errors(target), private_tmp(self.home) as tmp:
+            stack = self._stack(target, tmp)
+            self._settle_pending_creates(target, stack, tmp, on_progress)
+            planned = self._planned_creates(stack)
+            state_only = [p for p in planned if p.kind == "state-only"]
+            found = [p for p in planned if p.kind != "state-only"]
+            recorded = {str(r.get("urn")) for r in
+                        (stack.export_stack().deployment or {}).get("resources") or []}
+            outcome = settle(found, recorded | {p.urn for p in state_only},
+                             lookup_cloud=lambda some: self._lookup_cloud(target, some, tmp),
+                             lookup_objects=lambda items: self._lookup_objects(target, items,
+                                                                               tmp),
+                             project=gcp_project(target.config))
+            if not outcome.complete:
+                raise EngineFailed(
+                    f"cannot adopt {target.stack_name}: not every resource of it could be "
+                    f"looked up, and importing only some would have the next update buy the "
+                    f"rest again: {outcome.describe()}. Nothing was changed.",
+                    code="ADOPT_FAILED")
+            if state_only:
+                stack.up(target=[p.urn for p in state_only], color="never")
+            exported = stack.export_stack()
+            exported.deployment = with_imports(exported.deployment or {}, found, outcome)
+            stack.import_stack(exported)
+            if outcome.imported:
+                stack.refresh(target=[urn for urn, _ in outcome.imported], color="never")
+        summary = ChangeSummary(same=len(outcome.imported), create=len(outcome.cleared))
+        if on_progress is not None:
+            on_progress(ProgressEvent(kind="diagnostic", severity="info", message=(
+                f"adopted {len(outcome.imported)} resource(s) the cloud holds into "
+                f"{target.stack_name}; {len(outcome.cleared)} not found (the next up creates "
+                "them)")))
+        return RunResult(engine="pulumi", operation="adopt", stack=target.stack_name,
+                         summary=summary, diff=outcome.describe())
+
+    @staticmethod
+    def _planned_creates(stack: Any) -> list[PendingCreate]:
+        """The creates a preview (no policy packs: nothing is applied) plans over the
+        stack's state as it is: on a lost state, every resource of the program."""
+        planned: dict[str, PendingCreate] = {}
+
+        def collect(event: Any) -> None:
+            step = event.resource_pre_event
+            if step is None or str(getattr(step.metadata.op, "value", step.metadata.op)) \
+                    != "create" or step.metadata.new is None:
+                return
+            p = PendingCreate.from_step(step.metadata.new)
+            planned[p.urn] = p
+
+        stack.preview(on_event=collect, color="never")
+        return [planned[urn] for urn in sorted(planned)]
 
     @instruments.stack_operation
     def check_drift(self, target: StackTarget) -> list[DriftChange]:

@@ -103,6 +103,24 @@ class PendingCreate:
                    custom=bool(res.get("custom")), inputs=dict(res.get("inputs") or {}),
                    parent=res.get("parent") or None, provider=res.get("provider") or None)
 
+    @classmethod
+    def from_step(cls, state: Any) -> PendingCreate:
+        """A create a preview plans (an engine event's ``StepEventStateMetadata``): what
+        adopting a lost state looks up, as if a killed run had left it in flight."""
+        return cls(urn=str(state.urn), type=str(state.type), custom=bool(state.custom),
+                   inputs=dict(state.inputs or {}), parent=state.parent or None,
+                   provider=state.provider or None)
+
+    def recorded(self, resource_id: str, provider: str | None) -> dict[str, Any]:
+        """This resource as the state records it once imported under ``resource_id``."""
+        out: dict[str, Any] = {"urn": self.urn, "custom": self.custom, "type": self.type,
+                               "id": resource_id, "inputs": dict(self.inputs)}
+        if self.parent:
+            out["parent"] = self.parent
+        if provider:
+            out["provider"] = provider
+        return out
+
     @property
     def name(self) -> str:
         """The logical name (the URN's last segment)."""
@@ -548,6 +566,29 @@ def adopted(deployment: Mapping[str, Any], outcome: Settlement) -> dict[str, Any
     resources = list(deployment.get("resources") or [])
     resources += [{**creates[urn], "id": rid} for urn, rid in ids.items()]
     return {**deployment, "resources": resources, "pending_operations": []}
+
+
+def with_imports(deployment: Mapping[str, Any], planned: Sequence[PendingCreate],
+                 outcome: Settlement) -> dict[str, Any]:
+    """The deployment with each planned create the lookups found recorded under the
+    provider's id (``adopt``: a lost state rebuilt). Each one's provider reference names the
+    provider's id in this state (a preview of a lost state plans the provider too, so its
+    reference carried no id yet). Only for a complete settlement."""
+    if not outcome.complete:
+        raise ValueError("an incomplete settlement would import a guess")
+    resources = list(deployment.get("resources") or [])
+    provider_ids = {str(r.get("urn")): str(r.get("id")) for r in resources
+                    if str(r.get("type", "")).startswith("pulumi:providers:")}
+    by_urn = {p.urn: p for p in planned}
+    for urn, rid in outcome.imported:
+        p = by_urn[urn]
+        reference = None
+        if p.provider_urn is not None:
+            if p.provider_urn not in provider_ids:
+                raise ValueError(f"{urn}: its provider {p.provider_urn} is not in the state")
+            reference = f"{p.provider_urn}::{provider_ids[p.provider_urn]}"
+        resources.append(p.recorded(rid, reference))
+    return {**deployment, "resources": resources}
 
 
 def unread_imports(deployment: Mapping[str, Any]) -> list[str]:

@@ -170,6 +170,53 @@ def test_up_refuses_to_run_over_pending_creates_it_cannot_look_up(tmp_path: Path
     assert "Nothing was changed" in err.value.message
 
 
+def test_adopt_that_cannot_tell_changes_nothing(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adopting a lost state imports all or nothing: one VM the lookup cannot tell about
+    (two instances carry its attempt tag) refuses the whole adopt, naming it, before any
+    resource is made or imported (the real engine's adopt: ``test_real_engine.py``)."""
+    from types import SimpleNamespace
+
+    from automation.engine.recovery import Answer
+
+    stack_urn = "urn:pulumi:node-pool-np-1::anycloud::pulumi:pulumi:Stack::anycloud-np-1"
+    vm = "urn:pulumi:node-pool-np-1::anycloud::aws:ec2/instance:Instance::vm-at-1"
+    made: list[str] = []
+
+    def create(urn: str, type_: str, custom: bool, inputs: dict[str, object]) -> object:
+        new = SimpleNamespace(urn=urn, type=type_, custom=custom, inputs=inputs,
+                              parent=stack_urn if urn != stack_urn else None, provider=None)
+        return SimpleNamespace(resource_pre_event=SimpleNamespace(
+            metadata=SimpleNamespace(op="create", new=new)))
+
+    class Stack:
+        def export_stack(self) -> object:
+            return SimpleNamespace(deployment={"resources": []})
+
+        def preview(self, on_event: object, color: str) -> None:
+            assert callable(on_event)
+            on_event(create(stack_urn, "pulumi:pulumi:Stack", False, {}))
+            on_event(create(vm, "aws:ec2/instance:Instance", True,
+                            {"tags": {"anycloud.sh/attempt": "at-1"}}))
+
+        def up(self, **_: object) -> None:
+            made.append("up")
+
+        def import_stack(self, _: object) -> None:
+            made.append("import")
+
+    runner = AutomationRunner(tmp_path, environ={})
+    monkeypatch.setattr(runner, "_stack", lambda target, tmp=None: Stack())
+    monkeypatch.setattr(runner, "_lookup_cloud", lambda target, some, tmp: {
+        vm: Answer("unknown", detail="2 instances carry anycloud.sh/attempt=at-1: i-1, i-2")})
+    with pytest.raises(EngineFailed) as err:
+        runner.adopt(pool_target())
+    assert err.value.code == "ADOPT_FAILED" and made == []
+    assert f"UNRESOLVED {vm}: the aws lookup by attempt at-1 could not tell: 2 instances" \
+        in err.value.message
+    assert "Nothing was changed" in err.value.message
+
+
 @pytest.mark.parametrize(("kind", "hint"), [
     (StackKind.NODE_POOL, "anycloud node-pool unlock np-1"),
     (StackKind.INGRESS_RELEASE, "anycloud node-pool unlock np-1"),  # the pool unlocks both

@@ -217,12 +217,14 @@ def test_an_up_killed_mid_run_is_recovered(
     assert runner.preview(target).summary.changes == 0
 
 
-def test_a_lost_state_is_refused_by_the_real_engine(
+def test_a_lost_state_is_refused_then_adopted_by_the_real_engine(
     addons: tuple[AutomationRunner, StackTarget], control_plane: ControlPlane
 ) -> None:
     """The ledger saw an update succeed; the file backend lost the stack (its directory
     wiped): up, destroy and the drift check refuse with STATE_MISSING and touch nothing on
-    the cluster; a VM lookup answers uncertain, never absent."""
+    the cluster; a VM lookup answers uncertain, never absent. Adopt then rebuilds the state
+    from the cluster: the DaemonSet found is imported (the next up keeps the same object),
+    the RuntimeClass deleted meanwhile is left for that up to create."""
     import shutil
 
     from automation.engine.expectation import StateMissing
@@ -246,6 +248,20 @@ def test_a_lost_state_is_refused_by_the_real_engine(
     assert runner.lookup_vms(seen, ["at-1"]) == {"at-1": "uncertain"}
     after = objects.get(control_plane, "daemonset", DS, "kube-system")
     assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
+
+    objects.delete(control_plane, "runtimeclass", "nvidia")
+    adopted = runner.adopt(seen)
+    assert (adopted.summary.same, adopted.summary.create) == (1, 1), adopted.diff
+    assert f"imported urn:pulumi:{target.stack_name}::anycloud::" in adopted.diff
+    planned = runner.preview(seen).summary
+    assert (planned.create, planned.update, planned.replace, planned.delete) == (1, 0, 0, 0)
+    again = runner.adopt(seen).summary  # what was imported is not looked up again
+    assert (again.same, again.create) == (0, 1)
+    assert runner.up(seen).summary.create == 1
+    kept = objects.get(control_plane, "daemonset", DS, "kube-system")
+    assert kept is not None and kept["metadata"]["uid"] == before["metadata"]["uid"]
+    assert objects.get(control_plane, "runtimeclass", "nvidia") is not None
+    assert runner.preview(seen).summary.changes == 0
 
 
 def test_a_node_pool_stack_on_the_real_engine_names_the_missing_plugin(

@@ -158,12 +158,3 @@ def test_adopt_then_the_pool_goes_on(rig: Rig) -> None:
     # One VM more: the replacement, bought once; nothing bought twice.
     after = creates(rig.world.cloud)
     assert sum(after.values()) == sum(before.values()) + 1 and set(after.values()) == {1}
-
-
-def test_adopt_on_the_pulumi_engine_is_refused_saying_what_to_do(tmp_path: Path) -> None:
-    from automation.engine.pulumi_driver import AutomationRunner
-
-    with pytest.raises(EngineFailed, match="backup") as err:
-        AutomationRunner(tmp_path).adopt(bare_target())
-    assert err.value.code == "ADOPT_UNSUPPORTED"
-    assert list(tmp_path.iterdir()) == []  # nothing written
