@@ -275,10 +275,7 @@ class AutomationRunner:
             return None
         recorded = {str(r.get("urn")) for r in (deployment.deployment or {}).get("resources")
                     or []}
-        outcome = settle(pending, recorded,
-                         lookup_cloud=lambda found: self._lookup_cloud(target, found, tmp),
-                         lookup_objects=lambda items: self._lookup_objects(target, items, tmp),
-                         project=gcp_project(target.config))
+        outcome = self._settle(target, pending, recorded, tmp)
         if not outcome.complete:
             raise EngineFailed(
                 f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
@@ -297,6 +294,14 @@ class AutomationRunner:
                                message=f"crash recovery on {target.stack_name}: "
                                        f"{outcome.describe()}"))
         return outcome
+
+    def _settle(self, target: StackTarget, pending: list[PendingCreate], recorded: set[str],
+                tmp: Path | None) -> Settlement:
+        """``recovery.settle`` with this engine's lookups, through the target's providers."""
+        return settle(pending, recorded,
+                      lookup_cloud=lambda some: self._lookup_cloud(target, some, tmp),
+                      lookup_objects=lambda items: self._lookup_objects(target, items, tmp),
+                      project=gcp_project(target.config))
 
     def _run_lookup(self, target: StackTarget, program: Any, plugins: dict[str, str],
                     tmp: Path | None) -> dict[str, Any]:
@@ -439,11 +444,8 @@ class AutomationRunner:
             found = [p for p in planned if p.kind != "state-only"]
             recorded = {str(r.get("urn")) for r in
                         (stack.export_stack().deployment or {}).get("resources") or []}
-            outcome = settle(found, recorded | {p.urn for p in state_only},
-                             lookup_cloud=lambda some: self._lookup_cloud(target, some, tmp),
-                             lookup_objects=lambda items: self._lookup_objects(target, items,
-                                                                               tmp),
-                             project=gcp_project(target.config))
+            outcome = self._settle(target, found, recorded | {p.urn for p in state_only},
+                                   tmp)
             if not outcome.complete:
                 raise EngineFailed(
                     f"cannot adopt {target.stack_name}: not every resource of it could be "
@@ -474,11 +476,11 @@ class AutomationRunner:
 
         def collect(event: Any) -> None:
             step = event.resource_pre_event
-            if step is None or str(getattr(step.metadata.op, "value", step.metadata.op)) \
-                    != "create" or step.metadata.new is None:
+            if step is None or step.metadata.new is None:
                 return
-            p = PendingCreate.from_step(step.metadata.new)
-            planned[p.urn] = p
+            if str(getattr(step.metadata.op, "value", step.metadata.op)) == "create":
+                p = PendingCreate.from_step(step.metadata.new)
+                planned[p.urn] = p
 
         stack.preview(on_event=collect, color="never")
         return [planned[urn] for urn in sorted(planned)]
