@@ -5,9 +5,8 @@
    status p50 within 2x of in-process, the list of 1,000 under 100 ms p50);
 2. requests per second for that status with 1 and 4 concurrent clients, against one server
    process and against ``--api-workers 4`` (four processes on the one address);
-3. ``node-pool list --json`` as a cold process, embedded and remote, beside ``python -c pass``;
-4. the SDK's ``Client.node_pools.list()`` of every pool (pages of 1,000, models built), beside
-   the raw GET of the same page.
+3. the SDK's ``Client.node_pools.list()`` of every pool (pages of 1,000, models built) and
+   with ``raw=True`` (the server's JSON, no models), beside the raw GET of the same page.
 
 The server: ``anycloud serve --no-control-loop --api-listen 127.0.0.1:0`` (one uvicorn worker
 process; and with ``--api-workers 4`` for the throughput table) over a SQLite ledger seeded
@@ -15,7 +14,7 @@ with BENCH_POOLS pools of two VMs (default 1000).
 
     .venv/bin/python benchmarks/bench_api.py [--smoke]   (BENCH_RUNS=5, BENCH_REQUESTS=200)
 
---smoke: 3 pools, 5 requests, one cold run of each command.
+--smoke: 3 pools, 5 requests. Cold CLI start-up, embedded and remote: bench_start_up.py.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli, bench_cli_list
-from benchmarks._table import latency, median, ms, print_table, time_command
+from benchmarks._table import latency, median, print_table
 
 MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
@@ -124,6 +123,8 @@ def main() -> None:
                  api_get("/v1/node-pools", {"pageSize": 1000})),
                 (f"SDK node_pools.list(page_size=1000), {pools} pools",
                  lambda: list(sdk.node_pools.list(page_size=1000))),
+                (f"SDK node_pools.list(page_size=1000, raw=True), {pools} pools",
+                 lambda: list(sdk.node_pools.list(page_size=1000, raw=True))),
                 ("status in-process (baseline)",
                  lambda: pool_status_with_ingress(ledger, pool)),
                 ("GET /v1/node-pools/{id}", api_get(f"/v1/node-pools/{pool}")),
@@ -133,7 +134,7 @@ def main() -> None:
                 call()  # warm: imports, first connection, SQLite page cache
                 figures[name] = latency(call, max(5, REQUESTS // (4 if "list" in name
                                                                    else 1)))
-            for i, n in ((0, 3), (3, 2)):
+            for i, n in ((0, 4), (4, 2)):
                 base = figures[cases[i][0]][0]
                 for name, _ in cases[i:i + n]:
                     p50, p99 = figures[name]
@@ -163,23 +164,10 @@ def main() -> None:
             client.close()
             sdk.close()
             ledger.dispose()
-            remote = {**env, "ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token}
-            cold = [
-                ("python -c pass (baseline)", [sys.executable, "-c", "pass"], env),
-                ("node-pool list --json, embedded", [ANYCLOUD, "node-pool", "list", "--json"],
-                 env),
-                ("node-pool list --json, remote", [ANYCLOUD, "node-pool", "list", "--json"],
-                 remote),
-            ]
-            times = [(name, time_command(args, RUNS, e, RUNS > 1)) for name, args, e in cold]
         finally:
             _stop(server)
             if workers is not None:
                 _stop(workers)
-    base = median(times[0][1])
-    print_table(f"cold CLI, {pools} pools, median of {RUNS} (ms)",
-                ("command", "median", "vs python -c pass"),
-                [(name, ms(median(t)), f"{median(t) / base:.1f}x") for name, t in times])
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def credentials() -> None:
 def new(ctx: click.Context, name: str, provider: str, as_json: bool,
         **options: str | None) -> None:
     """Add a credential."""
-    from automation.cli.backend import Remote
+    from automation.client.remote import Remote
     from automation.models import NewCredentialRequest
 
     backend = backend_from(ctx)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,11 +16,10 @@ from automation.cli.output import (
     print_json,
     print_table,
 )
+from automation.cli.views import describe_cost, plain, when
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
-    from automation.models import DriftReport, IngressRelease, NodePoolStatus, PoolHistory
+    Json = dict[str, Any]  # a command's JSON: the server's as it came, or a model dumped
 
 
 @click.group("node-pool", cls=LazyGroup, lazy_subcommands={
@@ -49,8 +48,8 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
            zone: str | None, vm_type: str, min_vms: int, max_vms: int, as_json: bool) -> None:
     """Store the intent for a new node pool; the reconciler provisions it."""
     from automation.cli.backend import backend_from
+    from automation.cli.views import describe_cost
     from automation.models import NewNodePool
-    from automation.services.cost import describe
 
     work = backend_from(ctx)
     made = work.create_node_pool(NewNodePool(
@@ -61,7 +60,7 @@ def create(ctx: click.Context, name: str, cluster: str | None, credentials: str,
     if made.zone_chosen:
         info(f"zone {made.zone} chosen: the first zone of {made.region} that offers "
              f"{made.vm_type} (pass --zone to pick another)")
-    info(f"estimated cost: {describe(made.cost)}")
+    info(f"estimated cost: {describe_cost(made.cost)}")
     if as_json:
         print_json(made)
     else:
@@ -84,117 +83,122 @@ def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
         return
     print_table("Node pools", ["ID", "NAME", "CLUSTER", "CLOUD", "REGION", "VM TYPE", "VMS",
                                "STATE", "READY", "USD/HOUR"],
-                [(p.id, p.name, p.cluster, p.provider, p.zone or p.region, p.vm_type, p.vms,
-                  p.state, f"{p.counts.ready}/{p.vms}", _hourly(p)) for p in items])
+                [(p["id"], p["name"], p["cluster"], p["provider"], p["zone"] or p["region"],
+                  p["vmType"], p["vms"], p["state"], f"{p['counts']['ready']}/{p['vms']}",
+                  _hourly(p)) for p in map(plain, items)])
 
 
-def _hourly(p: NodePoolStatus) -> str:
+def _hourly(p: Json) -> str:
     """The running cost column: billed VMs x list price; ``?`` when the price is unknown;
     ``simulated`` for a pool the mock engine runs (nothing bought)."""
-    if p.engine == "mock":
+    if p.get("engine") == "mock":
         return "simulated"
-    if p.cost is None or p.cost.hourly_usd is None:
+    cost = p.get("cost")
+    if cost is None or cost.get("hourlyUsd") is None:
         return "?"
-    return f"{p.cost.hourly_usd:.4f}"
+    return f"{cost['hourlyUsd']:.4f}"
 
 
-def _show(p: NodePoolStatus) -> None:
-    print_fields(f"Node pool {p.name}", [
-        ("ID", p.id), ("Cluster", p.cluster), ("Credentials", p.credentials),
-        ("Cloud", p.provider), ("Region", p.region), ("Zone", p.zone), ("VM type", p.vm_type),
-        ("VMs", p.vms), ("State", p.state),
+def _show(pool: Any) -> None:
+    """``node-pool status``'s text, from the pool's JSON (the server's) or its model."""
+    p: Json = plain(pool)
+    counts, error_code, engine = p["counts"], p.get("lastErrorCode"), p.get("engine")
+    print_fields(f"Node pool {p['name']}", [
+        ("ID", p["id"]), ("Cluster", p["cluster"]), ("Credentials", p["credentials"]),
+        ("Cloud", p["provider"]), ("Region", p["region"]), ("Zone", p.get("zone")),
+        ("VM type", p["vmType"]), ("VMs", p["vms"]), ("State", p["state"]),
         ("VMs ready / starting / draining",
-         f"{p.counts.ready} / {p.counts.starting} / {p.counts.draining}"),
-        ("Last error", f"[{p.last_error_code}] {p.last_error}" if p.last_error_code
-         else p.last_error),
-        ("Engine", _ENGINES.get(p.engine or "")),
-        ("Running cost", "simulated: the mock engine bought nothing" if p.engine == "mock"
+         f"{counts['ready']} / {counts['starting']} / {counts['draining']}"),
+        ("Last error", f"[{error_code}] {p.get('lastError')}" if error_code
+         else p.get("lastError")),
+        ("Engine", _ENGINES.get(engine or "")),
+        ("Running cost", "simulated: the mock engine bought nothing" if engine == "mock"
          else _running_cost(p)),
     ])
-    if p.held is not None:
-        click.echo(f"Held: {p.held.reason} — {p.held.evidence}")
+    if p.get("held") is not None:
+        click.echo(f"Held: {p['held']['reason']} — {p['held']['evidence']}")
     # Plain lines, not table cells: greppable and never wrapped. The seed's ingress lines
     # stay the last two.
-    for line in drift_lines(p.drift):
+    for line in drift_lines(p.get("drift")):
         click.echo(line)
-    if p.hosts_service:
+    if p["hostsService"]:
         for line in _ingress_lines(p):
             click.echo(line)
 
 
-def drift_lines(drift: DriftReport | None) -> list[str]:
+def drift_lines(drift: Json | None) -> list[str]:
     """``Drift: none (checked …)``, ``Drift: 2 changes (checked …)`` and a line per change
     (its op, type, name and property names), ``Drift: STATE_MISSING (…)`` for a lost state,
     ``Drift: check failed (…)``; or ``Drift: not checked yet``. A check by the mock engine
     says it read the simulated cloud."""
     if drift is None:
         return ["Drift: not checked yet (node-pool status --check-drift)"]
-    when = drift.checked_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    seconds = f", {drift.seconds:.1f} s" if drift.seconds is not None else ""
-    where = "" if drift.source == "cloud" else f", {drift.source}: mock engine"
-    checked = f"(checked {when}{seconds}{where})"
-    if drift.error_code == "STATE_MISSING":
+    at = when(drift["checkedAt"], "%Y-%m-%d %H:%M:%S UTC")
+    seconds = f", {drift['seconds']:.1f} s" if drift.get("seconds") is not None else ""
+    where = "" if drift["source"] == "cloud" else f", {drift['source']}: mock engine"
+    checked = f"(checked {at}{seconds}{where})"
+    error, code = drift.get("error"), drift.get("errorCode")
+    if code == "STATE_MISSING":
         # Not a failed check: its answer. Nothing can be compared with a lost state.
-        return [f"Drift: STATE_MISSING {checked}: {drift.error}"]
-    if drift.error is not None:
-        return [f"Drift: check failed {checked}: [{drift.error_code}] {drift.error}"]
-    if not drift.changes:
+        return [f"Drift: STATE_MISSING {checked}: {error}"]
+    if error is not None:
+        return [f"Drift: check failed {checked}: [{code}] {error}"]
+    changes = drift.get("changes") or []
+    if not changes:
         return [f"Drift: none {checked}"]
-    count = len(drift.changes)
-    lines = [f"Drift: {count} change{'s' if count != 1 else ''} {checked}"]
-    for c in drift.changes:
-        what = {"update": "changed", "delete": "gone"}[c.op]
-        props = f": {', '.join(c.properties)}" if c.properties else ""
-        lines.append(f"  {what} {c.type} {c.name}{props}")
+    lines = [f"Drift: {len(changes)} change{'s' if len(changes) != 1 else ''} {checked}"]
+    for c in changes:
+        what = {"update": "changed", "delete": "gone"}[c["op"]]
+        props = f": {', '.join(c['properties'])}" if c.get("properties") else ""
+        lines.append(f"  {what} {c['type']} {c['name']}{props}")
     return lines
 
 
 _ENGINES = {"mock": "mock (simulated VMs: nothing was bought)", "pulumi": "pulumi"}
 
 
-def _running_cost(p: NodePoolStatus) -> str | None:
-    from automation.services.cost import describe
-
-    return None if p.cost is None else describe(p.cost)
+def _running_cost(p: Json) -> str | None:
+    return None if p.get("cost") is None else describe_cost(p["cost"])
 
 
-def _ingress_lines(p: NodePoolStatus) -> list[str]:
+def _ingress_lines(p: Json) -> list[str]:
     """The seed's two lines: ``Ingress entry: <IP> — release <state> (helm job <phase>[:
     <exit>])`` and ``Ingress Traefik: <ready>/<desired> ready, entry Node Ready|not Ready —
     last event: …``. Every value comes from the view's fields, which are already redacted."""
-    entry = p.ingress_entry_ip or "not elected yet"
-    release = p.ingress.release if p.ingress is not None else None
+    entry = p.get("ingressEntryIp") or "not elected yet"
+    release = (p.get("ingress") or {}).get("release")
     if release is None:  # not read from the cluster (right after create)
         return [f"Ingress entry: {entry}"]
     return [f"Ingress entry: {entry} — {_release_text(release)}",
             f"Ingress Traefik: {_traefik_text(release)}"]
 
 
-def _release_text(release: IngressRelease) -> str:
+def _release_text(release: Json) -> str:
     """``release <state>`` plus the helm job once the HelmChart exists."""
-    if release.state is None:  # the cluster could not be read: lastEvent says why
+    state = release.get("state")
+    if state is None:  # the cluster could not be read: lastEvent says why
         return "release state unknown"
-    if release.state == "absent":
+    if state == "absent":
         return "release absent (no HelmChart on the cluster yet)"
-    job = release.helm_job
+    job = release.get("helmJob")
     if job is None:
-        return f"release {release.state}"
-    exit_ = f": {job.message}" if job.message else ""
-    return f"release {release.state} (helm job {job.phase}{exit_})"
+        return f"release {state}"
+    exit_ = f": {job['message']}" if job.get("message") else ""
+    return f"release {state} (helm job {job['phase']}{exit_})"
 
 
-def _traefik_text(release: IngressRelease) -> str:
+def _traefik_text(release: Json) -> str:
     """The DaemonSet's readiness (or why there is none), then the newest event if any."""
-    ds = release.daemon_set
+    ds = release.get("daemonSet")
     if ds is not None:
-        node = "Ready" if ds.entry_node_ready else "not Ready"
-        text = f"{ds.ready}/{ds.desired} ready, entry Node {node}"
-    elif release.state is None:
+        node = "Ready" if ds["entryNodeReady"] else "not Ready"
+        text = f"{ds['ready']}/{ds['desired']} ready, entry Node {node}"
+    elif release.get("state") is None:
         text = "unknown"
     else:
         text = "not created yet"
-    if release.last_event:
-        text += f" — last event: {release.last_event}"
+    if release.get("lastEvent"):
+        text += f" — last event: {release['lastEvent']}"
     return text
 
 
@@ -221,7 +225,7 @@ def status(ctx: click.Context, ref: str, check_drift: bool, engine: str | None,
     if check_drift:
         report = work.check_pool_drift(ref, engine, simulate)
         if not as_json:
-            info(f"drift check of {ref} done in {report.seconds or 0:.1f} s")
+            info(f"drift check of {ref} done in {plain(report).get('seconds') or 0:.1f} s")
     elif engine is not None or simulate:
         raise InvalidInput("--engine" if engine is not None else "--simulate",
                            engine if engine is not None else True,
@@ -252,19 +256,17 @@ def history(ctx: click.Context, ref: str, limit: int, as_json: bool) -> None:
         _show_history(h)
 
 
-def _when(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else ""
-
-
-def _show_history(h: PoolHistory) -> None:
-    print_table(f"VM attempts of {h.pool.name} (UTC)",
+def _show_history(history: Any) -> None:
+    h: Json = plain(history)
+    name = h["pool"]["name"]
+    print_table(f"VM attempts of {name} (UTC)",
                 ["ATTEMPT", "STATE", "CREATED", "VM CREATED", "JOINED", "RELEASED",
                  "REPLACES", "REPLACED BY", "REASON"],
-                [(a.id, a.state.value, _when(a.created_at), _when(a.vm_created_at),
-                  _when(a.joined_at), _when(a.released_at), a.replaces or "",
-                  a.replaced_by or "", a.reason or "") for a in h.attempts])
-    print_table(f"Last events of {h.pool.name} (UTC)", ["TIME", "KIND", "MESSAGE"],
-                [(_when(e.at), e.kind, e.message or "") for e in h.events])
+                [(a["id"], a["state"], when(a.get("createdAt")), when(a.get("vmCreatedAt")),
+                  when(a.get("joinedAt")), when(a.get("releasedAt")), a.get("replaces") or "",
+                  a.get("replacedBy") or "", a.get("reason") or "") for a in h["attempts"]])
+    print_table(f"Last events of {name} (UTC)", ["TIME", "KIND", "MESSAGE"],
+                [(when(e["at"]), e["kind"], e.get("message") or "") for e in h["events"]])
 
 
 @node_pool.command()

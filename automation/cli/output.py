@@ -58,12 +58,20 @@ def camel_keys(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_json(data: Any) -> None:
-    # pydantic_core's encoder (loaded anyway by the models every --json command prints):
-    # json.dumps with an indent runs the pure-Python encoder, a quarter of `node-pool list
-    # --json`'s time with 1,000 pools. Same document; non-ASCII text is written as UTF-8.
-    from pydantic_core import to_json
+    """``data`` (models, or JSON as parsed) as indented JSON; non-ASCII text as UTF-8."""
+    if "pydantic_core" in sys.modules:
+        # Its encoder, loaded anyway by the models: json.dumps with an indent runs the
+        # pure-Python encoder, a quarter of embedded `node-pool list --json` with 1,000 pools.
+        from pydantic_core import to_json
 
-    sys.stdout.write(to_json(to_jsonable(data), indent=2).decode() + "\n")
+        text = to_json(to_jsonable(data), indent=2).decode()
+    else:
+        # A thin remote command: the server's JSON, and no model in it (none was loaded).
+        # Importing pydantic_core to encode it would cost more than the stdlib encoder.
+        import json
+
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+    sys.stdout.write(text + "\n")
 
 
 def _console() -> Any:

@@ -52,7 +52,7 @@ def _print_plan(plan: Plan) -> None:
 def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Evaluate the pool's stack under the mock engine and print its resource tree."""
     from automation.cli.backend import backend_from
-    from automation.services.cost import describe
+    from automation.cli.views import describe_cost
 
     result = backend_from(ctx).plan_pool(ref)
     for warning in result.warnings:
@@ -62,11 +62,11 @@ def plan(ctx: click.Context, ref: str, as_json: bool) -> None:
     else:
         _print_plan(result)
         info(f"{len(result.resources)} resources (evaluated by the mock engine)")
-        info(f"cost: {describe(result.cost)}")
+        info(f"cost: {describe_cost(result.cost)}")
 
 
 def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool) -> None:
-    from automation.services.cost import describe
+    from automation.cli.views import describe_cost
 
     if as_json:
         print_json(results)
@@ -77,7 +77,7 @@ def _report(results: list[RunResult], as_json: bool, diff: bool, detailed: bool)
                        f"update, {s.replace} to replace, {s.delete} to delete, {s.same} same")
             cost = getattr(r, "cost", None)  # node-pool stacks only
             if cost is not None:
-                click.echo(f"  cost once applied: {describe(cost)}")
+                click.echo(f"  cost once applied: {describe_cost(cost)}")
             if diff and r.diff:
                 click.echo(r.diff)
             for f in r.policy:

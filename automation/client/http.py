@@ -1,17 +1,22 @@
 """The API as Python calls: the same models the services return, and the same errors (code,
 field, value, rule and exit code) the CLI would have raised in embedded mode, rebuilt from
-the server's problem+json."""
+the server's problem+json.
+
+pydantic is imported only by a call that asks for a model: a command that prints what the
+server sent (``get_json``) loads neither pydantic nor our models."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2
-from pydantic import BaseModel, SecretStr, TypeAdapter
 
 from automation import __version__
 from automation.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AnycloudError, InvalidInput
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 T = TypeVar("T")
 CLIENT_VERSION_HEADER = "Anycloud-Client-Version"
@@ -62,9 +67,16 @@ class ApiClient:
     def call(self, method: str, path: str, answer: type[T] | Any, *,
              json: Any = None, params: dict[str, Any] | None = None) -> T:
         """``answer``: the model (or type, e.g. ``list[Cluster]``) the body is read as."""
+        from pydantic import TypeAdapter
+
         resp = self._send(method, path, json=json, params=params)
         adapter: TypeAdapter[T] = TypeAdapter(answer)
         return adapter.validate_python(resp.json())
+
+    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """A GET's body as the server sent it (parsed JSON, not validated): what a command
+        that only prints it, or builds a table from it, needs."""
+        return self._send("GET", path, params=params).json()
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx2.Response:
         # GETs are safe to repeat; a POST is repeated under one Idempotency-Key, which the
@@ -123,6 +135,8 @@ def dump(model: BaseModel) -> dict[str, Any]:
 
 
 def _reveal(masked: Any, plain: Any) -> Any:
+    from pydantic import SecretStr
+
     if isinstance(plain, SecretStr):
         return plain.get_secret_value()
     if isinstance(plain, dict):

@@ -29,16 +29,6 @@ _MICRO = Decimal("0.000001")  # dollars and hours are kept to a millionth
 PriceKey = tuple[str, str, str]
 
 
-def describe(cost: Cost) -> str:
-    """``$0.3840/hour, $276.48/30 days (2 VMs; apache-libcloud 2025-03-02, stale)``"""
-    vms = f"{cost.vms} VM" + ("" if cost.vms == 1 else "s")
-    if cost.hourly_usd is None or cost.monthly_usd is None:
-        return f"price unknown ({vms}): {cost.hint}"
-    stale = ", stale" if cost.stale else ""
-    return (f"${cost.hourly_usd:.4f}/hour, ${cost.monthly_usd:.2f}/30 days "
-            f"({vms}; {short_source(cost.source)} {cost.as_of}{stale})")
-
-
 @dataclass(frozen=True)
 class Price:
     """One offering's hourly list price, or why there is none."""

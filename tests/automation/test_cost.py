@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from automation.app import App
 from automation.catalog.store import CATALOG_FILE, data_dir, load_catalog
+from automation.cli.views import describe_cost
 from automation.clock import ManualClock
 from automation.errors import InvalidInput
 from automation.ledger import schema
@@ -67,7 +68,7 @@ def test_rate_is_vms_times_list_price_per_hour_and_30_days() -> None:
     assert rate.monthly_usd == pytest.approx(3 * price * 720, abs=1e-6)
     assert rate.source is not None and rate.source.startswith("apache-libcloud")
     assert (rate.as_of, rate.stale, rate.hint) == ("2025-03-02", True, None)
-    assert cost.describe(rate) == (
+    assert describe_cost(rate) == (
         f"${3 * price:.4f}/hour, ${3 * price * 720:.2f}/30 days "
         "(3 VMs; apache-libcloud 2025-03-02, stale)")
     assert rate.model_dump(mode="json").keys() == {
@@ -81,7 +82,7 @@ def test_unknown_price_is_null_with_a_hint_naming_the_source() -> None:
         "no list price in the catalog for m5.xlarge in us-east-1 (apache-libcloud 2025-03-02)")
     assert "anycloud catalog show m5.xlarge" in rate.hint
     assert "anycloud catalog refresh --credentials <name> --region us-east-1" in rate.hint
-    assert cost.describe(rate).startswith("price unknown (2 VMs): no list price")
+    assert describe_cost(rate).startswith("price unknown (2 VMs): no list price")
     unoffered = cost.pool_rate("aws", "m5.xlarge", "mars-1", 1)
     assert unoffered.hourly_usd is None and unoffered.source is None
     assert unoffered.hint == "the catalog does not offer aws m5.xlarge in mars-1"

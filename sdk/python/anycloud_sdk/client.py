@@ -6,7 +6,9 @@
   call (the server answers a repeated key with the first result), after a lost connection or
   a 502/503/504 (honouring ``Retry-After``); any call after a 429 (the server ran nothing),
   after its ``Retry-After``. DELETE is not retried otherwise.
-- Lists are iterators that follow ``nextPageToken``.
+- Lists are iterators that follow ``nextPageToken``. ``raw=True`` yields each item as the
+  server's JSON (a dict, camelCase keys) without building a model: for callers that only
+  forward the data (a quarter of the time of a 1,000-item list goes to the models).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import httpx2
 from pydantic import BaseModel, RootModel, SecretStr
@@ -142,6 +144,14 @@ class Client:
     def request(self, method: str, path: str, answer: type[M], *, json: Any = None,
                 params: dict[str, Any] | None = None,
                 headers: dict[str, str] | None = None) -> M:
+        return answer.model_validate(self.request_json(method, path, json=json, params=params,
+                                                       headers=headers))
+
+    def request_json(self, method: str, path: str, *, json: Any = None,
+                     params: dict[str, Any] | None = None,
+                     headers: dict[str, str] | None = None) -> Any:
+        """The answer's body as the server sent it (parsed JSON, no model), with the same
+        retries and errors as ``request``."""
         headers = dict(headers or {})
         safe = method in ("GET", "POST")  # a POST under its key; DELETE only after a 429
         tries = self.retries
@@ -162,7 +172,7 @@ class Client:
                 continue
             if resp.status_code >= 400:
                 raise _error(resp)
-            return answer.model_validate(resp.json())
+            return resp.json()
         raise AssertionError("unreachable")
 
 
@@ -170,10 +180,19 @@ class NodePools:
     def __init__(self, client: Client) -> None:
         self._c = client
 
-    def list(self, *, cluster: str | None = None, page_size: int = 100
-             ) -> Iterator[models.NodePoolStatus]:
+    @overload
+    def list(self, *, cluster: str | None = None, page_size: int = 100,
+             raw: Literal[False] = False) -> Iterator[models.NodePoolStatus]: ...
+
+    @overload
+    def list(self, *, cluster: str | None = None, page_size: int = 100,
+             raw: Literal[True]) -> Iterator[dict[str, Any]]: ...
+
+    def list(self, *, cluster: str | None = None, page_size: int = 100, raw: bool = False
+             ) -> Iterator[models.NodePoolStatus] | Iterator[dict[str, Any]]:
+        """Every pool, page by page; ``raw``: as the server's JSON (dicts), no models."""
         return _pages(self._c, "/node-pools", models.NodePoolPage, page_size,
-                      {"cluster": cluster} if cluster else {})
+                      {"cluster": cluster} if cluster else {}, raw=raw)
 
     def get(self, ref: str) -> models.NodePoolStatus:
         return self._c.request("GET", f"/node-pools/{ref}", models.NodePoolStatus)
@@ -227,8 +246,16 @@ class Clusters:
     def __init__(self, client: Client) -> None:
         self._c = client
 
-    def list(self, *, page_size: int = 100) -> Iterator[models.Cluster]:
-        return _pages(self._c, "/clusters", models.ClusterPage, page_size)
+    @overload
+    def list(self, *, page_size: int = 100,
+             raw: Literal[False] = False) -> Iterator[models.Cluster]: ...
+
+    @overload
+    def list(self, *, page_size: int = 100, raw: Literal[True]) -> Iterator[dict[str, Any]]: ...
+
+    def list(self, *, page_size: int = 100, raw: bool = False
+             ) -> Iterator[models.Cluster] | Iterator[dict[str, Any]]:
+        return _pages(self._c, "/clusters", models.ClusterPage, page_size, raw=raw)
 
     def get(self, ref: str) -> models.Cluster:
         return self._c.request("GET", f"/clusters/{ref}", models.Cluster)
@@ -266,8 +293,16 @@ class Credentials:
     def __init__(self, client: Client) -> None:
         self._c = client
 
-    def list(self, *, page_size: int = 100) -> Iterator[models.Credential]:
-        return _pages(self._c, "/credentials", models.CredentialPage, page_size)
+    @overload
+    def list(self, *, page_size: int = 100,
+             raw: Literal[False] = False) -> Iterator[models.Credential]: ...
+
+    @overload
+    def list(self, *, page_size: int = 100, raw: Literal[True]) -> Iterator[dict[str, Any]]: ...
+
+    def list(self, *, page_size: int = 100, raw: bool = False
+             ) -> Iterator[models.Credential] | Iterator[dict[str, Any]]:
+        return _pages(self._c, "/credentials", models.CredentialPage, page_size, raw=raw)
 
     def create(self, name: str, provider: str, *,
                secret: models.SecretMaterial | None = None,
@@ -308,16 +343,22 @@ def _if_match(etag: str | None) -> dict[str, str] | None:
 
 
 def _pages(client: Client, path: str, page: type[Any], page_size: int,
-           params: dict[str, Any] | None = None) -> Iterator[Any]:
-    """Every item of a list route, a page fetched as the iteration reaches it."""
+           params: dict[str, Any] | None = None, *, raw: bool = False) -> Iterator[Any]:
+    """Every item of a list route, a page fetched as the iteration reaches it; ``raw``: the
+    items as the server sent them, else each read into the page's model."""
     token: str | None = None
     while True:
         asked = {**(params or {}), "pageSize": page_size}
         if token:
             asked["pageToken"] = token
-        found = client.request("GET", path, page, params=asked)
-        yield from found.items
-        token = found.next_page_token
+        body = client.request_json("GET", path, params=asked)
+        if raw:
+            yield from body["items"]
+            token = body.get("nextPageToken")
+        else:
+            found = page.model_validate(body)
+            yield from found.items
+            token = found.next_page_token
         if not token:
             return
 

@@ -22,7 +22,7 @@ from automation.sealing import SealingKey
 from automation.services.tokens import create_token
 from automation.serving import ServerThread
 from tests.automation.conftest import credential, ready_cluster, snapshot
-from tests.imports import modules_loaded_by
+from tests.imports import modules_loaded_by_each
 
 Run = Callable[..., Result]
 
@@ -511,19 +511,67 @@ def test_bootstrap_in_remote_mode_writes_the_servers_own_ledger(
     assert made["role"] == "admin" and made["createdBy"].startswith("local:")
 
 
-def test_remote_mode_imports_none_of_the_server_stack(remote: tuple[str, Run, App],
-                                                      server: tuple[str, App],
-                                                      env: dict[str, str]) -> None:
-    _, _, app = remote
+# What a remote command must never load: the server's code and its stack (issue 35).
+SERVER_STACK = ("automation.api", "automation.ui", "automation.services", "automation.ledger",
+                "automation.engine", "automation.reconciler", "automation.app",
+                "automation.kube", "automation.catalog", "automation.provisioners",
+                "automation.agentpools", "sqlalchemy", "alembic", "psycopg", "fastapi",
+                "starlette", "uvicorn", "pulumi", "pulumi_aws", "pulumi_gcp",
+                "pulumi_azure_native", "pulumi_kubernetes", "kubernetes")
+# What a read that only prints the server's answer need not load (the thin client).
+MODELS = ("pydantic", "pydantic_core", "automation.models")
+
+
+def _under(modules: object, roots: tuple[str, ...]) -> list[str]:
+    assert isinstance(modules, list)
+    return [m for m in modules if any(m == r or m.startswith(r + ".") for r in roots)]
+
+
+def test_remote_mode_is_a_thin_client(remote: tuple[str, Run, App], server: tuple[str, App],
+                                      env: dict[str, str]) -> None:
+    """One process runs the reads, then writes and the other groups' commands, as a user
+    would in remote mode: the reads load no model and no pydantic, and nothing loads any of
+    the server's code. Each command's output is checked, so a refusal cannot pass for thin."""
+    _, run, app = remote
+    ok(run(*CREATE))
+    ok(run("node-pool", "status", "cpu", "--json"))
     url, _ = server
-    token = create_token(app, "probe", "viewer", by="test").token
-    loaded, res = modules_loaded_by(["node-pool", "list", "--json"],
-                                    env | {"ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token})
-    assert res.stdout.startswith("["), res.stderr
-    assert not loaded & {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic",
-                         "pulumi", "pulumi_aws", "kubernetes"}, loaded
+    probe = env | {"ANYCLOUD_API_URL": url,
+                   "ANYCLOUD_TOKEN": create_token(app, "probe", "admin", by="test").token}
+    reads = [["node-pool", "list", "--json"], ["node-pool", "status", "cpu", "--json"],
+             ["node-pool", "history", "cpu", "--json"], ["node-pool", "list"],
+             ["node-pool", "status", "cpu"], ["node-pool", "history", "cpu"]]
+    others = [["token", "list", "--json"], ["cluster", "list", "--json"],
+              ["credentials", "list", "--json"], ["org", "list", "--json"],
+              ["deployment", "list", "--json"], ["catalog", "list", "--provider", "aws",
+                                                 "--json"],
+              ["cost", "--json"], ["node-pool", "create", "gpu", *CREATE[3:]],
+              ["node-pool", "delete", "gpu", "--json"], ["node-pool", "status", "nothing"]]
+    ran = modules_loaded_by_each(reads + others, probe)
+    assert [r["exit"] for r in ran] == [0] * (len(ran) - 1) + [2], ran
+    assert json.loads(str(ran[0]["stdout"]))[0]["name"] == "cpu"
+    assert json.loads(str(ran[1]["stdout"]))["vmType"] == "m7i.large"
+    assert "Node pool cpu" in str(ran[4]["stdout"]) and "cpu" in str(ran[3]["stdout"])
+    assert json.loads(str(ran[-2]["stdout"]))["state"] == "deleting"
+    after_reads = ran[len(reads) - 1]["modules"]
+    assert _under(after_reads, MODELS) == [], "a read loaded the models"
+    assert _under(ran[-1]["modules"], SERVER_STACK) == []
 
 
+def test_text_views_are_the_same_in_both_modes(env: dict[str, str],
+                                               server: tuple[str, App]) -> None:
+    """The text of list, status and history is built from JSON in both modes: the models
+    dumped (embedded) and the server's JSON as it came (remote) give the same lines."""
+    _, embedded, _ = _in_mode("embedded", env, server)
+    url, app = server
+    remote_env = env | {"ANYCLOUD_API_URL": url,
+                        "ANYCLOUD_TOKEN": create_token(app, "text", "viewer", by="test").token}
+    ok(embedded(*CREATE))
+    for args in (("node-pool", "list"), ("node-pool", "status", "cpu"),
+                 ("node-pool", "history", "cpu")):
+        here, there = embedded(*args), invoke(remote_env, *args)
+        assert here.exit_code == there.exit_code == 0, (here.stderr, there.stderr)
+        assert here.stdout == there.stdout and "cpu" in here.stdout
 
 
 def test_the_client_retries_a_post_under_one_idempotency_key(

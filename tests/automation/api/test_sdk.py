@@ -95,6 +95,12 @@ def test_lists_follow_pages(server: tuple[str, App]) -> None:
             api.node_pools.create(f"p{n}", credentials="team-aws", region="us-east-1",
                                   vm_type="m7i.large", vms=1)
         assert [p.name for p in api.node_pools.list(page_size=1)] == ["p0", "p1", "p2"]
+        # raw: the same pools across the same pages, as the server's JSON (no models)
+        raw = list(api.node_pools.list(page_size=1, raw=True))
+        assert [type(p) for p in raw] == [dict] * 3
+        assert [p["name"] for p in raw] == ["p0", "p1", "p2"] and "vmType" in raw[0]
+        assert [p.model_dump(mode="json", by_alias=True)["id"]
+                for p in api.node_pools.list(page_size=2)] == [p["id"] for p in raw]
 
 
 def test_errors_are_typed_and_name_field_and_rule(server: tuple[str, App]) -> None:
