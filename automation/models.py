@@ -138,6 +138,7 @@ class Cluster(_Record):
     kube_context: str | None
     facts_source: str | None
     last_error: ShownText
+    org_id: str  # the owning org (issue 36)
     created_at: datetime
     updated_at: datetime
     # A kubeconfig sent to the API: sealed by the server, shown by fingerprint and server.
@@ -150,6 +151,7 @@ class Credential(_Record):
     provider: str
     reference: dict[str, Any]
     state: str
+    org_id: str  # the owning org (issue 36)
     created_at: datetime
     # Secret material the server holds sealed (remote mode); None: the reference alone.
     secret: SecretSummary | None = None
@@ -174,6 +176,7 @@ class NodePool(_Record):
     state: PoolState
     hosts_service: bool
     last_error: ShownText
+    org_id: str  # its cluster's org (issue 36)
     created_at: datetime
     updated_at: datetime
 
@@ -713,6 +716,8 @@ class ApiToken(_Record):
     name: str
     role: str  # admin | member | viewer | agent
     scope: str | None = None  # an agent token's AgentPool, "<namespace>/<name>"
+    org_id: str | None = None  # a member's or viewer's tenant; None: every org
+    project_id: str | None = None
     prefix: str  # the token's first characters, to tell tokens apart
     state: str  # active | expired | revoked
     created_by: str
@@ -803,6 +808,7 @@ class RegisterClusterRequest(CamelRequest):
     offline: bool = False
     # The caller says the VMs reach a private server address (VPC peering, a VPN).
     allow_private_address: bool = False
+    org: str | None = None  # the owning org (name or id); default: the org named default
 
 
 class SecretMaterial(CamelRequest):
@@ -824,6 +830,7 @@ class NewCredentialRequest(CamelRequest):
 
     name: Name
     provider: str
+    org: str | None = None  # the owning org (name or id); default: the org named default
     role_arn: str | None = None
     project: str | None = None
     subscription_id: str | None = None
@@ -838,7 +845,7 @@ class NewCredentialRequest(CamelRequest):
 
     def options(self) -> dict[str, Any]:
         """The reference options, as the service takes them (by option name)."""
-        return {k: v for k, v in self.model_dump(exclude={"name", "provider", "secret"},
+        return {k: v for k, v in self.model_dump(exclude={"name", "provider", "secret", "org"},
                                                  by_alias=False).items() if v is not None}
 
 
@@ -870,6 +877,8 @@ class NewToken(CamelRequest):
     role: str
     pool: str | None = None  # for role agent: NAMESPACE/NAME
     expires_in_seconds: int | None = Field(default=None, gt=0, le=MAX_TOKEN_SECONDS)
+    org: str | None = None  # scope a member or viewer to this org (name or id) ...
+    project: str | None = None  # ... and project
 
 
 # --- AgentPools as the ledger holds them (GET /v1/agent-pools, issue 24) -------------------

@@ -23,16 +23,19 @@ def fit(table, rows):
     return [{k: v for k, v in r.items() if k in cols} for r in rows]
 
 with ledger.write() as conn:
-    conn.execute(schema.clusters.insert(), fit(schema.clusters, [dict(
+    if "orgs" in schema.metadata.tables:  # an older commit's schema may have none
+        conn.execute(schema.orgs.insert().values(id="org-bench", name="default",
+                                                 created_at=now, updated_at=now))
+    conn.execute(schema.clusters.insert(), fit(schema.clusters, [dict(org_id="org-bench",
         id="cl-bench", name="bench", state="ready", server_url="https://203.0.113.1:6443",
         ca_sha256="0" * 64, kubernetes_version="v1.36.2+k3s1", created_at=now,
         updated_at=now)]))
     conn.execute(schema.credentials.insert(), fit(schema.credentials, [dict(
-        id=f"cr-{p}", name=p, provider=p, reference={"profile": "x"}, state="active",
-        created_at=now) for p in sorted({k[0] for k in keys})]))
+        id=f"cr-{p}", name=p, org_id="org-bench", provider=p, reference={"profile": "x"},
+        state="active", created_at=now) for p in sorted({k[0] for k in keys})]))
     chosen = [keys[i % len(keys)] for i in range(pools)]
     conn.execute(schema.node_pools.insert(), fit(schema.node_pools, [dict(
-        id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id="cl-bench",
+        id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id="cl-bench", org_id="org-bench",
         credential_id=f"cr-{provider}", provider=provider, region=region, zone=None,
         vm_type=vm_type, min_vms=vms, max_vms=vms, state="ready", hosts_service=False,
         consecutive_failures=0, created_at=now, updated_at=now)

@@ -34,16 +34,18 @@ def seed(home: Path) -> str:
     ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
     now = datetime.now(UTC)
     with ledger.write() as conn:
+        conn.execute(schema.orgs.insert().values(id="org-bench", name="default",
+                                                 created_at=now, updated_at=now))
         conn.execute(schema.clusters.insert().values(
-            id="cl-bench", name="bench", state="ready", server_url="https://203.0.113.1:6443",
+            org_id="org-bench", id="cl-bench", name="bench", state="ready", server_url="https://203.0.113.1:6443",
             ca_sha256="0" * 64, kubernetes_version="v1.36.2+k3s1", created_at=now, updated_at=now,
         ))
         conn.execute(schema.credentials.insert().values(
-            id="cr-bench", name="bench", provider="aws", reference={"profile": "x"},
-            state="active", created_at=now,
+            id="cr-bench", name="bench", org_id="org-bench", provider="aws",
+            reference={"profile": "x"}, state="active", created_at=now,
         ))
         conn.execute(schema.node_pools.insert(), [dict(
-            id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id="cl-bench",
+            id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id="cl-bench", org_id="org-bench",
             credential_id="cr-bench", provider="aws", region="us-east-1", zone="us-east-1a",
             vm_type="m7i.large", min_vms=VMS_PER_POOL, max_vms=VMS_PER_POOL, state="ready",
             hosts_service=False, consecutive_failures=0, created_at=now, updated_at=now,

@@ -114,15 +114,18 @@ def seed(url: str, pools: int, vms: int) -> tuple[Any, DictCluster]:
     ledger = open_ledger(url)
     cluster = DictCluster()
     with ledger.write() as conn:
+        conn.execute(schema.orgs.insert().values(id="org-b", name="default", created_at=NOW,
+                                                 updated_at=NOW))
         conn.execute(schema.clusters.insert().values(
-            id="cl-b", name="bench", state="ready", server_url="https://203.0.113.1:6443",
+            org_id="org-b", id="cl-b", name="bench", state="ready", server_url="https://203.0.113.1:6443",
             ca_sha256="0" * 64, kubernetes_version="v1.36.2+k3s1", kubeconfig_path="/kc",
             created_at=NOW, updated_at=NOW))
         conn.execute(schema.credentials.insert().values(
-            id="cr-b", name="bench", provider="aws", reference={"profile": "x"},
+            id="cr-b", name="bench", org_id="org-b", provider="aws", reference={"profile": "x"},
             state="active", created_at=NOW))
         conn.execute(schema.node_pools.insert(), [dict(
             id=f"np-{p:05d}", name=f"pool-{p:05d}", cluster_id="cl-b", credential_id="cr-b",
+            org_id="org-b",
             provider="aws", region="us-east-1", zone="us-east-1a", vm_type="m7i.large",
             min_vms=vms, max_vms=vms, state="ready", hosts_service=False,
             consecutive_failures=0, applied_digest=digest(p), created_at=NOW,

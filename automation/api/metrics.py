@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from automation import instruments
-from automation.api.security import Reader
+from automation.api.security import FleetReader
 from automation.ledger.db import Ledger
 from automation.services.fleet_counts import read_counts
 
@@ -113,6 +113,6 @@ def install(api: FastAPI, ledger: Ledger, desired: DesiredReplicas | None = None
     registry = scrape_registry(ledger, desired)
 
     @api.get(PATH, include_in_schema=False)
-    def metrics(_: Reader) -> Response:
+    def metrics(_: FleetReader) -> Response:
         # A plain function: FastAPI runs it in a worker thread (it reads the ledger).
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

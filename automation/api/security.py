@@ -27,8 +27,8 @@ RouteAccess = Access | frozenset[Access] | str
 _WEAKEST_FIRST = (Access.READ, Access.WRITE, Access.ADMIN)
 
 
-def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False
-          ) -> Callable[..., Principal]:
+def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False,
+          fleet: bool = False) -> Callable[..., Principal]:
     needs = access if isinstance(access, frozenset) else frozenset({access})
     # Asked of a caller that is not let through as an agent: the weakest role that opens
     # the route (an agent-only route: AGENT, which refuses every other role).
@@ -41,7 +41,7 @@ def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False
         if not (who.role == "agent" and Access.AGENT in needs):
             params = request.path_params
             pool = f"{params['namespace']}/{params['name']}" if pool_in_path else None
-            authorize(who, asked, pool=pool)
+            authorize(who, asked, pool=pool, fleet=fleet or Access.AGENT in needs)
         request.state.principal = who
         return who
 
@@ -64,7 +64,9 @@ PoolAgent = Annotated[Principal, Depends(_gate(Access.AGENT))]
 # ... or also a member (a client cancelling its session) ...
 PoolAgentOrMember = Annotated[Principal, Depends(_gate(frozenset({Access.AGENT, Access.WRITE})))]
 # ... and a reader of /v1/pools/{namespace}/{name}: a viewer, or that pool's own agent.
-PoolReader = Annotated[Principal, Depends(_gate(Access.READ, pool_in_path=True))]
+PoolReader = Annotated[Principal, Depends(_gate(Access.READ, pool_in_path=True, fleet=True))]
+# A reader of the whole control plane (``/metrics``): not a token scoped to one org.
+FleetReader = Annotated[Principal, Depends(_gate(Access.READ, fleet=True))]
 
 
 def access_of(dependencies: list[Any]) -> RouteAccess | None:

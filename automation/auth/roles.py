@@ -44,14 +44,27 @@ class Principal(BaseModel):
     role: Role
     scope: str | None = None  # an agent's pool: "<namespace>/<name>"
     expires_at: datetime | None = None
+    # A member's or viewer's tenant (issue 36); None: every org (see services.tenancy).
+    org_id: str | None = None
+    project_id: str | None = None
 
 
-def authorize(who: Principal, access: Access, pool: str | None = None) -> None:
+def authorize(who: Principal, access: Access, pool: str | None = None, *,
+              fleet: bool = False) -> None:
     """Nothing when ``who`` may; PermissionDenied naming the role and the rule otherwise.
 
     ``pool``: the AgentPool the request concerns. Agent access needs it to be the agent's
     own; read access is also open to the agent of that pool (it reads its own pool's view).
+    ``fleet``: the request is about the whole control plane, not one org's records (the
+    agent broker's AgentPools, ``/metrics``, the dashboard): a token scoped to an org does
+    not reach it. What a scoped token sees of each org's records is
+    ``automation.services.tenancy``'s.
     """
+    if fleet and who.org_id is not None:
+        raise PermissionDenied(f"token {who.name!r} is scoped to an org: this is the whole "
+                               "control plane's", field="scope", value=who.org_id,
+                               rule="takes an unscoped token (AgentPools, metrics and the "
+                                    "dashboard are not one org's)")
     if who.role == "agent":
         if access in (Access.AGENT, Access.READ) and pool is not None and pool == who.scope:
             return

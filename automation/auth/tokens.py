@@ -44,14 +44,16 @@ def live(now: datetime) -> sa.ColumnElement[bool]:
 
 
 def issue(conn: Connection, *, name: str, role: Role, scope: str | None,
-          expires_at: datetime | None, created_by: str,
-          now: datetime) -> tuple[str, dict[str, Any]]:
+          expires_at: datetime | None, created_by: str, now: datetime,
+          org_id: str | None = None, project_id: str | None = None
+          ) -> tuple[str, dict[str, Any]]:
     """A new token and its row (the caller has checked the name is free and the role fits)."""
     token = new_token()
     row_id = ids.new_id("tok")
     row: dict[str, Any] = dict(id=row_id, name=name, role=role, scope=scope,
                token_hash=hash_token(token), prefix=token[:_SHOWN], created_by=created_by,
-               created_at=now, expires_at=expires_at, revoked_at=None)
+               created_at=now, expires_at=expires_at, revoked_at=None, org_id=org_id,
+               project_id=project_id)
     conn.execute(_T.insert().values(**row))
     record_event(conn, now, "token", row_id, "created",
                  f"token {name} ({role}{' of ' + scope if scope else ''}) by {created_by}")
@@ -118,7 +120,8 @@ def authenticate(ledger: Ledger, token: str, now: datetime) -> Principal:
                               f"{row['expires_at']:%Y-%m-%dT%H:%M:%SZ}", field="token",
                               value=shown, rule="must not be expired")
     return Principal(token_id=row["id"], name=row["name"], role=row["role"], scope=row["scope"],
-                     expires_at=row["expires_at"])
+                     expires_at=row["expires_at"], org_id=row["org_id"],
+                     project_id=row["project_id"])
 
 
 def _shown(token: str) -> str:

@@ -118,11 +118,12 @@ class Embedded:
         return check_pool_drift(app, runner, ref)
 
     def create_token(self, name: str, role: str, pool: str | None,
-                     expires_in: timedelta | None, bootstrap: bool) -> IssuedToken:
+                     expires_in: timedelta | None, bootstrap: bool, *, org: str | None = None,
+                     project: str | None = None) -> IssuedToken:
         from automation.services.tokens import create_token
 
         return create_token(self._app(), name, role, by=_local_user(), expires_in=expires_in,
-                            pool=pool, bootstrap=bootstrap)
+                            pool=pool, bootstrap=bootstrap, org=org, project=project)
 
     def list_tokens(self, include_revoked: bool) -> list[ApiToken]:
         from automation.services.tokens import list_tokens
@@ -268,7 +269,7 @@ class Embedded:
         from automation.services import credentials
 
         return credentials.new_credential(self._app(), credentials.NewCredential(
-            body.name, body.provider, body.options(), body.secret))
+            body.name, body.provider, body.options(), body.secret, org=body.org))
 
     def rotate_credential(self, ref: str, secret: SecretMaterial) -> Credential:
         from automation.services.credentials import rotate_credential

@@ -51,12 +51,15 @@ def cluster() -> None:
 @click.option("--allow-private-address", is_flag=True,
               help="Accept a private, loopback or link-local server address: the VMs reach "
                    "it (VPC peering, VPN).")
+@click.option("--org", help="The org that owns it and its pools (default: the org named "
+                            "default).")
 @json_option
 @handle_errors
 @click.pass_context
 def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str | None,
              server_url: str | None, kubernetes_version: str | None, ca_file: Path | None,
-             offline: bool, allow_private_address: bool, as_json: bool) -> None:
+             offline: bool, allow_private_address: bool, org: str | None, as_json: bool
+             ) -> None:
     """Record a cluster: its address, CA hash, version and identity. Embedded mode stores
     the kubeconfig's path; remote mode sends its contents, which the server seals (it must
     then carry its certificates and token inline, with no exec plugin)."""
@@ -65,7 +68,7 @@ def register(ctx: click.Context, name: str, kubeconfig: Path, kube_context: str 
     c = backend_from(ctx).register_cluster(dict(
         name=name, kubeconfig=kubeconfig, context=kube_context, server_url=server_url,
         kubernetes_version=kubernetes_version, ca_file=ca_file, offline=offline,
-        allow_private_address=allow_private_address))
+        allow_private_address=allow_private_address, org=org))
     _show(c, as_json)
 
 

@@ -121,6 +121,8 @@ def credentials() -> None:
 @click.option("--client-id", help="azure: client UUID (secret from AZURE_CLIENT_SECRET; "
                                   "remote mode: sent and sealed).")
 @click.option("--api-key-env", help="other providers: environment variable of the API key.")
+@click.option("--org", help="The org that owns it (default: the org named default); only "
+                            "that org's pools may use it.")
 @json_option
 @handle_errors
 @click.pass_context

@@ -19,6 +19,9 @@ def token() -> None:
                    "viewer (read only) or agent (one AgentPool's broker endpoints).")
 @click.option("--pool", help="For --role agent: the AgentPool, NAMESPACE/NAME.")
 @click.option("--expires", help="Refused after this long: 30m, 12h, 90d (default: never).")
+@click.option("--org", help="For a member or viewer: sees only this org (name or id).")
+@click.option("--project", help="For a member or viewer: of its org, sees only this project's "
+                                "deployments (name or id).")
 @click.option("--bootstrap", is_flag=True,
               help="The first admin token, written straight into this control plane's ledger; "
                    "refused once an admin token exists.")
@@ -26,7 +29,8 @@ def token() -> None:
 @handle_errors
 @click.pass_context
 def token_create(ctx: click.Context, name: str, role: str, pool: str | None,
-                 expires: str | None, bootstrap: bool, as_json: bool) -> None:
+                 expires: str | None, org: str | None, project: str | None, bootstrap: bool,
+                 as_json: bool) -> None:
     """Create a token. It is printed once, on stdout: store it now (only its hash is kept)."""
     from automation.agentpools.config import parse_duration
     from automation.cli.backend import Embedded, backend_from
@@ -36,7 +40,7 @@ def token_create(ctx: click.Context, name: str, role: str, pool: str | None,
         else None
     # --bootstrap is the server host's own step: always its local ledger.
     work = Embedded(ctx, local=True) if bootstrap else backend_from(ctx)
-    made = work.create_token(name, role, pool, expires_in, bootstrap)
+    made = work.create_token(name, role, pool, expires_in, bootstrap, org=org, project=project)
     if as_json:
         print_json(made)
         return

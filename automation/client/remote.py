@@ -113,7 +113,8 @@ class Remote:
                                 DriftReport)
 
     def create_token(self, name: str, role: str, pool: str | None,
-                     expires_in: timedelta | None, bootstrap: bool) -> IssuedToken:
+                     expires_in: timedelta | None, bootstrap: bool, *, org: str | None = None,
+                     project: str | None = None) -> IssuedToken:
         from automation.client.http import dump
         from automation.models import IssuedToken, NewToken
 
@@ -124,7 +125,8 @@ class Remote:
                                "run it on the server's host in embedded mode "
                                "(anycloud --api local token create ... --bootstrap)")
         seconds = int(expires_in.total_seconds()) if expires_in else None
-        body = NewToken(name=name, role=role, pool=pool, expires_in_seconds=seconds)
+        body = NewToken(name=name, role=role, pool=pool, expires_in_seconds=seconds, org=org,
+                        project=project)
         return self.client.call("POST", "/tokens", IssuedToken, json=dump(body))
 
     def list_tokens(self, include_revoked: bool) -> list[ApiToken]:
@@ -253,6 +255,7 @@ class Remote:
             kubernetes_version=options.get("kubernetes_version"),
             offline=options.get("offline", False),
             allow_private_address=options.get("allow_private_address", False),
+            org=options.get("org"),
             ca_pem=self.read_local_file("--ca-file", ca_file) if ca_file else None)
         return self.client.call("POST", "/clusters", Cluster, json=dump(body))
 

@@ -47,6 +47,9 @@ clusters = sa.Table(
     sa.Column("kube_context", sa.String(253)),
     sa.Column("facts_source", sa.String(16)),  # cluster | offline | NULL while unknown
     sa.Column("last_error", sa.Text),
+    # The tenant that owns it (issue 36): its pools are that org's too.
+    sa.Column("org_id", sa.String(32), sa.ForeignKey("orgs.id", name="fk_clusters_org"),
+              nullable=False),
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("deleted_at"),
@@ -68,6 +71,8 @@ credentials = sa.Table(
     # Where to find the secret (profile, key-file path, ids), never the secret itself.
     sa.Column("reference", sa.JSON, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),  # active | deleted
+    sa.Column("org_id", sa.String(32), sa.ForeignKey("orgs.id", name="fk_credentials_org"),
+              nullable=False),
     _ts("created_at", False),
     _ts("deleted_at"),
 )
@@ -113,6 +118,9 @@ node_pools = sa.Table(
     _ts("progress_since"),
     sa.Column("passes_without_progress", sa.Integer, nullable=False, default=0,
               server_default="0"),
+    # Its cluster's org, copied at create (the cluster's org never changes under it).
+    sa.Column("org_id", sa.String(32), sa.ForeignKey("orgs.id", name="fk_node_pools_org"),
+              nullable=False),
     _ts("created_at", False),
     _ts("updated_at", False),
     _ts("deleted_at"),
@@ -126,6 +134,7 @@ sa.Index(
     postgresql_where=node_pools.c.state != "deleted",
 )
 sa.Index("ix_node_pools_state", node_pools.c.state)
+sa.Index("ix_node_pools_org", node_pools.c.org_id)
 
 # The last drift check of each pool's stack (issue 23): when, with which engine, the changes
 # found (urns, types, ops and property names: never a value), or why the check failed. One
@@ -472,6 +481,11 @@ api_tokens = sa.Table(
     sa.Column("role", sa.String(16), nullable=False),  # admin | member | viewer | agent
     # An agent token's AgentPool ("<namespace>/<name>"); NULL for the other roles.
     sa.Column("scope", sa.String(320)),
+    # A member's or viewer's tenant (issue 36): it sees only this org (and, if set, only
+    # this project's deployments). NULL: every org (admins always).
+    sa.Column("org_id", sa.String(32), sa.ForeignKey("orgs.id", name="fk_api_tokens_org")),
+    sa.Column("project_id", sa.String(32),
+              sa.ForeignKey("projects.id", name="fk_api_tokens_project")),
     # SHA-256 of the whole token: the token itself is shown once and never stored.
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("prefix", sa.String(16), nullable=False),  # "acy_" + 6 chars, to tell tokens apart

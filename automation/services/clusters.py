@@ -23,6 +23,7 @@ from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.kube.probe import ClusterUnreachable, sha256_hex
 from automation.ledger import schema
+from automation.ledger.orgs import owning_org
 from automation.ledger.records import Expectation, find_live, record_event
 from automation.models import LIVE_POOL_STATES, Cluster, ClusterState
 from automation.sealing import owner
@@ -54,6 +55,7 @@ class RegisterCluster:
     ca_pem: str | None = None
     # The caller says the VMs reach a private address (VPC peering, a VPN).
     allow_private_address: bool = False
+    org: str | None = None  # the owning org (name or id); None: the default org
 
 
 # Networks VMs in another cloud cannot reach, each with the rule's words for it.
@@ -221,6 +223,7 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
         created_at=now, updated_at=now,
     )
     with app.ledger.write() as conn:
+        row["org_id"] = owning_org(conn, req.org, now)
         taken = conn.execute(
             sa.select(schema.clusters.c.id).where(_LIVE, schema.clusters.c.name == req.name)
         ).first()

@@ -5,7 +5,7 @@ splits the same lifetimes at each UTC midnight (``anycloud cost --daily``, the d
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
@@ -70,12 +70,14 @@ def group_by(text: str) -> GroupBy:
 
 
 def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
-                since: datetime | None = None, path: Path | None = None) -> CostReport:
-    """Cost of every VM attempt's lifetime that overlaps [since, now], grouped ``by``."""
+                since: datetime | None = None, path: Path | None = None,
+                only: Collection[str] | None = None) -> CostReport:
+    """Cost of every VM attempt's lifetime that overlaps [since, now], grouped ``by``
+    (``only``: these pools' VMs alone)."""
     by = group_by(by)
     if since is not None and since > now:
         raise InvalidInput("--since", since.date().isoformat(), "must not be in the future")
-    rows = _lifetimes(ledger, since)
+    rows = _lifetimes(ledger, since, only)
     prices = _prices(ledger, rows, path)
     sums: dict[str, _Sum] = {}
     per_group: dict[str, tuple[set[str], set[str]]] = {}
@@ -105,10 +107,14 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
 # -- what the report and the daily series share --------------------------------------------
 
 
-def _lifetimes(ledger: Ledger, since: datetime | None) -> list[dict[str, Any]]:
+def _lifetimes(ledger: Ledger, since: datetime | None, pools: Collection[str] | None
+               ) -> list[dict[str, Any]]:
+    """Every VM lifetime (of ``pools`` only, when given: a tenant's)."""
     if since is None:
-        return ledger.query(_LIFETIMES_SQL)
-    return ledger.query(_LIFETIMES_SQL + _SINCE, {"since": _ledger_stamp(ledger, since)})
+        rows = ledger.query(_LIFETIMES_SQL)
+    else:
+        rows = ledger.query(_LIFETIMES_SQL + _SINCE, {"since": _ledger_stamp(ledger, since)})
+    return rows if pools is None else [r for r in rows if r["pool_id"] in pools]
 
 
 def _price_key(r: dict[str, Any]) -> PriceKey:
@@ -181,13 +187,13 @@ class _PoolDays:
 
 
 def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
-                path: Path | None = None) -> DailyCost:
+                path: Path | None = None, only: Collection[str] | None = None) -> DailyCost:
     """Cost per pool on each of the last ``days`` UTC days, today (until ``now``) last: the
     VM-seconds of each lifetime that fell in that day, priced as ``cost_report`` prices them."""
     days = checked_days(days)
     now = now.astimezone(UTC)
     first = datetime.combine(now.date() - (days - 1) * _DAY, time(), UTC)
-    rows = _lifetimes(ledger, first)
+    rows = _lifetimes(ledger, first, only)
     prices = _prices(ledger, rows, path)
     pools: dict[str, _PoolDays] = {}
     simulated = _Sum("simulated", None)

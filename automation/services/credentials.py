@@ -17,6 +17,7 @@ from automation import ids
 from automation.app import App
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
+from automation.ledger.orgs import owning_org
 from automation.ledger.records import Expectation, find_live, record_event
 from automation.models import LIVE_POOL_STATES, Credential, SecretMaterial
 from automation.sealing import owner
@@ -37,6 +38,7 @@ class NewCredential:
     options: dict[str, Any] = field(default_factory=dict)
     # The secret itself (through the API): sealed under the server's key.
     secret: SecretMaterial | None = None
+    org: str | None = None  # the owning org (name or id); None: the default org
 
 
 def _require(opts: dict[str, Any], key: str, provider: str) -> Any:
@@ -142,6 +144,7 @@ def new_credential(app: App, req: NewCredential) -> Credential:
         state="active", created_at=now,
     )
     with app.ledger.write() as conn:
+        row["org_id"] = owning_org(conn, req.org, now)
         if conn.execute(sa.select(schema.credentials.c.id).where(
             _LIVE, schema.credentials.c.name == req.name
         )).first():

@@ -87,6 +87,10 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
             conn, credentials, req.credentials, live=credentials.c.state == "active",
             kind="credential", field="--credentials", lock=True,
         )
+        if cred["org_id"] != cluster["org_id"]:
+            raise InvalidInput("--credentials", req.credentials,
+                               f"must belong to the org of cluster {cluster['name']!r} (a "
+                               "pool is its cluster's org's, and its credential pays for it)")
         placement = check_placement(
             app.catalog, cred["provider"], req.region, req.zone, req.vm_type
         )
@@ -106,7 +110,7 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
             credential_id=cred["id"], provider=placement.provider, region=placement.region,
             zone=placement.zone, vm_type=placement.vm_type.name, min_vms=count, max_vms=count,
             state=PoolState.PENDING, hosts_service=False, last_error=None,
-            consecutive_failures=0, created_at=now, updated_at=now,
+            consecutive_failures=0, org_id=cluster["org_id"], created_at=now, updated_at=now,
         )
         try:
             with conn.begin_nested():

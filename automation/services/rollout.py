@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from automation.app import App
@@ -60,9 +60,11 @@ def preview_pool(app: App, runner_for: RunnerFor, ref: str, *, diff: bool = Fals
     return PoolPreview(**dict(result), pool=target.key, cost=stack_cost(target))
 
 
-def preview_all(app: App, runner_for: RunnerFor, *, diff: bool = False) -> list[PoolPreview]:
-    """Every live pool's stack (``preview --all``, for CI)."""
-    return [preview_pool(app, runner_for, pool, diff=diff) for pool in live_pool_ids(app)]
+def preview_all(app: App, runner_for: RunnerFor, *, diff: bool = False,
+                pools: Collection[str] | None = None) -> list[PoolPreview]:
+    """Every live pool's stack (``preview --all``, for CI; ``pools``: of these only)."""
+    return [preview_pool(app, runner_for, pool, diff=diff) for pool in live_pool_ids(app)
+            if pools is None or pool in pools]
 
 
 def preview_addons(app: App, runner_for: RunnerFor, ref: str, *, diff: bool = False,
@@ -130,8 +132,12 @@ def check_addons_policy(app: App, cluster_row: Any) -> PolicyReport:
                         findings=_check(app, target))
 
 
-def check_all(app: App) -> list[PolicyReport]:
-    """Every live pool's stack, and the add-on stack of every cluster with a GPU pool."""
-    return ([check_pool_policy(app, pool) for pool in live_pool_ids(app)]
-            + [check_addons_policy(app, row) for row in gpu_cluster_rows(app)])
+def check_all(app: App, pools: Collection[str] | None = None,
+              clusters: Collection[str] | None = None) -> list[PolicyReport]:
+    """Every live pool's stack, and the add-on stack of every cluster with a GPU pool
+    (``pools``, ``clusters``: of these only)."""
+    return ([check_pool_policy(app, pool) for pool in live_pool_ids(app)
+             if pools is None or pool in pools]
+            + [check_addons_policy(app, row) for row in gpu_cluster_rows(app)
+               if clusters is None or row["id"] in clusters])
 

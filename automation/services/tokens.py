@@ -27,7 +27,9 @@ _POOL = "must be NAMESPACE/NAME of an AgentPool (an agent token acts for that po
 
 
 def create_token(app: App, name: str, role: str, *, by: str, expires_in: timedelta | None = None,
-                 pool: str | None = None, bootstrap: bool = False) -> IssuedToken:
+                 pool: str | None = None, bootstrap: bool = False, org: str | None = None,
+                 project: str | None = None) -> IssuedToken:
+    """``org``/``project`` (name or id) scope a member's or viewer's token to one tenant."""
     check_name("name", name)
     if role not in ROLES:
         raise InvalidInput("--role", role, f"must be one of {', '.join(ROLES)}")
@@ -38,6 +40,10 @@ def create_token(app: App, name: str, role: str, *, by: str, expires_in: timedel
         raise InvalidInput("--pool", pool, "is only for --role agent")
     if expires_in is not None:
         token_lifetime(expires_in.total_seconds(), str(expires_in))
+    if (org or project) and checked not in ("member", "viewer"):
+        raise InvalidInput("--org" if org else "--project", org or project,
+                           "scopes a member's or viewer's token only (an admin is global, "
+                           "an agent bound to its pool)")
     if bootstrap and checked != "admin":
         raise InvalidInput("--bootstrap", True, "makes the first admin token: use --role admin")
     now = app.clock.now()
@@ -52,9 +58,11 @@ def create_token(app: App, name: str, role: str, *, by: str, expires_in: timedel
             raise Conflict(f"token {name!r} already exists", code="ALREADY_EXISTS",
                            field="name", value=name,
                            rule="must be unique among tokens not revoked")
+        org_id, project_id = _tenant(conn, org, project)
         token, row = tokens.issue(conn, name=name, role=checked, scope=pool,
                                   expires_at=now + expires_in if expires_in else None,
-                                  created_by=by, now=now)
+                                  created_by=by, now=now, org_id=org_id,
+                                  project_id=project_id)
     return IssuedToken.model_validate(_view(row, now) | {"token": token})
 
 
@@ -75,6 +83,21 @@ def revoke_token(app: App, ref: str, *, by: str) -> ApiToken:
                         field="name", lock=True)
         tokens.revoke(conn, row["id"], by=by, now=now)
     return ApiToken.model_validate(_view(dict(row) | {"revoked_at": now}, now))
+
+
+def _tenant(conn: Any, org: str | None, project: str | None
+            ) -> tuple[str | None, str | None]:
+    """The org and project ids a token is scoped to (a project's org when only it is named;
+    a project named with an org must be that org's)."""
+    org_row = None if org is None else find_live(conn, schema.orgs, org, live=sa.true(),
+                                                 kind="org", field="--org")
+    if project is None:
+        return (None if org_row is None else org_row["id"]), None
+    found = find_live(conn, schema.projects, project, live=sa.true(), kind="project",
+                      field="--project")
+    if org_row is not None and found["org_id"] != org_row["id"]:
+        raise InvalidInput("--project", project, f"must be a project of org {org!r}")
+    return found["org_id"], found["id"]
 
 
 def _live_admins(conn: Any, now: datetime) -> int:

@@ -96,7 +96,7 @@ def _viewer(request: Request,
             who = token_auth.authenticate(ctx.ledger, token, now)
         except Unauthenticated:
             return None  # revoked or expired since: the session is over
-    authorize(who, Access.READ)
+    authorize(who, Access.READ, fleet=True)
     request.state.principal = who
     return who
 
@@ -262,7 +262,7 @@ async def login(request: Request, _: Public) -> Response:
     token = form.get("token", "").strip()
     try:
         who = token_auth.authenticate(ctx.ledger, token, now)
-        authorize(who, Access.READ)
+        authorize(who, Access.READ, fleet=True)
     except AnycloudError as exc:
         return _login_form(request, f"token refused: {exc}", status=401)
     out = RedirectResponse(f"{PREFIX}/", status_code=303, headers=_HEADERS)

@@ -57,8 +57,11 @@ def test_reopen_is_a_no_op_and_concurrent_opens_migrate_once(ledger_url: str) ->
 
 def test_live_names_are_unique_in_the_database_itself(ledger_url: str) -> None:
     ledger = open_ledger(ledger_url)
-    row = dict(name="prod", server_url="https://x", created_at=NOW, updated_at=NOW)
+    row = dict(name="prod", server_url="https://x", org_id="org-1", created_at=NOW,
+               updated_at=NOW)
     with ledger.write() as conn:
+        conn.execute(schema.orgs.insert().values(id="org-1", name="default", created_at=NOW,
+                                                 updated_at=NOW))
         conn.execute(schema.clusters.insert().values(id="cl-1", state="ready", **row))
         conn.execute(schema.clusters.insert().values(id="cl-0", state="deleted", **row))
     with pytest.raises(sa.exc.IntegrityError), ledger.write() as conn:

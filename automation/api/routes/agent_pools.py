@@ -14,6 +14,7 @@ from automation.api.routers import v1
 from automation.api.security import Reader
 from automation.models import AgentPoolSummary
 from automation.services.agent_pool_view import list_agent_pools
+from automation.services.tenancy import is_scoped
 
 router = v1("agent pools")
 
@@ -23,10 +24,11 @@ class AgentPoolPage(Page[AgentPoolSummary]):
 
 
 @router.get("/agent-pools")
-def list_pools(request: Request, _: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
+def list_pools(request: Request, who: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
                page_token: PageToken = None) -> AgentPoolPage:
-    """Every open AgentPool, by ``<namespace>/<name>``."""
+    """Every open AgentPool, by ``<namespace>/<name>``. AgentPools are the cluster's, not an
+    org's: a token scoped to an org sees none."""
     ctx = request.app.state.ctx
-    items = list_agent_pools(ctx.ledger, ctx.clock.now())
+    items = [] if is_scoped(who) else list_agent_pools(ctx.ledger, ctx.clock.now())
     return page_of(AgentPoolPage, items, lambda p: (p.pool,), page_size=page_size,
                    page_token=page_token, filters={})

@@ -18,6 +18,7 @@ from automation.auth.roles import Principal
 from automation.models import Cluster, EngineUnlock, RegisterClusterRequest, RunResult
 from automation.services import clusters
 from automation.services.stack_engine import stack_runner
+from automation.services.tenancy import only_visible, resolve, visible_ids
 
 router = v1("clusters")
 
@@ -35,7 +36,9 @@ class ClusterPage(Page[Cluster]):
 @router.get("/clusters")
 def list_clusters(request: Request, who: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
                   page_token: PageToken = None) -> ClusterPage:
-    found = [_shown(c, who) for c in clusters.list_clusters(request.app.state.ctx)]
+    ctx = request.app.state.ctx
+    found = [_shown(c, who) for c in only_visible(clusters.list_clusters(ctx),
+                                                  visible_ids(ctx, who, "cluster"))]
     return page_of(ClusterPage, found, by_name, page_size=page_size, page_token=page_token,
                    filters={})
 
@@ -43,7 +46,8 @@ def list_clusters(request: Request, who: Reader, page_size: PageSize = DEFAULT_P
 @router.get("/clusters/{ref}")
 def get_cluster(request: Request, response: Response, ref: str, who: Reader) -> Cluster:
     """With the cluster's ETag (for If-Match on DELETE)."""
-    found = clusters.get_cluster(request.app.state.ctx, ref)
+    ctx = request.app.state.ctx
+    found = clusters.get_cluster(ctx, resolve(ctx, who, "cluster", ref, field="ref"))
     etags.tag(response, found)
     return _shown(found, who)
 
@@ -56,14 +60,16 @@ def register_cluster(request: Request, body: RegisterClusterRequest, who: Admin)
         name=body.name, kubeconfig_text=body.kubeconfig, context=body.context,
         server_url=body.server_url, kubernetes_version=body.kubernetes_version,
         ca_pem=body.ca_pem, offline=body.offline,
-        allow_private_address=body.allow_private_address)
+        allow_private_address=body.allow_private_address, org=body.org)
     return once(request, who, body, lambda: clusters.register_cluster(
         request.app.state.ctx, req), status=201)
 
 
 @router.post("/clusters/{ref}/refresh")
 def refresh_cluster(request: Request, ref: str, who: Member) -> Cluster:
-    return _shown(clusters.refresh_cluster(request.app.state.ctx, ref), who)
+    ctx = request.app.state.ctx
+    return _shown(clusters.refresh_cluster(ctx, resolve(ctx, who, "cluster", ref, field="ref")),
+                  who)
 
 
 @router.delete("/clusters/{ref}", responses=etags.STALE)
@@ -74,13 +80,14 @@ def delete_cluster(request: Request, ref: str, _: Admin, if_match: etags.IfMatch
 
 
 @router.get("/clusters/{ref}/addons/preview")
-def preview_addons(request: Request, ref: str, _: Reader, diff: bool = False) -> RunResult:
+def preview_addons(request: Request, ref: str, who: Reader, diff: bool = False) -> RunResult:
     """The cluster's NVIDIA add-on stack as the control loop would apply it (the cluster's
     objects are read first)."""
     from automation.services.rollout import preview_addons
 
     state = request.app.state
-    return preview_addons(state.ctx, lambda: stack_runner(state), ref, diff=diff)
+    return preview_addons(state.ctx, lambda: stack_runner(state),
+                          resolve(state.ctx, who, "cluster", ref, field="ref"), diff=diff)
 
 
 @router.post("/clusters/{ref}/addons/unlock")

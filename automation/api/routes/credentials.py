@@ -14,6 +14,7 @@ from automation.api.security import Admin, Reader
 from automation.errors import InvalidInput
 from automation.models import Credential, NewCredentialRequest, RotateCredentialRequest
 from automation.services import credentials
+from automation.services.tenancy import only_visible, resolve, visible_ids
 
 router = v1("credentials")
 
@@ -23,17 +24,20 @@ class CredentialPage(Page[Credential]):
 
 
 @router.get("/credentials")
-def list_credentials(request: Request, _: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
+def list_credentials(request: Request, who: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
                      page_token: PageToken = None) -> CredentialPage:
-    found = credentials.list_credentials(request.app.state.ctx)
+    ctx = request.app.state.ctx
+    found = only_visible(credentials.list_credentials(ctx), visible_ids(ctx, who, "credential"))
     return page_of(CredentialPage, found, by_name, page_size=page_size,
                    page_token=page_token, filters={})
 
 
 @router.get("/credentials/{ref}")
-def get_credential(request: Request, response: Response, ref: str, _: Reader) -> Credential:
+def get_credential(request: Request, response: Response, ref: str, who: Reader
+                   ) -> Credential:
     """With the credential's ETag (for If-Match on rotate and DELETE)."""
-    found = credentials.get_credential(request.app.state.ctx, ref)
+    ctx = request.app.state.ctx
+    found = credentials.get_credential(ctx, resolve(ctx, who, "credential", ref, field="ref"))
     etags.tag(response, found)
     return found
 
@@ -47,7 +51,8 @@ def new_credential(request: Request, body: NewCredentialRequest, who: Admin) -> 
         if value is not None:
             raise InvalidInput(name, value, "names a file on the client's machine, which the "
                                "server cannot read: send the secret itself in `secret`")
-    req = credentials.NewCredential(body.name, body.provider, body.options(), body.secret)
+    req = credentials.NewCredential(body.name, body.provider, body.options(), body.secret,
+                                    org=body.org)
     return once(request, who, body, lambda: credentials.new_credential(
         request.app.state.ctx, req), status=201)
 

@@ -18,8 +18,10 @@ from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, 
 from automation.api.provisioning import provisioning
 from automation.api.routers import v1
 from automation.api.security import Member, Reader
+from automation.auth.roles import Principal
 from automation.models import DeploymentStatus, NewDeployment, ProjectDeployment, Workload
 from automation.services import deployment_ops
+from automation.services.tenancy import only_visible, resolve, visible_ids
 
 router = v1("deployments")
 
@@ -33,32 +35,45 @@ def _listed(found: ProjectDeployment | Workload) -> tuple[int, str, str]:
     return (0 if isinstance(found, ProjectDeployment) else 1, found.name, found.id)
 
 
+def _ref(request: Request, who: Principal, ref: str) -> str:
+    """The deployment (or placement) ``ref`` names, as the caller may see it."""
+    return resolve(request.app.state.ctx, who, "deployment", ref, field="ref")
+
+
 @router.get("/deployments")
-def list_deployments(request: Request, _: Reader,
+def list_deployments(request: Request, who: Reader,
                      project: Annotated[str | None, Query(
                          description="Only this project's (name or id); without it, the "
                                      "placements on node pools follow.")] = None,
                      page_size: PageSize = DEFAULT_PAGE_SIZE, page_token: PageToken = None,
                      ) -> DeploymentPage:
-    found = deployment_ops.list_all(request.app.state.ctx, project)
+    ctx = request.app.state.ctx
+    where = None if project is None else resolve(ctx, who, "project", project, field="project")
+    found = only_visible(deployment_ops.list_all(ctx, where), visible_ids(ctx, who, "deployment"))
     return page_of(DeploymentPage, found, _listed, page_size=page_size,
                    page_token=page_token, filters={"project": project})
 
 
 @router.post("/deployments", status_code=201, response_model=ProjectDeployment | Workload)
 def create_deployment(request: Request, body: NewDeployment, who: Member) -> Response:
+    ctx = request.app.state.ctx
+    scoped = body.model_copy(update={
+        "project": body.project and resolve(ctx, who, "project", body.project, field="project"),
+        "node_pool": body.node_pool and resolve(ctx, who, "node pool", body.node_pool,
+                                                field="nodePool")})
+
     def made() -> ProjectDeployment | Workload:
         with provisioning(request) as found:
-            return deployment_ops.create(request.app.state.ctx, body, found)
+            return deployment_ops.create(ctx, scoped, found)
 
     return once(request, who, body, made, status=201)
 
 
 @router.get("/deployments/{ref}")
-def deployment_status(request: Request, response: Response, ref: str, _: Reader
+def deployment_status(request: Request, response: Response, ref: str, who: Reader
                       ) -> DeploymentStatus | Workload:
     ctx = request.app.state.ctx
-    record = deployment_ops.find(ctx, ref)
+    record = deployment_ops.find(ctx, _ref(request, who, ref))
     etags.tag(response, record)
     with provisioning(request) as found:
         return deployment_ops.describe(ctx, record, found)
@@ -74,29 +89,29 @@ def _start(request: Request, response: Response, ref: str, if_match: str | None,
 
 
 @router.post("/deployments/{ref}/start", responses=etags.STALE)
-def start_deployment(request: Request, response: Response, ref: str, _: Member,
+def start_deployment(request: Request, response: Response, ref: str, who: Member,
                      if_match: etags.IfMatch = None) -> ProjectDeployment:
-    return _start(request, response, ref, if_match, restart=False)
+    return _start(request, response, _ref(request, who, ref), if_match, restart=False)
 
 
 @router.post("/deployments/{ref}/restart", responses=etags.STALE)
-def restart_deployment(request: Request, response: Response, ref: str, _: Member,
+def restart_deployment(request: Request, response: Response, ref: str, who: Member,
                        if_match: etags.IfMatch = None) -> ProjectDeployment:
-    return _start(request, response, ref, if_match, restart=True)
+    return _start(request, response, _ref(request, who, ref), if_match, restart=True)
 
 
 @router.post("/deployments/{ref}/stop", responses=etags.STALE)
-def stop_deployment(request: Request, response: Response, ref: str, _: Member,
+def stop_deployment(request: Request, response: Response, ref: str, who: Member,
                     if_match: etags.IfMatch = None) -> ProjectDeployment:
-    done = deployment_ops.stop(request.app.state.ctx, ref,
+    done = deployment_ops.stop(request.app.state.ctx, _ref(request, who, ref),
                                etags.expectation(if_match))
     etags.tag(response, done)
     return done
 
 
 @router.delete("/deployments/{ref}", responses=etags.STALE)
-def delete_deployment(request: Request, ref: str, _: Member, if_match: etags.IfMatch = None
+def delete_deployment(request: Request, ref: str, who: Member, if_match: etags.IfMatch = None
                       ) -> ProjectDeployment | Workload:
     with provisioning(request) as found:
-        return deployment_ops.delete(request.app.state.ctx, ref, found,
+        return deployment_ops.delete(request.app.state.ctx, _ref(request, who, ref), found,
                                      etags.expectation(if_match))

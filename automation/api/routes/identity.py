@@ -21,6 +21,8 @@ class Me(CamelModel):
     role: str
     scope: str | None = None
     expires_at: datetime | None = None
+    org_id: str | None = None  # the tenant a scoped token sees (None: every org)
+    project_id: str | None = None
     server_version: str
 
 
@@ -33,4 +35,4 @@ def healthz(_: Public) -> Health:
 @router.get("/me")
 def me(who: Reader) -> Me:
     return Me(name=who.name, role=who.role, scope=who.scope, expires_at=who.expires_at,
-              server_version=__version__)
+              org_id=who.org_id, project_id=who.project_id, server_version=__version__)

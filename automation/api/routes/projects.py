@@ -15,6 +15,7 @@ from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.models import NewOrg, NewProject, Org, Project
 from automation.services import projects
+from automation.services.tenancy import only_visible, org_of_new, resolve, visible_ids
 
 router = v1("projects")
 
@@ -28,15 +29,18 @@ class ProjectPage(Page[Project]):
 
 
 @router.get("/orgs")
-def list_orgs(request: Request, _: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
+def list_orgs(request: Request, who: Reader, page_size: PageSize = DEFAULT_PAGE_SIZE,
               page_token: PageToken = None) -> OrgPage:
-    return page_of(OrgPage, projects.list_orgs(request.app.state.ctx), by_name,
+    ctx = request.app.state.ctx
+    found = only_visible(projects.list_orgs(ctx), visible_ids(ctx, who, "org"))
+    return page_of(OrgPage, found, by_name,
                    page_size=page_size, page_token=page_token, filters={})
 
 
 @router.get("/orgs/{ref}")
-def get_org(request: Request, response: Response, ref: str, _: Reader) -> Org:
-    found = projects.get_org(request.app.state.ctx, ref)
+def get_org(request: Request, response: Response, ref: str, who: Reader) -> Org:
+    ctx = request.app.state.ctx
+    found = projects.get_org(ctx, resolve(ctx, who, "org", ref, field="ref"))
     etags.tag(response, found)
     return found
 
@@ -48,22 +52,28 @@ def create_org(request: Request, body: NewOrg, who: Admin) -> Response:
 
 
 @router.get("/projects")
-def list_projects(request: Request, _: Reader,
+def list_projects(request: Request, who: Reader,
                   org: Annotated[str | None, Query(description="Only this org's (name or id).")]
                   = None, page_size: PageSize = DEFAULT_PAGE_SIZE, page_token: PageToken = None,
                   ) -> ProjectPage:
-    return page_of(ProjectPage, projects.list_projects(request.app.state.ctx, org), by_name,
+    ctx = request.app.state.ctx
+    where = None if org is None else resolve(ctx, who, "org", org, field="org")
+    found = only_visible(projects.list_projects(ctx, where), visible_ids(ctx, who, "project"))
+    return page_of(ProjectPage, found, by_name,
                    page_size=page_size, page_token=page_token, filters={"org": org})
 
 
 @router.get("/projects/{ref}")
-def get_project(request: Request, response: Response, ref: str, _: Reader) -> Project:
-    found = projects.get_project(request.app.state.ctx, ref)
+def get_project(request: Request, response: Response, ref: str, who: Reader) -> Project:
+    ctx = request.app.state.ctx
+    found = projects.get_project(ctx, resolve(ctx, who, "project", ref, field="ref"))
     etags.tag(response, found)
     return found
 
 
 @router.post("/projects", status_code=201, response_model=Project)
 def create_project(request: Request, body: NewProject, who: Member) -> Response:
+    ctx = request.app.state.ctx
+    org = org_of_new(ctx, who, body.org, field="org") or body.org
     return once(request, who, body, lambda: projects.create_project(
-        request.app.state.ctx, body.name, body.org), status=201)
+        ctx, body.name, org), status=201)

@@ -15,17 +15,20 @@ from automation.api.routers import v1
 from automation.api.security import Member, Public
 from automation.models import NewRuntimeToken, RuntimeToken
 from automation.services import runtime_tokens
+from automation.services.tenancy import resolve
 
 router = v1("deployments")
 
 
 @router.post("/deployments/{ref}/token")
-def deployment_token(request: Request, ref: str, _: Member,
+def deployment_token(request: Request, ref: str, who: Member,
                      body: NewRuntimeToken | None = None) -> RuntimeToken:
     """A short-lived token its runtime accepts: ``aud`` the runtime's audience URL, ``sub``
     the deployment's provision id. Shown once, never stored."""
     ttl = body.ttl_seconds if body else None
-    return runtime_tokens.deployment_token(request.app.state.ctx, ref, ttl)
+    ctx = request.app.state.ctx
+    return runtime_tokens.deployment_token(
+        ctx, resolve(ctx, who, "deployment", ref, field="ref"), ttl)
 
 
 @router.get("/.well-known/jwks.json")

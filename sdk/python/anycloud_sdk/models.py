@@ -96,7 +96,11 @@ class ApiToken(BaseModel):
     ] = None
     id: Annotated[str, Field(title="Id")]
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str | None, Field(alias="orgId", title="Orgid")] = None
     prefix: Annotated[str, Field(title="Prefix")]
+    project_id: Annotated[str | None, Field(alias="projectId", title="Projectid")] = (
+        None
+    )
     revoked_at: Annotated[
         AwareDatetime | None, Field(alias="revokedAt", title="Revokedat")
     ] = None
@@ -434,7 +438,11 @@ class IssuedToken(BaseModel):
     ] = None
     id: Annotated[str, Field(title="Id")]
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str | None, Field(alias="orgId", title="Orgid")] = None
     prefix: Annotated[str, Field(title="Prefix")]
+    project_id: Annotated[str | None, Field(alias="projectId", title="Projectid")] = (
+        None
+    )
     revoked_at: Annotated[
         AwareDatetime | None, Field(alias="revokedAt", title="Revokedat")
     ] = None
@@ -453,6 +461,10 @@ class Me(BaseModel):
         AwareDatetime | None, Field(alias="expiresAt", title="Expiresat")
     ] = None
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str | None, Field(alias="orgId", title="Orgid")] = None
+    project_id: Annotated[str | None, Field(alias="projectId", title="Projectid")] = (
+        None
+    )
     role: Annotated[str, Field(title="Role")]
     scope: Annotated[str | None, Field(title="Scope")] = None
     server_version: Annotated[str, Field(alias="serverVersion", title="Serverversion")]
@@ -570,7 +582,9 @@ class NewToken(BaseModel):
             title="Name",
         ),
     ]
+    org: Annotated[str | None, Field(title="Org")] = None
     pool: Annotated[str | None, Field(title="Pool")] = None
+    project: Annotated[str | None, Field(title="Project")] = None
     role: Annotated[str, Field(title="Role")]
 
 
@@ -871,6 +885,7 @@ class RegisterClusterRequest(BaseModel):
         ),
     ]
     offline: Annotated[bool | None, Field(title="Offline")] = False
+    org: Annotated[str | None, Field(title="Org")] = None
     server_url: Annotated[str | None, Field(alias="serverUrl", title="Serverurl")] = (
         None
     )
@@ -1149,6 +1164,7 @@ class Cluster(BaseModel):
     ]
     last_error: Annotated[str | None, Field(alias="lastError", title="Lasterror")]
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
     sealed_kubeconfig: Annotated[
         SecretSummary | None, Field(alias="sealedKubeconfig")
     ] = None
@@ -1176,6 +1192,7 @@ class Credential(BaseModel):
     created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
     id: Annotated[str, Field(title="Id")]
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
     provider: Annotated[str, Field(title="Provider")]
     reference: Annotated[dict[str, Any], Field(title="Reference")]
     secret: SecretSummary | None = None
@@ -1265,6 +1282,7 @@ class NewCredentialRequest(BaseModel):
             title="Name",
         ),
     ]
+    org: Annotated[str | None, Field(title="Org")] = None
     profile: Annotated[str | None, Field(title="Profile")] = None
     project: Annotated[str | None, Field(title="Project")] = None
     provider: Annotated[str, Field(title="Provider")]
@@ -1290,6 +1308,7 @@ class NodePool(BaseModel):
     max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
     min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
     provider: Annotated[str, Field(title="Provider")]
     region: Annotated[str, Field(title="Region")]
     state: PoolState
@@ -1313,6 +1332,7 @@ class NodePoolCreated(BaseModel):
     max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
     min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
     name: Annotated[str, Field(title="Name")]
+    org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
     provider: Annotated[str, Field(title="Provider")]
     region: Annotated[str, Field(title="Region")]
     state: PoolState

@@ -102,7 +102,7 @@ def test_every_answer_names_the_server_version(http: TestClient,
         assert resp.headers["anycloud-version"] == __version__
     me = http.get("/v1/me", headers=callers["viewer"]).json()
     assert me == {"name": "viewer", "role": "viewer", "scope": None, "expiresAt": None,
-                  "serverVersion": __version__}
+                  "orgId": None, "projectId": None, "serverVersion": __version__}
 
 
 def test_the_openapi_document_needs_a_token_and_names_every_nested_schema(

@@ -104,7 +104,8 @@ def test_every_list_pages(world: App, http: TestClient,
     for n in range(3):
         assert http.post("/v1/deployments", json={"name": f"d{n}", "nodePool": "gpu"},
                          headers=member).is_success
-    assert _every_page(http, "/v1/orgs", member) == (["o0", "o1", "o2"], 2)
+    # "default": the org that owns the world's cluster (made with it)
+    assert _every_page(http, "/v1/orgs", member) == (["default", "o0", "o1", "o2"], 2)
     assert _every_page(http, "/v1/projects", member, {"org": "o0"}) == (
         ["w0", "w1", "w2"], 2)
     assert _every_page(http, "/v1/deployments", member) == (["d0", "d1", "d2"], 2)

@@ -235,7 +235,8 @@ def test_orgs_and_projects_in_both_modes(mode: tuple[str, Run, App]) -> None:
     assert org["name"] == "acme" and org["defaultProvisioner"] is None
     made = ok(run("project", "create", "web", "--org", "acme", "--json"))
     assert made["orgId"] == org["id"]
-    assert [o["name"] for o in ok(run("org", "list", "--json"))] == ["acme"]
+    # "default": the org that owns the set-up's cluster (made with it)
+    assert [o["name"] for o in ok(run("org", "list", "--json"))] == ["acme", "default"]
     assert ok(run("project", "list", "--org", org["id"], "--json")) == [made]
     before = snapshot(app)
     refused(run("org", "create", "acme", "--json"), "ALREADY_EXISTS")

@@ -24,12 +24,12 @@ _ROW = re.compile(r'<tr id="pool-[^"]+" data-pool="([^"]+)" data-state="([^"]+)"
 @pytest.fixture
 def many(world: App) -> App:
     """POOLS pools in the world's cluster (bench_cli_list.seed's bulk insert), FAILED failed."""
-    cluster = world.ledger.query("SELECT id FROM clusters")[0]["id"]
+    cluster, org = world.ledger.query("SELECT id, org_id FROM clusters")[0].values()
     credential = world.ledger.query("SELECT id FROM credentials")[0]["id"]
     now = world.clock.now()
     with world.ledger.write() as conn:
         conn.execute(schema.node_pools.insert(), [dict(
-            id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id=cluster,
+            id=f"np-{i:06d}", name=f"pool-{i:04d}", cluster_id=cluster, org_id=org,
             credential_id=credential, provider="aws", region="us-east-1", zone="us-east-1a",
             vm_type="m7i.large", min_vms=1, max_vms=1,
             state="failed" if i % 40 == 0 else "ready", hosts_service=False,

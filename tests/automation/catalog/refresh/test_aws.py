@@ -30,7 +30,7 @@ NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
 
 def cred(**reference: str) -> Credential:
-    return Credential(id="cr-1", name="team-aws", provider="aws",
+    return Credential(id="cr-1", name="team-aws", provider="aws", org_id="org-1",
                       reference=reference or {"profile": "team"}, state="active", created_at=NOW)
 
 

@@ -48,7 +48,7 @@ def _body(name: str) -> Response:
 
 @pytest.fixture
 def credential() -> Credential:
-    return Credential(id="cr_2", name="team-az", provider="azure", state="active",
+    return Credential(id="cr_2", name="team-az", provider="azure", state="active", org_id="o",
                       created_at=NOW, reference={"subscription_id": SUBSCRIPTION,
                                                  "tenant_id": TENANT, "client_id": CLIENT})
 

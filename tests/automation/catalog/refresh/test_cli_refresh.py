@@ -128,13 +128,14 @@ def test_default_regions_are_those_with_live_pools_else_all(app: App,
     cluster_id = ready_cluster(app, kubeconfig)
     cred_id = credential(app)
     now = datetime(2026, 12, 1, tzinfo=UTC)
+    org = app.ledger.query("SELECT org_id FROM clusters")[0]["org_id"]
     with app.ledger.write() as conn:
         for i, (region, state) in enumerate([("eu-west-1", "ready"), ("us-west-2", "deleted"),
                                              ("eu-west-1", "pending")]):
             conn.execute(schema.node_pools.insert().values(
                 id=f"np-{i}", name=f"p{i}", cluster_id=cluster_id, credential_id=cred_id,
-                provider="aws", region=region, zone=None, vm_type="m5.xlarge", min_vms=1,
-                max_vms=1, state=state, hosts_service=False, consecutive_failures=0,
+                org_id=org, provider="aws", region=region, zone=None, vm_type="m5.xlarge",
+                min_vms=1, max_vms=1, state=state, hosts_service=False, consecutive_failures=0,
                 created_at=now, updated_at=now))
     assert refresh_run.default_regions(app, "aws") == ("eu-west-1",)
 

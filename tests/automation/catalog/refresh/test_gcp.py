@@ -69,7 +69,7 @@ def credential(tmp_path: Path, private_key: rsa.RSAPrivateKey) -> Credential:
         "private_key": pem, "client_email": f"refresh@{PROJECT}.iam.gserviceaccount.com",
         "client_id": "1", "token_uri": TOKEN_URI,
     }))
-    return Credential(id="cr_1", name="team-gcp", provider="gcp", state="active",
+    return Credential(id="cr_1", name="team-gcp", provider="gcp", state="active", org_id="o",
                       created_at=NOW, reference={"project": PROJECT, "key_file": str(key_file)})
 
 

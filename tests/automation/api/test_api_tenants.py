@@ -1,0 +1,370 @@
+"""Tenants (issue 36): a token scoped to an org sees that org's records and nothing of any
+other's. Generated from the route table, as the role matrix is: every route that names a
+record, by every kind of caller, on a record of org alpha and one of org beta; every list,
+by alpha's tokens, holds nothing of beta's."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from automation.app import App
+from automation.auth.roles import Access
+from automation.ledger import schema
+from automation.services import clusters, credentials
+from automation.services.tokens import create_token
+from tests.automation.api.conftest import bearer
+from tests.automation.conftest import DEMO_CA, snapshot
+
+ORGS = ("alpha", "beta")
+# What each record route's {ref} names; a new route that names a record must be added here.
+KIND_OF = {"/v1/node-pools/": "pool", "/v1/clusters/": "cluster",
+           "/v1/credentials/": "credential", "/v1/orgs/": "org", "/v1/projects/": "project",
+           "/v1/deployments/": "deployment", "/v1/sudo/projects/": "project",
+           "/v1/sudo/orgs/": "org"}
+# Routes an allowed caller is tried on for real (the rest run an engine or change the record;
+# their scope check is the same ``tenancy.resolve``, tried here with the out-of-scope caller).
+CHEAP = {("GET", p) for p in ("/v1/node-pools/{ref}", "/v1/node-pools/{ref}/history",
+                              "/v1/clusters/{ref}", "/v1/credentials/{ref}", "/v1/orgs/{ref}",
+                              "/v1/projects/{ref}", "/v1/deployments/{ref}")}
+HAS = {"viewer": {Access.READ}, "member": {Access.READ, Access.WRITE},
+       "admin": {Access.READ, Access.WRITE, Access.ADMIN}}
+# Lists that run an engine over every pool in scope: out of this matrix.
+SLOW_LISTS = {"/v1/preview", "/v1/policy"}
+
+
+def _tenant(app: App, http: TestClient, admin: dict[str, str], org: str,
+            kubeconfig: Any) -> dict[str, str]:
+    """Org ``org`` with a cluster, a credential, a pool, a project, a project deployment and
+    a placement on the pool, every name starting with the org's; the records' ids."""
+    assert http.post("/v1/orgs", json={"name": org}, headers=admin).status_code == 201
+    made = {"org": org}
+    made["cluster"] = clusters.register_cluster(app, clusters.RegisterCluster(
+        name=f"{org}-k3s", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1",
+        ca_file=DEMO_CA, offline=True, org=org)).name
+    made["credential"] = credentials.new_credential(app, credentials.NewCredential(
+        f"{org}-aws", "aws", {"profile": "team"}, org=org)).name
+    pool = http.post("/v1/node-pools", headers=admin, json={
+        "name": f"{org}-gpu", "cluster": f"{org}-k3s", "credentials": f"{org}-aws",
+        "region": "us-east-1", "vmType": "m7i.large", "minVms": 1, "maxVms": 1})
+    assert pool.status_code == 201, pool.text
+    made["pool"] = f"{org}-gpu"
+    now = app.clock.now()
+    with app.ledger.write() as conn:  # a running VM: the pool costs something
+        conn.execute(schema.vm_attempts.insert().values(
+            id=f"at-{org}", pool_id=pool.json()["id"], state="running", node_state="Ready",
+            token_generation=0, created_at=now, updated_at=now, vm_created_at=now))
+    app.clock.advance(timedelta(hours=1))  # type: ignore[attr-defined]
+    assert http.post("/v1/projects", json={"name": f"{org}-web", "org": org},
+                     headers=admin).status_code == 201
+    made["project"] = f"{org}-web"
+    for body in ({"name": f"{org}-api", "project": f"{org}-web"},
+                 {"name": f"{org}-job", "nodePool": f"{org}-gpu"}):
+        resp = http.post("/v1/deployments", json=body, headers=admin)
+        assert resp.status_code == 201, resp.text
+    made["deployment"] = f"{org}-api"
+    return made
+
+
+@pytest.fixture
+def tenants(app: App, http: TestClient, callers: dict[str, dict[str, str]], kubeconfig: Any,
+            monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Orgs alpha and beta, each with one of every record, and the callers: alpha's member
+    and viewer, beta's member, an admin, an agent and no token."""
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"a": {
+        "type": "static", "spec": {"runtimes": [{"host": "a1.example", "slots": 8,
+                                                 "data_dir": "/data/a"}]}}}))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    records = {org: _tenant(app, http, callers["admin"], org, kubeconfig) for org in ORGS}
+    scoped = {f"{org}-{role}": bearer(create_token(app, f"{org}-{role}", role, by="test",
+                                                    org=org).token)
+              for org, role in (("alpha", "member"), ("alpha", "viewer"), ("beta", "member"))}
+    return {"records": records, "callers": {
+        **scoped, "admin": callers["admin"], "agent": callers["agent"], "anonymous": {}}}
+
+
+def _kind(path: str) -> str:
+    found = [kind for prefix, kind in KIND_OF.items() if path.startswith(prefix)]
+    assert found, f"{path} names a record: say its kind in KIND_OF"
+    return max(((p, k) for p, k in KIND_OF.items() if path.startswith(p)),
+               key=lambda pk: len(pk[0]))[1]
+
+
+def _expected(caller: str, access: Any, record_org: str) -> int | None:
+    """401, 403, 404, or None: let through to the handler, the record found."""
+    if caller == "anonymous":
+        return 401
+    if caller == "agent":
+        return 403
+    role = caller.rsplit("-", 1)[-1]
+    needs = access if isinstance(access, frozenset) else {access}
+    if not needs & HAS[role]:
+        return 403
+    if role != "admin" and not caller.startswith(record_org):
+        return 404
+    return None
+
+
+def test_every_record_route_answers_404_out_of_scope(app: App, http: TestClient, api: Any,
+                                                     tenants: dict[str, Any]) -> None:
+    records, callers = tenants["records"], tenants["callers"]
+    if_match = _if_match_routes(api)
+    wrong: list[str] = []
+    tried = 0
+    for (method, path), access in sorted(api.state.route_access.items()):
+        if "{ref}" not in path or path.startswith("/ui/"):
+            continue
+        kind = _kind(path)
+        for org in ORGS:
+            url = path.replace("{ref}", records[org][kind])
+            for caller, headers in callers.items():
+                expected = _expected(caller, access, org)
+                if expected is None:  # found: a cheap read answers; a change with a stale
+                    # If-Match is refused (412), so it was found and nothing changed
+                    if (method, path) in CHEAP:
+                        expected, sent = 200, headers
+                    elif (method, path) in if_match:
+                        expected, sent = 412, {**headers, "If-Match": '"stale"'}
+                    else:
+                        continue
+                else:
+                    sent = headers
+                before = snapshot(app)
+                resp = http.request(method, url, headers=sent,
+                                    json={} if method == "POST" else None)
+                tried += 1
+                if resp.status_code != expected:
+                    wrong.append(f"{caller}: {method} {url} -> {resp.status_code}, expected "
+                                 f"{expected}: {resp.text}")
+                elif expected == 404 and org in resp.text.replace(records[org][kind], ""):
+                    wrong.append(f"{caller}: {method} {url}: the 404 tells more than the "
+                                 f"name asked: {resp.text}")
+                if expected != 200 and snapshot(app) != before:
+                    wrong.append(f"{caller}: {method} {url}: refused but the ledger changed")
+    assert tried > 200 and not wrong, "\n".join(wrong)
+
+
+def _if_match_routes(api: Any) -> set[tuple[str, str]]:
+    """The routes that take If-Match (their OpenAPI operation declares the header)."""
+    return {(method.upper(), path) for path, ops in api.openapi()["paths"].items()
+            for method, op in ops.items()
+            if any(p.get("name") == "if-match" for p in op.get("parameters", []))}
+
+
+def test_every_list_shows_alpha_nothing_of_beta(http: TestClient, api: Any,
+                                                tenants: dict[str, Any]) -> None:
+    callers = tenants["callers"]
+    beta_ids = _ids_of(http, callers["admin"], "beta")
+    lists = sorted(path for (method, path), _ in api.state.route_access.items()
+                   if method == "GET" and "{" not in path and path.startswith("/v1/")
+                   and path not in SLOW_LISTS)
+    assert {"/v1/node-pools", "/v1/clusters", "/v1/deployments", "/v1/cost"} <= set(lists)
+    wrong = []
+    for caller in ("alpha-member", "alpha-viewer"):
+        for path in lists:
+            resp = http.get(path, headers=callers[caller])
+            if resp.status_code in (401, 403):
+                continue  # not this role's
+            text = resp.text
+            leaked = [t for t in ("beta", *beta_ids) if t in text]
+            if leaked:
+                wrong.append(f"{caller}: GET {path} shows {leaked}: {text[:300]}")
+    assert not wrong, "\n".join(wrong)
+    member = callers["alpha-member"]
+    pools = http.get("/v1/node-pools", headers=member).json()["items"]
+    assert [p["name"] for p in pools] == ["alpha-gpu"]
+    assert {d["name"] for d in http.get("/v1/deployments", headers=member).json()["items"]} \
+        == {"alpha-api", "alpha-job"}
+    assert [o["name"] for o in http.get("/v1/orgs", headers=member).json()["items"]] == ["alpha"]
+    assert len(http.get("/v1/node-pools", headers=callers["admin"]).json()["items"]) == 2
+    cost = http.get("/v1/cost", headers=member).json()
+    assert [line["group"] for line in cost["lines"]] == ["alpha-k3s/alpha-gpu"], cost
+
+
+def _ids_of(http: TestClient, admin: dict[str, str], org: str) -> set[str]:
+    """The ids of every record of ``org`` (as an admin lists them)."""
+    found = set()
+    for path in ("/v1/clusters", "/v1/credentials", "/v1/node-pools", "/v1/orgs",
+                 "/v1/projects", "/v1/deployments"):
+        for item in http.get(path, headers=admin).json()["items"]:
+            if item["name"].startswith(org):
+                found.add(item["id"])
+    assert len(found) == 7, found  # org, cluster, credential, pool, project, 2 deployments
+    return found
+
+
+def test_a_scoped_member_creates_only_in_its_org(app: App, http: TestClient,
+                                                 tenants: dict[str, Any]) -> None:
+    member = tenants["callers"]["alpha-member"]
+    before = snapshot(app)
+    for body, field in (({"name": "x", "cluster": "beta-k3s", "credentials": "alpha-aws",
+                          "region": "us-east-1", "vmType": "m7i.large", "minVms": 1,
+                          "maxVms": 1}, "cluster"),
+                        ({"name": "x", "cluster": "alpha-k3s", "credentials": "beta-aws",
+                          "region": "us-east-1", "vmType": "m7i.large", "minVms": 1,
+                          "maxVms": 1}, "credentials")):
+        resp = http.post("/v1/node-pools", json=body, headers=member)
+        assert (resp.status_code, resp.json()["field"]) == (404, field), resp.text
+    for path, body, field in (("/v1/projects", {"name": "x", "org": "beta"}, "org"),
+                              ("/v1/deployments", {"name": "x", "project": "beta-web"},
+                               "project"),
+                              ("/v1/deployments", {"name": "x", "nodePool": "beta-gpu"},
+                               "nodePool")):
+        resp = http.post(path, json=body, headers=member)
+        assert (resp.status_code, resp.json()["field"]) == (404, field), resp.text
+    assert snapshot(app) == before
+    # Named in its own org, or not named (its one cluster): made there.
+    made = http.post("/v1/node-pools", headers=member, json={
+        "name": "cpu", "credentials": "alpha-aws", "region": "us-east-1",
+        "vmType": "m7i.large", "minVms": 1, "maxVms": 1})
+    assert made.status_code == 201, made.text
+    alpha = http.get("/v1/orgs/alpha", headers=member).json()["id"]
+    assert made.json()["orgId"] == alpha
+    assert http.post("/v1/projects", json={"name": "api2", "org": "alpha"},
+                     headers=member).json()["orgId"] == alpha
+
+
+def test_an_admin_pairs_a_pool_with_a_credential_of_its_clusters_org(
+        app: App, http: TestClient, tenants: dict[str, Any]) -> None:
+    before = snapshot(app)
+    resp = http.post("/v1/node-pools", headers=tenants["callers"]["admin"], json={
+        "name": "x", "cluster": "alpha-k3s", "credentials": "beta-aws", "region": "us-east-1",
+        "vmType": "m7i.large", "minVms": 1, "maxVms": 1})
+    assert resp.status_code == 400 and resp.json()["field"] == "--credentials", resp.text
+    assert "the org of cluster 'alpha-k3s'" in resp.json()["rule"]
+    assert snapshot(app) == before
+
+
+def test_scoped_tokens_are_for_members_and_viewers_of_a_real_org(app: App) -> None:
+    from automation.errors import InvalidInput, NotFound
+
+    with pytest.raises(InvalidInput, match="scopes a member's or viewer's token only"):
+        create_token(app, "x", "admin", by="t", org="default")
+    with pytest.raises(NotFound):
+        create_token(app, "x", "viewer", by="t", org="nowhere")
+
+
+def test_a_project_scoped_token_sees_its_project_alone(app: App, http: TestClient,
+                                                       tenants: dict[str, Any]) -> None:
+    admin = tenants["callers"]["admin"]
+    assert http.post("/v1/projects", json={"name": "alpha-ops", "org": "alpha"},
+                     headers=admin).status_code == 201
+    assert http.post("/v1/deployments", json={"name": "alpha-cron", "project": "alpha-ops"},
+                     headers=admin).status_code == 201
+    ops = bearer(create_token(app, "ops", "member", by="t", project="alpha-ops").token)
+    me = http.get("/v1/me", headers=ops).json()
+    assert me["orgId"] == http.get("/v1/orgs/alpha", headers=admin).json()["id"]
+    names = {d["name"] for d in http.get("/v1/deployments", headers=ops).json()["items"]}
+    assert names == {"alpha-cron", "alpha-job"}  # its project's, and the org's placements
+    assert http.get("/v1/deployments/alpha-api", headers=ops).status_code == 404
+    assert [p["name"] for p in http.get("/v1/projects", headers=ops).json()["items"]] \
+        == ["alpha-ops"]
+    refused = http.post("/v1/projects", json={"name": "y", "org": "alpha"}, headers=ops)
+    assert refused.status_code == 403 and refused.json()["field"] == "scope"
+
+
+def test_the_whole_fleets_views_refuse_a_scoped_token(http: TestClient,
+                                                      tenants: dict[str, Any]) -> None:
+    viewer = tenants["callers"]["alpha-viewer"]
+    for path in ("/metrics", "/v1/pools/default/cpu"):
+        resp = http.get(path, headers=viewer)
+        assert resp.status_code == 403 and resp.json()["field"] == "scope", (path, resp.text)
+    assert http.get("/v1/agent-pools", headers=viewer).json()["items"] == []
+
+
+def test_an_idempotency_key_is_the_callers_own(http: TestClient,
+                                               tenants: dict[str, Any]) -> None:
+    callers = tenants["callers"]
+    key = {"Idempotency-Key": "same-key"}
+    first = http.post("/v1/projects", json={"name": "alpha-two", "org": "alpha"},
+                      headers=callers["alpha-member"] | key)
+    assert first.status_code == 201
+    replay = http.post("/v1/projects", json={"name": "alpha-two", "org": "alpha"},
+                       headers=callers["beta-member"] | key)
+    assert replay.status_code == 404 and first.json()["id"] not in replay.text
+
+
+# --- the property: whatever two orgs make, one's answers hold nothing of the other's -------
+
+_NAMES = st.sampled_from(["a", "b", "c"])
+_OPS = st.lists(st.tuples(st.sampled_from(["one", "two"]),
+                          st.sampled_from(["project", "pool", "deployment", "placement"]),
+                          _NAMES), min_size=1, max_size=8)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(ops=_OPS)
+def test_no_answer_to_one_org_holds_anything_of_the_others(
+        app: App, http: TestClient, callers: dict[str, dict[str, str]], kubeconfig: Any,
+        monkeypatch: pytest.MonkeyPatch, ops: list[tuple[str, str, str]]) -> None:
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"a": {
+        "type": "static", "spec": {"runtimes": [{"host": "a1.example", "slots": 64,
+                                                 "data_dir": "/data/a"}]}}}))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    admin = callers["admin"]
+    run = len(http.get("/v1/orgs", headers=admin).json()["items"])  # a fresh pair per example
+    org = {side: f"o{run}{side}" for side in ("one", "two")}
+    token = {}
+    for side, name in org.items():
+        assert http.post("/v1/orgs", json={"name": name}, headers=admin).status_code == 201
+        clusters.register_cluster(app, clusters.RegisterCluster(
+            name=f"{name}-k3s", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1",
+            ca_file=DEMO_CA, offline=True, org=name))
+        credentials.new_credential(app, credentials.NewCredential(
+            f"{name}-aws", "aws", {"profile": "team"}, org=name))
+        token[side] = bearer(create_token(app, f"{name}-m", "member", by="t", org=name).token)
+        http.post("/v1/projects", json={"name": f"{name}-p", "org": name}, headers=token[side])
+    answers: dict[str, list[str]] = {"one": [], "two": []}
+    sent: dict[str, set[str]] = {"one": set(), "two": set()}
+    for side, kind, short in ops:
+        name = f"n{short}{run}z"  # the same names on both sides: they may collide
+        sent[side].add(name)
+        body, path = {
+            "project": ({"name": name, "org": org[side]}, "/v1/projects"),
+            "pool": ({"name": name, "credentials": f"{org[side]}-aws", "region": "us-east-1",
+                      "vmType": "m7i.large", "minVms": 1, "maxVms": 1}, "/v1/node-pools"),
+            "deployment": ({"name": name, "project": f"{org[side]}-p"}, "/v1/deployments"),
+            "placement": ({"name": f"{name}-w", "nodePool": name}, "/v1/deployments"),
+        }[kind]
+        resp = http.post(path, json=body, headers=token[side])
+        assert resp.status_code < 500, resp.text
+        answers[side].append(resp.text)
+        for listed in ("/v1/projects", "/v1/node-pools", "/v1/deployments", "/v1/orgs",
+                       "/v1/clusters", "/v1/credentials", "/v1/cost"):
+            answers[side].append(http.get(listed, headers=token[side]).text)
+    for side, other in (("one", "two"), ("two", "one")):
+        theirs = _owned(http, admin, org[other])
+        for text in answers[side]:
+            # The other's ids never; its names only where this side sent the same one (a
+            # taken name: names of projects and deployments are global, like bucket names).
+            leaked = {t for t in theirs if t in text and t not in sent[side]}
+            assert not leaked, (side, leaked, text[:400])
+
+
+def _owned(http: TestClient, admin: dict[str, str], org: str) -> set[str]:
+    """Every id and name of ``org``'s records, as an admin sees them."""
+    org_id = http.get(f"/v1/orgs/{org}", headers=admin).json()["id"]
+    found = {org, org_id}
+    pools = [p for p in http.get("/v1/node-pools?pageSize=1000", headers=admin).json()["items"]
+             if p["cluster"].startswith(org + "-")]
+    projects = [p for p in http.get("/v1/projects?pageSize=1000", headers=admin).json()["items"]
+                if p["orgId"] == org_id]
+    for item in (*pools, *projects):
+        found |= {item["id"], item["name"]}
+    for item in http.get("/v1/deployments?pageSize=1000", headers=admin).json()["items"]:
+        if item.get("projectId") in {p["id"] for p in projects} or \
+                item.get("poolId") in {p["id"] for p in pools}:
+            found |= {item["id"], item["name"]}
+    for path in ("/v1/clusters", "/v1/credentials"):
+        for item in http.get(path, headers=admin).json()["items"]:
+            if item["orgId"] == org_id:
+                found |= {item["id"], item["name"]}
+    return found
