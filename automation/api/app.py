@@ -12,6 +12,7 @@ import warnings
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request, Response
+from starlette.middleware.gzip import GZipMiddleware
 
 from automation import __version__
 from automation.agentpools.registry import Registry
@@ -45,6 +46,9 @@ VERSION_HEADER = "Anycloud-Version"
 # wrong with the schema or the validation; the warning is noise in the server's log.
 warnings.filterwarnings("ignore", message="The 'alias' attribute with value",
                         category=UserWarning)
+
+
+GZIP_ABOVE_BYTES = 1024
 
 
 def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
@@ -82,6 +86,12 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     @api.get(f"{PREFIX}/openapi.json", include_in_schema=False)
     def openapi_document(_: Reader) -> dict[str, Any]:
         return api.openapi()
+
+    # A list of 1,000 pools is ~1 MB of JSON: compressed for a client that accepts gzip
+    # (httpx, the SDK, browsers); small answers are not worth the CPU. Added before the
+    # middleware below, so it sees each route's answer whole (and its size) rather than
+    # that middleware's stream, which it would compress whatever its size.
+    api.add_middleware(GZipMiddleware, minimum_size=GZIP_ABOVE_BYTES)
 
     @api.middleware("http")
     async def _version(request: Request, call_next: Any) -> Response:
