@@ -1,7 +1,8 @@
 """The gate of every route: the caller's token, then the role the route needs.
 
-Each route takes one of ``Reader``, ``Member``, ``Admin`` (or ``Public``), or for the agent
-broker ``PoolAgent``, ``PoolAgentOrMember`` and ``PoolReader``, as a parameter; the dependency
+Each route takes one of ``Reader``, ``Member``, ``Admin`` (or ``Public``), ``FleetReader``
+for the whole control plane's views, or for the agent broker ``PoolAgent``,
+``PoolAgentOrMember`` and ``PoolReader``, as a parameter; the dependency
 it names carries its access, which is how ``route_access`` reads the route table (and a route
 with none refuses to start). The gate runs before the request's body is read or validated, so a
 refused caller learns nothing about the route's input.

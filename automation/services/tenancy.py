@@ -103,28 +103,24 @@ def resolve(app: App, who: Principal | None, kind: Kind, ref: str, *, field: str
 def sole(app: App, who: Principal | None, kind: Kind, *, field: str) -> str | None:
     """For a scoped caller who named no ``kind``: the one it sees (None for anyone else,
     whose service picks as it always did). Refused when it sees none or several."""
-    ids = visible_ids(app, who, kind)
-    if ids is None:
+    if who is None or not is_scoped(who):
         return None
     table, live = _TABLES[kind]
     with app.ledger.read() as conn:
         rows = conn.execute(sa.select(table.c.id, table.c.name).where(
-            table.c.id.in_(ids), live).order_by(table.c.name)).all()
+            live, _condition(who, kind)).order_by(table.c.name)).all()
     if len(rows) != 1:
         raise InvalidInput(field, None, f"name the {kind}: your org has "
                            + (f"several ({', '.join(r.name for r in rows)})" if rows else "none"))
     return str(rows[0].id)
 
 
-def org_of_new(app: App, who: Principal | None, ref: str | None, *, field: str) -> str | None:
-    """The org a new record is made in: the one named, within the caller's scope (NotFound
-    otherwise), else the caller's own org (None for an unscoped caller: the default org).
-    A token scoped to one project makes nothing at the org's level."""
-    if who is not None and who.project_id is not None:
+def org_of_new_project(app: App, who: Principal, ref: str, *, field: str) -> str:
+    """The org a new project is made in: ``ref`` within the caller's scope (NotFound
+    otherwise). A token scoped to one project makes no other."""
+    if who.project_id is not None:
         raise PermissionDenied(
-            f"token {who.name!r} is scoped to one project: it may not create this",
+            f"token {who.name!r} is scoped to one project: it may not create another",
             field="scope", value=who.project_id,
             rule="a project-scoped token acts on its project's deployments only")
-    if ref is None:
-        return who.org_id if who is not None else None
     return resolve(app, who, "org", ref, field=field)

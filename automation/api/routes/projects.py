@@ -15,7 +15,7 @@ from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.models import NewOrg, NewProject, Org, Project
 from automation.services import projects
-from automation.services.tenancy import only_visible, org_of_new, resolve, visible_ids
+from automation.services.tenancy import only_visible, org_of_new_project, resolve, visible_ids
 
 router = v1("projects")
 
@@ -74,6 +74,6 @@ def get_project(request: Request, response: Response, ref: str, who: Reader) -> 
 @router.post("/projects", status_code=201, response_model=Project)
 def create_project(request: Request, body: NewProject, who: Member) -> Response:
     ctx = request.app.state.ctx
-    org = org_of_new(ctx, who, body.org, field="org") or body.org
+    org = org_of_new_project(ctx, who, body.org, field="org")
     return once(request, who, body, lambda: projects.create_project(
         ctx, body.name, org), status=201)

@@ -90,10 +90,10 @@ def tenants(app: App, http: TestClient, callers: dict[str, dict[str, str]], kube
 
 
 def _kind(path: str) -> str:
-    found = [kind for prefix, kind in KIND_OF.items() if path.startswith(prefix)]
+    """The kind of the record ``{ref}`` names: the longest prefix of ``path`` listed."""
+    found = [prefix for prefix in KIND_OF if path.startswith(prefix)]
     assert found, f"{path} names a record: say its kind in KIND_OF"
-    return max(((p, k) for p, k in KIND_OF.items() if path.startswith(p)),
-               key=lambda pk: len(pk[0]))[1]
+    return KIND_OF[max(found, key=len)]
 
 
 def _expected(caller: str, access: Any, record_org: str) -> int | None:
