@@ -16,7 +16,8 @@ process group, SIGKILL 5 s later) and released with their exit codes, then the a
 deregisters and exits 0.
 
 The broker being away for a while is survived: every call is retried until it answers (or
-the agent is told to stop); a broker that forgot the agent (404) is registered with again.
+the agent is told to stop); a broker that forgot the agent (404) is registered with again,
+unless the agent is stopping: a leaving agent never rejoins its pool.
 
 Retired (410 AGENT_RETIRED, to a heartbeat, a work poll or a register): the operator took
 this agent out of its pool before deleting its pod (scale-down), or the pool was deleted. It
@@ -217,6 +218,10 @@ class Agent:
         self._runs_lock = threading.Lock()
         self._registered = threading.Lock()
         self._registered_once = threading.Event()
+        # Set once it has deregistered (under ``_registered``): a call still in flight that
+        # is told 404 must not register it again, or the pool would keep a ready agent
+        # whose process has exited.
+        self.left = threading.Event()
 
     # the broker, patiently
 
@@ -247,6 +252,10 @@ class Agent:
             except NotFound as exc:
                 if exc.field != "agent":
                     raise
+                if self.stopping.is_set():  # leaving: a broker that forgot us is not rejoined
+                    if until_stopped:
+                        return None
+                    raise
                 self.log("broker", "the broker does not know this agent: registering again",
                          {})
                 self.register()
@@ -258,6 +267,8 @@ class Agent:
     def register(self) -> None:
         s = self.settings
         with self._registered:
+            if self.left.is_set():
+                raise NotFound("agent", s.agent_id, field="agent")
             agent = self.retry(lambda: self.client.register(s.pool, s.agent_id, s.pod, s.slots))
             self._registered_once.set()
         self.log("registered", f"agent {s.agent_id} registered in pool {s.pool} with "
@@ -313,10 +324,12 @@ class Agent:
         # The poller may sit in a long poll: not waited for. A session it would still be
         # given was assigned before the draining beat; deregistering fails it (never lost).
         poller.join(timeout=0.5)
-        try:
-            self.client.deregister(self.settings.agent_id)
-        except AnycloudError as exc:
-            self.log("broker", f"could not deregister: {exc.message}", {})
+        with self._registered:
+            self.left.set()
+            try:
+                self.client.deregister(self.settings.agent_id)
+            except AnycloudError as exc:
+                self.log("broker", f"could not deregister: {exc.message}", {})
         self.log("stopped", f"agent {self.settings.agent_id} stopped", {})
         return 0
 
