@@ -21,5 +21,10 @@ def short_lived_process() -> None:
 
 def main() -> None:
     """The ``anycloud`` console script."""
+    from automation.cli import gc_mode
+
     short_lived_process()
-    cli()
+    try:
+        cli()
+    finally:
+        gc_mode.exiting()

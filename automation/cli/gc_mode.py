@@ -6,6 +6,12 @@ of ~170 for ``node-pool list --json``; ``benchmarks/bench_start_up.py``). So the
 script starts with a high first threshold (cycles are still collected, only less often), and
 a command that runs until stopped (serve, operator, broker, agent) puts the defaults back
 first.
+
+On the way out, the interpreter's last collection walks every object still alive (the
+modules, SQLAlchemy's and pydantic's caches): ~65 ms of a 1,000-pool ``list --json``'s ~290.
+``exiting`` freezes them first, so that walk is skipped and the OS reclaims the memory as it
+would anyway. Nothing else changes: atexit handlers, open files and stdio are flushed and
+closed as before.
 """
 
 from __future__ import annotations
@@ -21,3 +27,7 @@ def short_lived() -> None:
 
 def long_running() -> None:
     gc.set_threshold(*_DEFAULTS)
+
+
+def exiting() -> None:
+    gc.freeze()

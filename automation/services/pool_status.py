@@ -23,7 +23,6 @@ from automation.models import (
     VmCounts,
     drift_source,
 )
-from automation.reconciler import brake
 from automation.redact import HIDDEN, cluster_values, known_values, redact
 from automation.services.cost import PriceKey, lookup_prices, rate
 from automation.settings import BrakeLimits
@@ -122,6 +121,10 @@ def _holds(ledger: Ledger, cluster_ids: set[str] | None,
             _maybe_utc(r["vm_created_at"])))
     if not by_pool:
         return {}  # nothing failing: no cluster braked
+    # Imported here: a healthy fleet's list and status do not pay for the reconciler's
+    # modules (~15 ms of a command's start-up).
+    from automation.reconciler import brake
+
     by_cluster: dict[str, list[brake.PoolHealth]] = {}
     for t in ledger.query(_BRAKE_TOTALS_SQL.format(clusters=clusters), params):
         sick = brake.pool_health(t["pool_id"], by_pool.get(t["pool_id"], ()), now)

@@ -1,5 +1,6 @@
 """The CLI's garbage-collector mode (automation/cli/gc_mode.py): short-lived by default, the
-defaults back for the commands that run until stopped."""
+defaults back for the commands that run until stopped, and what is alive frozen on the way
+out (so the interpreter's last collection does not walk it)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,15 @@ try:
     main()
 except SystemExit:
     pass
-print(gc.get_threshold()[0], seen.get("long", (0,))[0], file=sys.stderr)
+print(gc.get_threshold()[0], seen.get("long", (0,))[0], gc.get_freeze_count() > 0,
+      file=sys.stderr)
 """
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
-    (["--help"], "100000 0"),  # short-lived: the long-running defaults were never asked for
+    # short-lived: the long-running defaults were never asked for; frozen once it is done
+    (["--help"], "100000 0 True"),
+    (["no-such-command"], "100000 0 True"),  # an error on the way out too
 ])
 def test_the_anycloud_script_starts_short_lived(argv: list[str], expected: str) -> None:
     done = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True,
