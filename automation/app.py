@@ -14,7 +14,7 @@ from automation.ledger.db import Ledger
 
 if TYPE_CHECKING:
     from automation.kube.probe import ClusterProbe
-    from automation.sealing import SealingKey
+    from automation.sealing import KeySource, SealingKey
 
 
 def _kubernetes_probe() -> ClusterProbe:
@@ -88,12 +88,25 @@ class App:
         return {}  # memory file -> the fingerprint of what it holds
 
     @cached_property
-    def sealing(self) -> SealingKey | None:
-        """The key secrets are sealed under (ANYCLOUD_SECRETS_KEY_FILE, ANYCLOUD_SECRETS_KEY);
-        None when the environment names none. Read on first use: commands that store or
-        open no secret never need it."""
+    def keys(self) -> KeySource:
+        """Where the secrets key comes from (ANYCLOUD_SECRETS_KEY_FILE, ANYCLOUD_SECRETS_KEY).
+        Read on first use: commands that store or open no secret never need it."""
         import os
 
-        from automation.sealing import load_key
+        from automation.sealing import KeySource
 
-        return load_key(os.environ)
+        return KeySource(os.environ)
+
+    @property
+    def sealing(self) -> SealingKey | None:
+        """The key secrets are sealed under, with the previous keys that still open (a
+        rotation under way); None when the environment names none. Its file is read again
+        when it changes, so a running server follows a rotation."""
+        if "_sealing_given" in self.__dict__:
+            return self.__dict__["_sealing_given"]  # type: ignore[no-any-return]
+        return self.keys.current()
+
+    @sealing.setter
+    def sealing(self, key: SealingKey | None) -> None:
+        """A fixed key (tests, the simulators), never read from the environment."""
+        self.__dict__["_sealing_given"] = key

@@ -2,13 +2,15 @@
 
 ``ANYCLOUD_CRASH_AT=after-attempt-write`` makes the process SIGKILL itself the first time it
 reaches that boundary, exactly as an OOM kill or a node loss would, so the crash-safety test
-can prove every boundary recoverable. Unset (always, outside that test) it does nothing.
+can prove every boundary recoverable; ``name@3`` the third time (a loop's third batch).
+Unset (always, outside those tests) it does nothing.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections import Counter
 
 BOUNDARIES = (
     "after-attempt-write",  # attempt rows written, no cloud call yet
@@ -23,9 +25,16 @@ BOUNDARIES = (
     "after-move-intent",  # a deployment's move written, nothing done yet
     "after-deprovision",  # the old provisioner released the resource, step not yet recorded
     "after-provision",  # the new provisioner holds the resource, deployment not yet updated
+    "mid-reseal-batch",  # a batch of secrets sealed again, not yet committed
+    "after-reseal-batch",  # a batch committed, the next not begun
 )
+_REACHED: Counter[str] = Counter()
 
 
 def crashpoint(name: str) -> None:
-    if os.environ.get("ANYCLOUD_CRASH_AT") == name:
+    at, _, nth = os.environ.get("ANYCLOUD_CRASH_AT", "").partition("@")
+    if at != name:
+        return
+    _REACHED[name] += 1
+    if _REACHED[name] == int(nth or 1):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -126,6 +126,39 @@ class SecretSummary(CamelModel):
     rotated_at: datetime | None = None
 
 
+class SecretsKeyStatus(CamelModel):
+    """``secrets-key status``: the key a server seals under, the previous keys it still opens
+    with (a rotation under way), and how many sealed secrets each key id holds; ``unreadable``
+    counts those sealed under a key this server does not hold."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key_id: str
+    previous_key_ids: list[str]
+    sealed: dict[str, int]
+    unreadable: int
+
+
+class SecretsKeyRotation(SecretsKeyStatus):
+    """``secrets-key rotate``: the secrets sealed again under ``key_id`` by this run, in how
+    many batches (one transaction each), and the counts after it."""
+
+    resealed: int
+    batches: int
+
+
+class RotateSecretsKey(CamelRequest):
+    """``POST /v1/secrets-key/rotate``: the id of the key to seal everything under, which
+    must be the server's current key (the first in its key file). The key itself never
+    travels: the server reads it from its own key file."""
+
+    key_id: str
+    batch_size: int = 100
+    # Seconds before the last pass, for a request that read the old key before the new one
+    # was put first (automation.services.secrets_key).
+    settle_seconds: float = 2.0
+
+
 class Cluster(_Record):
     id: str
     name: str

@@ -10,6 +10,12 @@ apart without either being shown.
 
 The key is 32 random bytes, base64, in a file only its owner reads (``anycloud
 secrets-key new``; ``ANYCLOUD_SECRETS_KEY_FILE``) or in ``ANYCLOUD_SECRETS_KEY``.
+
+A key file may hold several keys, one per line: the first seals, the others (previous keys)
+only open what they sealed. That is how a rotation runs without downtime (``anycloud
+secrets-key rotate``): the new key goes first, every secret is sealed again under it while
+the old one still opens what is not yet, then the old one leaves the file. A server reads its
+key file again when the file changes (``KeySource``), so it follows without a restart.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class SealedSecretUnreadable(AnycloudError):
 @dataclass(frozen=True)
 class SealingKey:
     raw: bytes = field(repr=False)
+    # Keys that still open what they sealed, never used to seal (a rotation under way).
+    previous: tuple[SealingKey, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if len(self.raw) != 32:
@@ -90,22 +98,26 @@ class SealingKey:
         if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + _KEY_ID_LEN + _NONCE_LEN + 16:
             raise SealedSecretUnreadable(owner, "not a sealed secret")
         key_id = blob[len(_MAGIC):len(_MAGIC) + _KEY_ID_LEN]
-        if key_id != self.key_id:
+        key = next((k for k in (self, *self.previous) if k.key_id == key_id), None)
+        if key is None:
+            held = ", ".join(k.key_id.hex() for k in (self, *self.previous))
             raise SealedSecretUnreadable(
-                owner, f"it was sealed under key {key_id.hex()}, this server holds key "
-                       f"{self.key_id.hex()}")
+                owner, f"it was sealed under key {key_id.hex()}, this server holds key(s) "
+                       f"{held}")
         start = len(_MAGIC) + _KEY_ID_LEN
         nonce, sealed = blob[start:start + _NONCE_LEN], blob[start + _NONCE_LEN:]
         try:
-            return AESGCM(self._derived(b"seal")).decrypt(nonce, sealed, owner.encode())
+            return AESGCM(key._derived(b"seal")).decrypt(nonce, sealed, owner.encode())
         except InvalidTag:
             raise SealedSecretUnreadable(owner, "its bytes were changed, or it was sealed "
                                                 "for another row") from None
 
     def subkey(self, purpose: str) -> SealingKey:
         """A key of its own for one use (the dashboard's session cookies), derived from this
-        one: what it seals opens under no other purpose, and it reveals nothing of this key."""
-        return SealingKey(self._derived(b"subkey\0" + purpose.encode()))
+        one: what it seals opens under no other purpose, and it reveals nothing of this key.
+        The previous keys' subkeys still open what they sealed."""
+        return SealingKey(self._derived(b"subkey\0" + purpose.encode()),
+                          tuple(k.subkey(purpose) for k in self.previous))
 
     def fingerprint(self, plaintext: bytes) -> str:
         digest = hmac.new(self._derived(b"fingerprint"), plaintext, hashlib.sha256).hexdigest()
@@ -114,6 +126,15 @@ class SealingKey:
     def digest(self, data: bytes) -> str:
         """A keyed digest for comparing requests that carry secrets (idempotency)."""
         return hmac.new(self._derived(b"digest"), data, hashlib.sha256).hexdigest()
+
+    def digests(self, data: bytes) -> list[str]:
+        """The digest under this key, then under each previous key: a request digested
+        before a rotation still matches its retry."""
+        return [k.digest(data) for k in (self, *self.previous)]
+
+    def ring(self) -> tuple[SealingKey, ...]:
+        """This key, then the previous ones, each alone."""
+        return (SealingKey(self.raw), *self.previous)
 
 
 def owner(kind: str, row_id: str) -> str:
@@ -129,23 +150,85 @@ def _decode(text: str, where: str) -> SealingKey:
     return SealingKey(raw)
 
 
+def parse_key_file(text: str, where: str) -> SealingKey:
+    """A key file's keys: the first seals, the others are its ``previous`` keys. Blank
+    lines and ``#`` comments are ignored; a key listed twice is refused."""
+    lines = [line.strip() for line in text.splitlines()]
+    keys = [_decode(line, where) for line in lines if line and not line.startswith("#")]
+    if not keys:
+        raise InvalidInput(where, "(hidden)", "must hold a key: base64 of 32 random bytes")
+    ids = [k.key_id for k in keys]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput(where, "(hidden)", "lists a key twice: each key once, the one "
+                           "that seals first")
+    return SealingKey(keys[0].raw, tuple(keys[1:]))
+
+
+def read_key_file(path: Path, where: str = KEY_FILE_ENV) -> SealingKey:
+    """The keys of ``path``, which only its owner may read."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InvalidInput(where, str(path), f"must be a readable file ({exc.strerror})"
+                           ) from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InvalidInput(where, str(path),
+                           f"must be readable by its owner only (mode {mode & 0o777:o}; "
+                           "chmod 600 it)")
+    return parse_key_file(path.read_text(), where)
+
+
 def load_key(environ: Mapping[str, str]) -> SealingKey | None:
     """The key the environment names (a file, or the key itself); None when it names none."""
     if environ.get(KEY_FILE_ENV):
-        path = Path(environ[KEY_FILE_ENV]).expanduser()
-        try:
-            mode = path.stat().st_mode
-        except OSError as exc:
-            raise InvalidInput(KEY_FILE_ENV, str(path), f"must be a readable file ({exc.strerror})"
-                               ) from None
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise InvalidInput(KEY_FILE_ENV, str(path),
-                               f"must be readable by its owner only (mode {mode & 0o777:o}; "
-                               "chmod 600 it)")
-        return _decode(path.read_text(), KEY_FILE_ENV)
+        return read_key_file(Path(environ[KEY_FILE_ENV]).expanduser())
     if environ.get(KEY_ENV):
         return _decode(environ[KEY_ENV], KEY_ENV)
     return None
+
+
+class KeySource:
+    """The environment's key, read again whenever its key file changes (a rotation edits the
+    file while servers run: they follow at their next use of the key). A file that fails to
+    read keeps the keys read last, so a half-made edit never stops a server."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._file = (Path(environ[KEY_FILE_ENV]).expanduser()
+                      if environ.get(KEY_FILE_ENV) else None)
+        self._key = load_key(environ)  # a bad key at start fails the start
+        self._seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        if self._file is None:
+            return None
+        try:
+            st = self._file.stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def current(self) -> SealingKey | None:
+        stamp = self._stamp()
+        if stamp is not None and stamp != self._seen:
+            try:
+                self._key = read_key_file(self._file)  # type: ignore[arg-type]
+                self._seen = stamp
+            except InvalidInput:
+                pass  # not yet whole, or wrong: the keys read last stay in use
+        return self._key
+
+    @property
+    def path(self) -> Path | None:
+        return self._file
+
+
+def write_key_file(path: Path, key: SealingKey) -> None:
+    """Replace ``path`` with ``key`` and its previous keys, one per line, atomically (mode
+    0600): a reader sees the old file or the new one."""
+    from automation.atomic import replace_file
+
+    replace_file(path, "".join(base64.b64encode(k.raw).decode() + "\n"
+                               for k in key.ring()).encode())
 
 
 def new_key_file(path: Path) -> SealingKey:

@@ -31,6 +31,7 @@ from automation.api.routes import (
     projects,
     rollout,
     runtime_tokens,
+    secrets_key,
     sudo,
     tokens,
 )
@@ -67,7 +68,8 @@ def create_api(ctx: App, limiter: Limiter | Literal["env"] | None = "env",
     # The routers' routes are added as they are (each router has the /v1 prefix), not
     # through include_router, which wraps them: one flat table, which route_access reads.
     for module in (identity, tokens, clusters, credentials, node_pools, projects,
-                   deployments, runtime_tokens, sudo, cost, rollout, catalog, agent_pools):
+                   deployments, runtime_tokens, sudo, cost, rollout, catalog, agent_pools,
+                   secrets_key):
         api.router.routes.extend(module.router.routes)
     api.router.routes.extend(serving.routes())
     ui_pages.install(api)  # the read-only dashboard under /ui (automation.ui)

@@ -54,7 +54,7 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
         raise InvalidInput(HEADER, key, "must be 1-255 printable ASCII characters, no spaces")
     ctx = request.app.state.ctx
     route = f"{request.method} {request.scope['route'].path}"
-    digest = _digest(ctx, body)
+    digests = _digests(ctx, body)
     where = sa.and_(_T.c.token_id == who.token_id, _T.c.route == route, _T.c.key == key)
     now = ctx.clock.now()
     try:
@@ -62,9 +62,9 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
             conn.execute(_T.delete().where(_T.c.created_at < now - KEEP))
             row = conn.execute(sa.select(_T).where(where).with_for_update()).mappings().first()
             if row is not None:
-                return _replay(row, key, digest, secret)
+                return _replay(row, key, digests, secret)
             conn.execute(_T.insert().values(token_id=who.token_id, route=route, key=key,
-                                            request_hash=digest, state="running",
+                                            request_hash=digests[0], state="running",
                                             created_at=now))
     except sa.exc.IntegrityError:  # another replica claimed it between our read and insert
         raise _running(key) from None
@@ -81,9 +81,10 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
     return JSONResponse(answer, status_code=status)
 
 
-def _digest(ctx: Any, body: BaseModel) -> str:
+def _digests(ctx: Any, body: BaseModel) -> list[str]:
     """What tells two requests apart. A body with a secret in it (SecretStr) is digested
-    under the server's key, never as a bare hash a guess could be checked against."""
+    under the server's key, never as a bare hash a guess could be checked against: the digest
+    to store first, then those under the previous keys (a retry across a key rotation)."""
     found: list[bool] = []
 
     def reveal(value: Any) -> Any:
@@ -94,14 +95,14 @@ def _digest(ctx: Any, body: BaseModel) -> str:
 
     data = json.dumps(body.model_dump(), sort_keys=True, default=reveal).encode()
     if not found:
-        return hashlib.sha256(data).hexdigest()
+        return [hashlib.sha256(data).hexdigest()]
     if ctx.sealing is None:
         raise SealingKeyMissing("a request that carries a secret")
-    return str(ctx.sealing.digest(data))
+    return list(ctx.sealing.digests(data))
 
 
-def _replay(row: Any, key: str, digest: str, secret: str | None) -> JSONResponse:
-    if row["request_hash"] != digest:
+def _replay(row: Any, key: str, digests: list[str], secret: str | None) -> JSONResponse:
+    if row["request_hash"] not in digests:
         raise KeyReused(key)
     if row["state"] != "done":
         raise _running(key)

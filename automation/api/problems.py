@@ -88,8 +88,11 @@ def install(app: FastAPI) -> None:
             loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path",
                                                                   "header")]
             field = ".".join(loc) or "body"
-            # A secret's input is never echoed back (it would land in logs and terminals).
-            value = None if "secret" in loc else e.get("input")
+            # A secret's input is never echoed back (it would land in logs and terminals),
+            # nor an unknown field's: it may be a secret sent to the wrong place (a key in
+            # a rotation's body), and the rule needs only its name.
+            hidden = "secret" in loc or e.get("type") == "extra_forbidden"
+            value = None if hidden else e.get("input")
             found.append({"field": field, "value": value if _plain(value) else None,
                           "rule": e["msg"]})
         first = found[0]

@@ -46,8 +46,11 @@ if TYPE_CHECKING:
         RunResult,
         RuntimeToken,
         SecretMaterial,
+        SecretsKeyRotation,
+        SecretsKeyStatus,
         Workload,
     )
+    from automation.sealing import SealingKey
 
 # Progress of one stack's preview: a sink for its events, and what to call when it is done.
 Progress = Callable[[str], "tuple[ProgressSink | None, Callable[[], None] | None]"]
@@ -194,6 +197,17 @@ class Embedded:
         from automation.services import runtime_tokens
 
         return runtime_tokens.deployment_token(self._app(), ref, ttl_seconds)
+
+    def secrets_key_status(self) -> SecretsKeyStatus:
+        from automation.services import secrets_key
+
+        return secrets_key.status(self._app())
+
+    def rotate_secrets_key(self, new_key: SealingKey, batch_size: int,
+                           settle: float) -> SecretsKeyRotation:
+        from automation.services import secrets_key
+
+        return secrets_key.rotate_key_file(self._app(), new_key, batch_size, settle)
 
     def jwks(self) -> dict[str, Any]:
         from automation.services import runtime_tokens

@@ -42,8 +42,10 @@ if TYPE_CHECKING:
         RunResult,
         RuntimeToken,
         SecretMaterial,
+        SecretsKeyRotation,
         Workload,
     )
+    from automation.sealing import SealingKey
 
     # Progress of one stack's preview: a sink for its events, and what to call when done.
     Progress = Callable[[str], "tuple[ProgressSink | None, Callable[[], None] | None]"]
@@ -190,6 +192,20 @@ class Remote:
 
         return self.client.call("POST", f"/deployments/{_segment(ref)}/token", RuntimeToken,
                                 json={"ttlSeconds": ttl_seconds})
+
+    def secrets_key_status(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.client.get_json("/secrets-key")
+        return found
+
+    def rotate_secrets_key(self, new_key: SealingKey, batch_size: int,
+                           settle: float) -> SecretsKeyRotation:
+        """The server seals under its own key file's first key: only the new key's id is
+        sent, for the server to confirm it is that key."""
+        from automation.models import SecretsKeyRotation
+
+        return self.client.call("POST", "/secrets-key/rotate", SecretsKeyRotation,
+                                json={"keyId": new_key.key_id.hex(), "batchSize": batch_size,
+                                      "settleSeconds": settle})
 
     def jwks(self) -> dict[str, Any]:
         return self.client.call("GET", "/.well-known/jwks.json", dict)

@@ -20,8 +20,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
@@ -29,6 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar
 
+from automation.atomic import replace_file
 from automation.kube.port import (
     ACCELERATOR_LABEL,
     ADDON_KINDS,
@@ -709,16 +708,7 @@ class SimulatedCluster(ClusterPort):
         """Write the whole state atomically: a reader sees the old file or the new one."""
         data = json.dumps(self.to_json(), indent=1, sort_keys=True).encode()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_file(path, data)
 
     @classmethod
     def load(cls, path: Path, clock: Clock) -> SimulatedCluster:

@@ -75,7 +75,8 @@ def sessions(request: Request) -> Sessions:
     state = request.app.state
     with _MAKING:  # once: two keys of a process's own would end each other's sessions
         if getattr(state, "ui_sessions", None) is None:
-            state.ui_sessions = Sessions(state.ctx.sealing)
+            ctx = state.ctx
+            state.ui_sessions = Sessions(lambda: ctx.sealing)
     return state.ui_sessions  # type: ignore[no-any-return]
 
 

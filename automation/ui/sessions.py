@@ -7,6 +7,8 @@ request opens it and authenticates the token against the ledger as the API does,
 revoked or expired ends its sessions at once; a session also ends after ``MAX_AGE``. A server
 without a secrets key seals under a key of its own process: sessions then end when it stops
 (and do not cross replicas). Nothing is stored server-side, so there is no session table.
+The key is the server's current one each time: across a rotation, a cookie sealed under the
+previous key still opens while that key is in the key file.
 
 CSRF: the log-in form carries a random token that must equal a cookie set with the form (a
 double submit, before there is a session); the log-out form carries a keyed digest of the
@@ -19,6 +21,7 @@ import base64
 import binascii
 import hmac
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from automation.errors import AnycloudError
@@ -34,8 +37,13 @@ _OWNER = "ui-session"
 class Sessions:
     """Seals and opens session cookies, and makes and checks their CSRF tokens."""
 
-    def __init__(self, key: SealingKey | None) -> None:
-        self.key = (key or SealingKey(secrets.token_bytes(32))).subkey("ui-session")
+    def __init__(self, key: SealingKey | Callable[[], SealingKey | None] | None) -> None:
+        self._key_of = key if callable(key) else (lambda: key)
+        self._own = SealingKey(secrets.token_bytes(32))
+
+    @property
+    def key(self) -> SealingKey:
+        return (self._key_of() or self._own).subkey("ui-session")
 
     def seal(self, token: str, now: datetime) -> str:
         plain = f"{int(now.timestamp())}\n{token}".encode()
@@ -62,8 +70,12 @@ class Sessions:
         return self.key.digest(b"csrf\0" + cookie.encode())[:32]
 
     def csrf_ok(self, cookie: str | None, given: str | None) -> bool:
-        return bool(cookie and given) and hmac.compare_digest(
-            self.csrf(cookie or ""), given or "")
+        """``given`` is the CSRF token of this session's forms, made under the current key
+        or a previous one (a form shown before a rotation)."""
+        if not (cookie and given):
+            return False
+        made = self.key.digests(b"csrf\0" + cookie.encode())
+        return any(hmac.compare_digest(d[:32], given) for d in made)
 
 
 def new_login_csrf() -> str:

@@ -93,6 +93,7 @@ class Client:
         self.tokens = Tokens(self)
         self.credentials = Credentials(self)
         self.clusters = Clusters(self)
+        self.secrets_key = SecretsKey(self)
 
     def __enter__(self) -> Client:
         return self
@@ -328,6 +329,26 @@ class Credentials:
     def delete(self, ref: str, *, if_match: str | None = None) -> models.Credential:
         return self._c.request("DELETE", f"/credentials/{ref}", models.Credential,
                                headers=_if_match(if_match))
+
+
+class SecretsKey:
+    """The control plane's secrets key (admin): which key seals, and its rotation. The key
+    itself never travels: the server reads it from its own key file."""
+
+    def __init__(self, client: Client) -> None:
+        self._c = client
+
+    def status(self) -> models.SecretsKeyStatus:
+        return self._c.request("GET", "/secrets-key", models.SecretsKeyStatus)
+
+    def rotate(self, key_id: str, *, batch_size: int = 100,
+               settle_seconds: float = 2.0) -> models.SecretsKeyRotation:
+        """Seal every stored secret again under ``key_id``, which must be the server's
+        current key (first in its key file, the old key after it)."""
+        body = models.RotateSecretsKey(key_id=key_id, batch_size=batch_size,
+                                       settle_seconds=settle_seconds)
+        return self._c.request("POST", "/secrets-key/rotate", models.SecretsKeyRotation,
+                               json=_body(body))
 
 
 def _etag(client: Client, path: str) -> str:

@@ -907,6 +907,18 @@ class ReleaseBody(BaseModel):
     )
 
 
+class RotateSecretsKey(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    batch_size: Annotated[int | None, Field(alias="batchSize", title="Batchsize")] = 100
+    key_id: Annotated[str, Field(alias="keyId", title="Keyid")]
+    settle_seconds: Annotated[
+        float | None, Field(alias="settleSeconds", title="Settleseconds")
+    ] = 2.0
+
+
 class RunResult(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -979,6 +991,34 @@ class SecretSummary(BaseModel):
         AwareDatetime | None, Field(alias="rotatedAt", title="Rotatedat")
     ] = None
     stored_at: Annotated[AwareDatetime, Field(alias="storedAt", title="Storedat")]
+
+
+class SecretsKeyRotation(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    batches: Annotated[int, Field(title="Batches")]
+    key_id: Annotated[str, Field(alias="keyId", title="Keyid")]
+    previous_key_ids: Annotated[
+        list[str], Field(alias="previousKeyIds", title="Previouskeyids")
+    ]
+    resealed: Annotated[int, Field(title="Resealed")]
+    sealed: Annotated[dict[str, int], Field(title="Sealed")]
+    unreadable: Annotated[int, Field(title="Unreadable")]
+
+
+class SecretsKeyStatus(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    key_id: Annotated[str, Field(alias="keyId", title="Keyid")]
+    previous_key_ids: Annotated[
+        list[str], Field(alias="previousKeyIds", title="Previouskeyids")
+    ]
+    sealed: Annotated[dict[str, int], Field(title="Sealed")]
+    unreadable: Annotated[int, Field(title="Unreadable")]
 
 
 class Session(BaseModel):

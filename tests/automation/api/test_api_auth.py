@@ -155,6 +155,9 @@ EXPECTED = {
     ("POST", "/v1/sudo/projects/{ref}/provisioner"): Access.ADMIN,
     ("POST", "/v1/sudo/projects/{ref}/restart"): Access.ADMIN,
     ("POST", "/v1/sudo/orgs/{ref}/default-provisioner"): Access.ADMIN,
+    # The secrets key: which key ids seal and open, and the rotation (the key never sent).
+    ("GET", "/v1/secrets-key"): Access.ADMIN,
+    ("POST", "/v1/secrets-key/rotate"): Access.ADMIN,
     ("GET", "/v1/node-pools"): Access.READ,
     ("POST", "/v1/node-pools"): Access.WRITE,
     ("GET", "/v1/agent-pools"): Access.READ,
