@@ -771,6 +771,21 @@ class NewRuntimeToken(CamelRequest):
     ttl_seconds: int | None = None
 
 
+class RuntimeSigningKey(CamelModel):
+    """``deployment keys list``: a key that signs runtime tokens (``signing``, the newest),
+    one still published so the tokens it signed verify until they expire (``verifying``,
+    until ``retires_at``), or one out of the key set (``retired``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kid: str
+    state: Literal["signing", "verifying", "retired"]
+    created_at: datetime
+    superseded_at: datetime | None = None
+    retires_at: datetime | None = None
+    retired_at: datetime | None = None
+
+
 class RuntimeToken(CamelModel):
     """``deployment token``: a token the deployment's runtime accepts (verified against
     ``GET /.well-known/jwks.json``), shown once and never stored."""

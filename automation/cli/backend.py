@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         Project,
         ProjectDeployment,
         RunResult,
+        RuntimeSigningKey,
         RuntimeToken,
         SecretMaterial,
         SecretsKeyRotation,
@@ -208,6 +209,16 @@ class Embedded:
         from automation.services import secrets_key
 
         return secrets_key.rotate_key_file(self._app(), new_key, batch_size, settle)
+
+    def signing_keys(self) -> list[RuntimeSigningKey]:
+        from automation.services import runtime_tokens
+
+        return runtime_tokens.signing_keys(self._app())
+
+    def rotate_signing_key(self) -> list[RuntimeSigningKey]:
+        from automation.services import runtime_tokens
+
+        return runtime_tokens.rotate_signing_key(self._app())
 
     def jwks(self) -> dict[str, Any]:
         from automation.services import runtime_tokens

@@ -3,7 +3,7 @@ placements on a node pool (``--node-pool``: work that blocks the pool's deletion
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -200,3 +200,43 @@ def jwks(ctx: click.Context) -> None:
     """Print the keys runtimes verify tokens with (JSON Web Key Set; also served at
     GET /v1/.well-known/jwks.json without a token)."""
     print_json(backend_from(ctx).jwks())
+
+
+@deployment.group()
+def keys() -> None:
+    """The keys that sign runtime tokens, and their rotation."""
+
+
+def _show_keys(found: list[Any], as_json: bool) -> None:
+    docs = [k if isinstance(k, dict) else k.model_dump(mode="json", by_alias=True)
+            for k in found]
+    if as_json:
+        print_json(docs)
+        return
+    print_table("Runtime-token signing keys", ["KID", "STATE", "CREATED", "RETIRES"],
+                [(d["kid"], d["state"], d["createdAt"], d["retiresAt"] or d["retiredAt"] or "-")
+                 for d in docs])
+
+
+@keys.command("list")
+@json_option
+@handle_errors
+@click.pass_context
+def list_keys(ctx: click.Context, as_json: bool) -> None:
+    """The signing keys, newest first: the one that signs, those still published until the
+    tokens they signed have expired, and the retired ones."""
+    _show_keys(backend_from(ctx).signing_keys(), as_json)
+
+
+@keys.command("rotate")
+@json_option
+@handle_errors
+@click.pass_context
+def rotate_keys(ctx: click.Context, as_json: bool) -> None:
+    """A new key signs from now on. The one it replaces stays in the key set until every
+    token it signed has expired (an hour and a minute), so runtimes keep accepting them;
+    the next rotation then retires it."""
+    found = backend_from(ctx).rotate_signing_key()
+    _show_keys(found, as_json)
+    if not as_json:
+        info("a runtime that caches the key set must fetch it again on an unknown kid")

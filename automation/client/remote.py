@@ -207,6 +207,14 @@ class Remote:
                                 json={"keyId": new_key.key_id.hex(), "batchSize": batch_size,
                                       "settleSeconds": settle})
 
+    def signing_keys(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.client.get_json("/runtime-keys")
+        return found
+
+    def rotate_signing_key(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.client.call("POST", "/runtime-keys/rotate", list)
+        return found
+
     def jwks(self) -> dict[str, Any]:
         return self.client.call("GET", "/.well-known/jwks.json", dict)
 

@@ -4,20 +4,31 @@ control plane's key (``automation.auth.runtime_tokens``).
 The signing key is made on first use; its private half is sealed under the server's secrets
 key (never stored in plaintext), its public half is published. Replicas that race to make
 the first key each publish theirs, and the newest signs.
+
+``deployment keys rotate`` makes a new key, which signs from then on. The key it supersedes
+stays published until every token it signed has expired (``RETIRE_AFTER``), so a runtime
+keeps accepting them; then it leaves the key set, and the next rotation retires it (its
+private half dropped).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from automation.app import App
-from automation.auth.runtime_tokens import DEFAULT_TTL, MAX_TTL, SigningKey, issue
+from automation.auth.runtime_tokens import (
+    DEFAULT_TTL,
+    LEEWAY_SECONDS,
+    MAX_TTL,
+    SigningKey,
+    issue,
+)
 from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
-from automation.models import RuntimeToken
+from automation.models import RuntimeSigningKey, RuntimeToken
 from automation.sealing import SealingKey
 from automation.services import sealed
 from automation.services.deployments import get_deployment
@@ -29,17 +40,71 @@ def _owner(kid: str) -> str:
     return f"signing-key/{kid}"
 
 
+# A superseded key's tokens: issued up to MAX_TTL before, accepted LEEWAY_SECONDS past their
+# expiry, and one may be signed a moment after the rotation by a replica that had just read
+# the old key as the newest (another LEEWAY_SECONDS of margin).
+RETIRE_AFTER = MAX_TTL + timedelta(seconds=2 * LEEWAY_SECONDS)
+_NEWEST_FIRST = (_KEYS.c.created_at.desc(), _KEYS.c.kid.desc())
+
+
+def _views(conn: Any, now: datetime) -> list[RuntimeSigningKey]:
+    """Every key, newest first: the newest live one signs, a superseded one verifies until
+    RETIRE_AFTER has passed since a newer key took over, and is retired after that."""
+    rows = conn.execute(sa.select(_KEYS).order_by(*_NEWEST_FIRST)).mappings().all()
+    views: list[RuntimeSigningKey] = []
+    newer: datetime | None = None  # when the next newer live key was made
+    for r in rows:
+        if r["retired_at"] is not None:
+            views.append(RuntimeSigningKey(kid=r["kid"], state="retired",
+                                           created_at=r["created_at"],
+                                           retired_at=r["retired_at"]))
+            continue
+        retires = None if newer is None else newer + RETIRE_AFTER
+        state: Literal["signing", "verifying", "retired"] = (
+            "signing" if retires is None else "verifying" if now <= retires else "retired")
+        views.append(RuntimeSigningKey(kid=r["kid"], state=state, created_at=r["created_at"],
+                                       superseded_at=newer, retires_at=retires))
+        newer = r["created_at"]
+    return views
+
+
 def jwks(app: App) -> dict[str, Any]:
-    """The published keys (RFC 7517 key set): every key not retired, newest first."""
+    """The published keys (RFC 7517 key set): the one that signs and those whose tokens may
+    still be alive, newest first."""
     with app.ledger.read() as conn:
-        rows = conn.execute(sa.select(_KEYS.c.public_jwk).where(_KEYS.c.retired_at.is_(None))
-                            .order_by(_KEYS.c.created_at.desc())).scalars().all()
-    return {"keys": list(rows)}
+        published = {v.kid for v in _views(conn, app.clock.now()) if v.state != "retired"}
+        rows = conn.execute(sa.select(_KEYS.c.kid, _KEYS.c.public_jwk)
+                            .where(_KEYS.c.retired_at.is_(None))
+                            .order_by(*_NEWEST_FIRST)).all()
+    return {"keys": [jwk for kid, jwk in rows if kid in published]}
+
+
+def signing_keys(app: App) -> list[RuntimeSigningKey]:
+    """Every signing key, newest first, with its state."""
+    with app.ledger.read() as conn:
+        return _views(conn, app.clock.now())
+
+
+def rotate_signing_key(app: App) -> list[RuntimeSigningKey]:
+    """A new key signs from now on; the one it supersedes stays published until its tokens
+    have expired. Keys past that are retired here: marked, and their private half dropped."""
+    seal = sealed.require_key(app, "the runtime-token signing key")
+    key, now = SigningKey.generate(), app.clock.now()
+    with app.ledger.write() as conn:
+        for view in _views(conn, now):
+            if view.state == "retired" and view.retired_at is None:
+                conn.execute(_KEYS.update().where(_KEYS.c.kid == view.kid)
+                             .values(retired_at=now))
+                sealed.drop(conn, _owner(view.kid))
+        sealed.store(conn, seal, _owner(key.kid), key.private_pem(), {"kid": key.kid}, now)
+        conn.execute(_KEYS.insert().values(kid=key.kid, public_jwk=key.public_jwk(),
+                                           created_at=now))
+        return _views(conn, now)
 
 
 def _newest(conn: Any, seal: SealingKey) -> SigningKey | None:
     kid = conn.execute(sa.select(_KEYS.c.kid).where(_KEYS.c.retired_at.is_(None))
-                       .order_by(_KEYS.c.created_at.desc()).limit(1)).scalar()
+                       .order_by(*_NEWEST_FIRST).limit(1)).scalar()
     if kid is None:
         return None
     blob = conn.execute(sa.select(schema.sealed_secrets.c.sealed).where(

@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import Request
 
 from automation.api.routers import v1
-from automation.api.security import Member, Public
-from automation.models import NewRuntimeToken, RuntimeToken
+from automation.api.security import Admin, Member, Public, Reader
+from automation.models import NewRuntimeToken, RuntimeSigningKey, RuntimeToken
 from automation.services import runtime_tokens
 from automation.services.tenancy import resolve
 
@@ -35,3 +35,17 @@ def deployment_token(request: Request, ref: str, who: Member,
 def jwks(request: Request, _: Public) -> dict[str, Any]:
     """The keys that sign runtime tokens (RFC 7517), newest first."""
     return runtime_tokens.jwks(request.app.state.ctx)
+
+
+@router.get("/runtime-keys")
+def signing_keys(request: Request, _: Reader) -> list[RuntimeSigningKey]:
+    """The keys that sign runtime tokens, newest first: ``signing``, ``verifying`` (still
+    published until ``retiresAt``, when the last token it signed has expired), ``retired``."""
+    return runtime_tokens.signing_keys(request.app.state.ctx)
+
+
+@router.post("/runtime-keys/rotate")
+def rotate_signing_key(request: Request, _: Admin) -> list[RuntimeSigningKey]:
+    """A new key signs from now on; the one it replaces stays published until its tokens
+    have expired, and a later rotation retires it."""
+    return runtime_tokens.rotate_signing_key(request.app.state.ctx)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 import time
@@ -94,6 +95,7 @@ class Client:
         self.credentials = Credentials(self)
         self.clusters = Clusters(self)
         self.secrets_key = SecretsKey(self)
+        self.runtime_keys = RuntimeKeys(self)
 
     def __enter__(self) -> Client:
         return self
@@ -349,6 +351,23 @@ class SecretsKey:
                                        settle_seconds=settle_seconds)
         return self._c.request("POST", "/secrets-key/rotate", models.SecretsKeyRotation,
                                json=_body(body))
+
+
+class RuntimeKeys:
+    """The keys that sign runtime tokens: listed (a reader), rotated (an admin)."""
+
+    def __init__(self, client: Client) -> None:
+        self._c = client
+
+    def list(self) -> list[models.RuntimeSigningKey]:
+        return [models.RuntimeSigningKey.model_validate(k)
+                for k in self._c.request("GET", "/runtime-keys", _List).root]
+
+    def rotate(self) -> builtins.list[models.RuntimeSigningKey]:
+        """A new key signs from now on; the one it replaces stays in the key set until the
+        tokens it signed have expired."""
+        return [models.RuntimeSigningKey.model_validate(k)
+                for k in self._c.request("POST", "/runtime-keys/rotate", _List).root]
 
 
 def _etag(client: Client, path: str) -> str:

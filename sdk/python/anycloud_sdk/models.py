@@ -945,6 +945,27 @@ class RuntimeHealth(BaseModel):
     ok: Annotated[bool, Field(title="Ok")]
 
 
+class RuntimeSigningKey(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
+    kid: Annotated[str, Field(title="Kid")]
+    retired_at: Annotated[
+        AwareDatetime | None, Field(alias="retiredAt", title="Retiredat")
+    ] = None
+    retires_at: Annotated[
+        AwareDatetime | None, Field(alias="retiresAt", title="Retiresat")
+    ] = None
+    state: Annotated[
+        Literal["signing", "verifying", "retired"] | str, Field(title="State")
+    ]
+    superseded_at: Annotated[
+        AwareDatetime | None, Field(alias="supersededAt", title="Supersededat")
+    ] = None
+
+
 class RuntimeToken(BaseModel):
     model_config = ConfigDict(
         extra="allow",

@@ -152,6 +152,8 @@ EXPECTED = {
     ("DELETE", "/v1/deployments/{ref}"): Access.WRITE,
     ("POST", "/v1/deployments/{ref}/token"): Access.WRITE,  # a runtime's token: a member's
     ("GET", "/v1/.well-known/jwks.json"): "public",  # public keys, fetched by runtimes
+    ("GET", "/v1/runtime-keys"): Access.READ,  # their ids and states, no key material
+    ("POST", "/v1/runtime-keys/rotate"): Access.ADMIN,
     ("POST", "/v1/sudo/projects/{ref}/provisioner"): Access.ADMIN,
     ("POST", "/v1/sudo/projects/{ref}/restart"): Access.ADMIN,
     ("POST", "/v1/sudo/orgs/{ref}/default-provisioner"): Access.ADMIN,
