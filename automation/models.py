@@ -859,6 +859,14 @@ class RegisterClusterRequest(CamelRequest):
     org: str | None = None  # the owning org (name or id); default: the org named default
 
 
+class NewKubeconfigRequest(CamelRequest):
+    """``PUT /v1/clusters/{ref}/kubeconfig`` (``cluster update --kubeconfig``): the new
+    kubeconfig's contents, which the server reads (it must reach the same cluster) and seals."""
+
+    kubeconfig: SecretStr
+    context: str | None = None
+
+
 class SecretMaterial(CamelRequest):
     """The secret a credential carries to the server (``credentials new|rotate`` in remote
     mode): each provider takes its own fields. Held as SecretStr so that no log, repr or

@@ -14,6 +14,8 @@ import click
 from automation.client.remote import Remote
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from automation.client.http import ApiClient
     from automation.engine.runner import ProgressSink
     from automation.models import (
@@ -279,6 +281,12 @@ class Embedded:
         from automation.services.clusters import RegisterCluster, register_cluster
 
         return register_cluster(self._app(), RegisterCluster(**options))
+
+    def update_kubeconfig(self, ref: str, kubeconfig: Path, context: str | None) -> Cluster:
+        from automation.services.clusters import NewKubeconfig, update_kubeconfig
+
+        return update_kubeconfig(self._app(), ref, NewKubeconfig(kubeconfig=kubeconfig,
+                                                                 context=context))
 
     def refresh_cluster(self, ref: str) -> Cluster:
         from automation.services.clusters import refresh_cluster

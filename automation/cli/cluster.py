@@ -9,7 +9,14 @@ import click
 
 from automation.cli.inputs import InputPath
 from automation.cli.lazy import LazyGroup
-from automation.cli.output import handle_errors, json_option, print_fields, print_json, print_table
+from automation.cli.output import (
+    F,
+    handle_errors,
+    json_option,
+    print_fields,
+    print_json,
+    print_table,
+)
 
 if TYPE_CHECKING:
     from automation.models import Cluster
@@ -38,12 +45,18 @@ def cluster() -> None:
     """Register and inspect the cluster node pools join."""
 
 
+def _kubeconfig_options(fn: F) -> F:
+    """``--kubeconfig FILE`` and ``--context``, as register and update take them."""
+    fn = click.option("--context", "kube_context", help="Kubeconfig context to use.")(fn)
+    return click.option(
+        "--kubeconfig", required=True, type=InputPath(path_type=Path),
+        help="Kubeconfig of the cluster (embedded mode: its path is stored; remote mode: its "
+             "contents are sent and sealed).")(fn)
+
+
 @cluster.command()
 @click.argument("name")
-@click.option("--kubeconfig", required=True, type=InputPath(path_type=Path),
-              help="Kubeconfig of the cluster (embedded mode: its path is stored; remote mode: "
-                   "its contents are sent and sealed).")
-@click.option("--context", "kube_context", help="Kubeconfig context to use.")
+@_kubeconfig_options
 @click.option("--server-url", help="Public https address agents join (default: kubeconfig's).")
 @click.option("--kubernetes-version", help="Offline: the cluster's version, e.g. v1.36.2+k3s1.")
 @click.option("--ca-file", type=InputPath(path_type=Path), help="Offline: the cluster CA (PEM).")
@@ -98,6 +111,22 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
     from automation.cli.backend import backend_from
 
     _show(backend_from(ctx).get_cluster(ref), as_json)
+
+
+@cluster.command()
+@click.argument("ref")
+@_kubeconfig_options
+@json_option
+@handle_errors
+@click.pass_context
+def update(ctx: click.Context, ref: str, kubeconfig: Path, kube_context: str | None,
+           as_json: bool) -> None:
+    """Replace the cluster's kubeconfig (expired credentials, another user). It is read
+    first and must reach the same cluster (the same CA hash and kube-system UID); refused,
+    changing nothing, otherwise."""
+    from automation.cli.backend import backend_from
+
+    _show(backend_from(ctx).update_kubeconfig(ref, kubeconfig, kube_context), as_json)
 
 
 @cluster.command()

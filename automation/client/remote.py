@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from datetime import timedelta
+    from pathlib import Path
 
     from automation.client.http import ApiClient
     from automation.engine.runner import ProgressSink
@@ -282,6 +283,18 @@ class Remote:
             org=options.get("org"),
             ca_pem=self.read_local_file("--ca-file", ca_file) if ca_file else None)
         return self.client.call("POST", "/clusters", Cluster, json=dump(body))
+
+    def update_kubeconfig(self, ref: str, kubeconfig: Path, context: str | None) -> Cluster:
+        """The new kubeconfig's contents, read here and sent (the server seals them)."""
+        from automation.client.http import dump
+        from automation.models import Cluster, NewKubeconfigRequest
+
+        self._secrets_may_go()
+        body = NewKubeconfigRequest.model_validate({
+            "kubeconfig": self.read_local_file("--kubeconfig", str(kubeconfig)),
+            "context": context})
+        return self.client.call("PUT", f"/clusters/{_segment(ref)}/kubeconfig", Cluster,
+                                json=dump(body))
 
     def refresh_cluster(self, ref: str) -> Cluster:
         from automation.models import Cluster

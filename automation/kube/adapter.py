@@ -163,7 +163,8 @@ class KubernetesCluster(ClusterPort):
             if exc.status == 401:
                 raise ClusterUnavailable(
                     "the API server rejected the registered credentials (401 Unauthorized); "
-                    "re-register the cluster's kubeconfig") from exc
+                    "give it a new one with `anycloud cluster update NAME --kubeconfig FILE`"
+                ) from exc
             raise ClusterUnavailable(
                 f"the API server answered {exc.status} {exc.reason} to {verb} {what}"
                 + (f": {message}" if message else "")) from exc

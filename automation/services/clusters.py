@@ -1,7 +1,9 @@
-"""Cluster records: register, refresh, list, delete.
+"""Cluster records: register, refresh, list, delete, and a new kubeconfig for one.
 
 A record is *ready* once its Kubernetes version and CA hash are known, read from the
 cluster or given offline; until then it is *pending* and no node pool can be created on it.
+A new kubeconfig (``cluster update --kubeconfig``) replaces the old only once it has reached
+the same cluster: the same CA hash and the same kube-system namespace UID.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlalchemy.engine import RowMapping
 from automation import ids
 from automation.app import App
 from automation.errors import Conflict, InvalidInput
-from automation.kube.probe import ClusterUnreachable, sha256_hex
+from automation.kube.probe import ClusterFacts, ClusterUnreachable, sha256_hex
 from automation.ledger import schema
 from automation.ledger.orgs import owning_org
 from automation.ledger.records import Expectation, find_live, record_event
@@ -143,22 +145,22 @@ def _ca_hash(field: str, shown: str, data: bytes) -> str:
 
 
 @contextmanager
-def _kubeconfig_file(req: RegisterCluster) -> Iterator[Path]:
+def _kubeconfig_file(path: Path | None, sent: SecretStr | None) -> Iterator[Path]:
     """The kubeconfig to read: the referenced file, or the sent one opened into a memory-only
-    file for the length of the registration (refused unless it carries everything inline:
-    the server reads no client's files and runs no client's programs)."""
-    if req.kubeconfig_text is None:
-        if req.kubeconfig is None:
+    file for the length of the call (refused unless it carries everything inline: the server
+    reads no client's files and runs no client's programs)."""
+    if sent is None:
+        if path is None:
             raise InvalidInput("--kubeconfig", None, "is required")
-        kubeconfig = req.kubeconfig.expanduser().resolve()
+        kubeconfig = path.expanduser().resolve()
         if not kubeconfig.is_file():
-            raise InvalidInput("--kubeconfig", str(req.kubeconfig), "must be a readable file")
+            raise InvalidInput("--kubeconfig", str(path), "must be a readable file")
         yield kubeconfig
         return
     from automation import memfiles
     from automation.kube.kubeconfig import check_self_contained
 
-    text = req.kubeconfig_text.get_secret_value()
+    text = sent.get_secret_value()
     shown = f"(hidden, {len(text)} characters)"
     problems = check_self_contained(text)
     if problems:
@@ -186,7 +188,7 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
         offline_ca = _ca_hash("caPem", f"({len(req.ca_pem)} characters)", req.ca_pem.encode())
     key = None if req.kubeconfig_text is None else sealed.require_key(
         app, f"cluster {req.name!r} (its kubeconfig)")
-    with _kubeconfig_file(req) as kubeconfig:
+    with _kubeconfig_file(req.kubeconfig, req.kubeconfig_text) as kubeconfig:
         shown = str(req.kubeconfig) if req.kubeconfig_text is None else "(sent)"
         try:
             target = app.probe.target(kubeconfig, req.context)
@@ -244,6 +246,21 @@ def register_cluster(app: App, req: RegisterCluster) -> Cluster:
     return Cluster.model_validate({**row, "sealed_kubeconfig": summary})
 
 
+def _read_facts(facts: ClusterFacts, ca: str | None) -> dict[str, object]:
+    """What a read of the cluster sets on its record: ready once its version is in the
+    supported window and its CA is known."""
+    supported = _in_window(facts.kubernetes_version)
+    return {
+        "kubernetes_version": facts.kubernetes_version,
+        "kube_system_uid": facts.kube_system_uid,
+        "ca_sha256": ca,
+        "facts_source": "cluster",
+        "state": ClusterState.READY if supported and ca else ClusterState.PENDING,
+        "last_error": None if supported else
+        f"Kubernetes {facts.kubernetes_version}: {KUBERNETES_RULE}",
+    }
+
+
 def refresh_cluster(app: App, ref: str) -> Cluster:
     """Read the cluster again; a pending record becomes ready once it can be read."""
     with app.ledger.read() as conn:
@@ -258,17 +275,7 @@ def refresh_cluster(app: App, ref: str) -> Cluster:
     except (ClusterUnreachable, ValueError) as exc:
         changes = {"last_error": f"cluster not read: {exc}"}
     else:
-        ca = current.ca_sha256 or target.ca_sha256
-        supported = _in_window(facts.kubernetes_version)
-        changes = {
-            "kubernetes_version": facts.kubernetes_version,
-            "kube_system_uid": facts.kube_system_uid,
-            "ca_sha256": ca,
-            "facts_source": "cluster",
-            "state": ClusterState.READY if supported and ca else ClusterState.PENDING,
-            "last_error": None if supported else
-            f"Kubernetes {facts.kubernetes_version}: {KUBERNETES_RULE}",
-        }
+        changes = _read_facts(facts, current.ca_sha256 or target.ca_sha256)
     now = app.clock.now()
     with app.ledger.write() as conn:
         conn.execute(
@@ -281,6 +288,82 @@ def refresh_cluster(app: App, ref: str) -> Cluster:
         return _with_kubeconfigs(conn, [
             conn.execute(sa.select(schema.clusters).where(schema.clusters.c.id == current.id))
             .mappings().one()])[0]
+
+
+@dataclass(frozen=True)
+class NewKubeconfig:
+    """``cluster update --kubeconfig``: the file (embedded mode) or its contents (sent to the
+    API, sealed), and the context to use in it."""
+
+    kubeconfig: Path | None = None
+    kubeconfig_text: SecretStr | None = None
+    context: str | None = None
+
+
+def _same_cluster(current: RowMapping, ca: str | None, uid: str, shown: str) -> None:
+    """Refused unless the new kubeconfig reached the cluster of the record: its CA hash and
+    its kube-system namespace's UID, each compared with what the record holds."""
+    if current["ca_sha256"] is None and current["kube_system_uid"] is None:
+        raise Conflict(
+            f"cluster {current['name']} holds neither a CA hash nor a kube-system UID to check "
+            "a new kubeconfig against: run `anycloud cluster refresh` first",
+            field="--kubeconfig", value=shown, rule="must reach the same cluster")
+    if current["ca_sha256"] is not None and ca != current["ca_sha256"]:
+        raise Conflict(
+            f"the new kubeconfig's cluster CA ({(ca or 'none')[:16]}) is not cluster "
+            f"{current['name']}'s ({current['ca_sha256'][:16]})", field="--kubeconfig",
+            value=shown, rule="must reach the same cluster (the same CA hash)")
+    if current["kube_system_uid"] is not None and uid != current["kube_system_uid"]:
+        raise Conflict(
+            f"the new kubeconfig reaches a cluster whose kube-system UID is {uid}, not "
+            f"cluster {current['name']}'s {current['kube_system_uid']}", field="--kubeconfig",
+            value=shown, rule="must reach the same cluster (the same kube-system UID)")
+
+
+def update_kubeconfig(app: App, ref: str, new: NewKubeconfig,
+                      expect: Expectation | None = None) -> Cluster:
+    """Replace the cluster's kubeconfig (expired credentials, a new user) once the new one
+    has reached the same cluster, and record what it read (a pending record whose old
+    credentials were refused becomes ready); refused, changing nothing, otherwise.
+    ``expect``: the API's If-Match, checked under the row lock."""
+    current = cluster_row(app, ref)
+    key = None if new.kubeconfig_text is None else sealed.require_key(
+        app, f"cluster {current['name']!r} (its kubeconfig)")
+    shown = str(new.kubeconfig) if new.kubeconfig_text is None else "(sent)"
+    with _kubeconfig_file(new.kubeconfig, new.kubeconfig_text) as kubeconfig:
+        try:
+            target = app.probe.target(kubeconfig, new.context)
+            facts = app.probe.read(kubeconfig, new.context)
+        except ValueError as exc:
+            raise InvalidInput("--kubeconfig", shown, str(exc).replace(str(kubeconfig), shown)
+                               ) from exc
+        except ClusterUnreachable as exc:
+            raise Conflict(f"the new kubeconfig did not reach the cluster: {exc}",
+                           field="--kubeconfig", value=shown,
+                           rule="must reach the cluster, to show it is the same one") from exc
+    _same_cluster(current, target.ca_sha256, facts.kube_system_uid, shown)
+    now = app.clock.now()
+    whose = owner("cluster", current["id"])
+    with app.ledger.write() as conn:
+        row = find_live(conn, schema.clusters, current["id"], live=_LIVE, kind="cluster",
+                        field="cluster", lock=True)
+        if expect is not None:
+            expect(_with_kubeconfigs(conn, [row])[0])
+        if key is not None and new.kubeconfig_text is not None:
+            sealed.store(conn, key, whose, new.kubeconfig_text.get_secret_value().encode(),
+                         {"server": target.server_url, "context": new.context or "(current)"},
+                         now, replace=sealed.held(conn, whose))
+            path = None
+        else:
+            sealed.drop(conn, whose)
+            path = str(kubeconfig)
+        conn.execute(schema.clusters.update().where(schema.clusters.c.id == row["id"]).values(
+            kubeconfig_path=path, kube_context=new.context, updated_at=now,
+            **_read_facts(facts, current["ca_sha256"] or target.ca_sha256)))
+        record_event(conn, now, "cluster", row["id"], "kubeconfig-updated",
+                     f"cluster {row['name']}: a new kubeconfig, the same cluster")
+        return _with_kubeconfigs(conn, [conn.execute(sa.select(schema.clusters).where(
+            schema.clusters.c.id == row["id"])).mappings().one()])[0]
 
 
 def _with_kubeconfigs(conn: Any, rows: list[Any]) -> list[Cluster]:

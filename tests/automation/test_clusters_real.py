@@ -205,7 +205,19 @@ def test_rejected_credentials_leave_the_record_pending(control_plane: ControlPla
     assert pending["state"] == "pending" and pending["kubernetesVersion"] is None
     assert pending["lastError"] == (
         "cluster not read: the API server rejected the registered credentials "
-        "(401 Unauthorized); re-register the cluster's kubeconfig")
+        "(401 Unauthorized); give it a new one with `anycloud cluster update NAME "
+        "--kubeconfig FILE`")
+    # A new kubeconfig for the same cluster: read, checked (the same CA; no UID was known)
+    # and recorded, the record ready.
+    updated = ok(anycloud("cluster", "update", "prod", "--kubeconfig",
+                          str(control_plane.kubeconfig), "--json"))
+    assert_read_from(control_plane, updated)
+    assert updated["kubeconfigPath"] == str(control_plane.kubeconfig.resolve())
+    assert updated["serverUrl"] == PUBLIC  # what agents join is kept
+    # Now that its UID is known, a kubeconfig that reaches nothing is refused: unchanged.
+    again = refused(anycloud("cluster", "update", "prod", "--kubeconfig", str(kc), "--json"))
+    assert again["field"] == "--kubeconfig" and "did not reach the cluster" in again["message"]
+    assert ok(anycloud("cluster", "status", "prod", "--json")) == updated
 
 
 def test_installed_command_registers_and_refreshes_the_real_cluster(
@@ -263,6 +275,29 @@ def test_a_kubeconfig_sent_to_the_api_reads_the_real_cluster(
         port = KubernetesCluster(Path(path), None)
         version, uid = port.identity()
         assert (version, uid) == (K8S_VERSION, kube_system_uid(control_plane))
+        # A new kubeconfig of the same cluster (another user, a token): sent, read, sealed in
+        # place of the old one.
+        token_kc = control_plane.token_kubeconfig(tmp_path / "ops.kubeconfig", "ops",
+                                                  "kube-system")
+        control_plane.kubectl("create", "clusterrolebinding", "anycloud-test-ops-view",
+                              "--clusterrole=view", "--serviceaccount=kube-system:ops")
+        try:
+            wait_for("ops may get namespaces", lambda: control_plane.kubectl(
+                "auth", "can-i", "get", "namespaces/kube-system",
+                "--as=system:serviceaccount:kube-system:ops", check=False,
+            ).stdout.strip() == "yes")
+            updated = ok(CliRunner().invoke(cli, [
+                "cluster", "update", "prod", "--kubeconfig", str(token_kc), "--json"],
+                env=env, catch_exceptions=False))
+        finally:
+            control_plane.kubectl("delete", "clusterrolebinding", "anycloud-test-ops-view",
+                                  "--ignore-not-found")
+        assert_read_from(control_plane, updated)
+        assert updated["sealedKubeconfig"]["rotatedAt"] is not None
+        assert updated["sealedKubeconfig"]["fingerprint"] != \
+            cluster["sealedKubeconfig"]["fingerprint"]
+        opened = Path(app.kubeconfig_path(cluster_row(app, "prod")) or "").read_text()
+        assert opened == token_kc.read_text()
     finally:
         server.stop()
         ledger.dispose()

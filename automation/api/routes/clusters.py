@@ -15,7 +15,13 @@ from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, 
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Reader
 from automation.auth.roles import Principal
-from automation.models import Cluster, EngineUnlock, RegisterClusterRequest, RunResult
+from automation.models import (
+    Cluster,
+    EngineUnlock,
+    NewKubeconfigRequest,
+    RegisterClusterRequest,
+    RunResult,
+)
 from automation.services import clusters
 from automation.services.stack_engine import stack_runner
 from automation.services.tenancy import only_visible, resolve, visible_ids
@@ -63,6 +69,23 @@ def register_cluster(request: Request, body: RegisterClusterRequest, who: Admin)
         allow_private_address=body.allow_private_address, org=body.org)
     return once(request, who, body, lambda: clusters.register_cluster(
         request.app.state.ctx, req), status=201)
+
+
+@router.put("/clusters/{ref}/kubeconfig", responses=etags.STALE)
+def update_kubeconfig(request: Request, response: Response, ref: str,
+                      body: NewKubeconfigRequest, who: Admin,
+                      if_match: etags.IfMatch = None) -> Cluster:
+    """Replace the cluster's kubeconfig with one that reaches the same cluster (the same CA
+    hash and kube-system UID; 409 otherwise, nothing changed). It must carry its
+    certificates and token inline; the server seals it. If-Match: only if the record is
+    still as it was read."""
+    ctx = request.app.state.ctx
+    done = clusters.update_kubeconfig(
+        ctx, resolve(ctx, who, "cluster", ref, field="ref"),
+        clusters.NewKubeconfig(kubeconfig_text=body.kubeconfig, context=body.context),
+        etags.expectation(if_match))
+    etags.tag(response, done)
+    return _shown(done, who)
 
 
 @router.post("/clusters/{ref}/refresh")

@@ -271,8 +271,17 @@ class Clusters:
         return self._c.request("POST", "/clusters", models.Cluster, json=_body(body))
 
     def etag(self, ref: str) -> str:
-        """The cluster's current ETag (for ``delete(if_match=...)``)."""
+        """The cluster's current ETag (for ``update_kubeconfig`` and ``delete``'s
+        ``if_match``)."""
         return _etag(self._c, f"/clusters/{ref}")
+
+    def update_kubeconfig(self, ref: str, kubeconfig: str, *, context: str | None = None,
+                          if_match: str | None = None) -> models.Cluster:
+        """Replace the cluster's kubeconfig with one that reaches the same cluster (the same
+        CA hash and kube-system UID; Conflict otherwise, nothing changed)."""
+        body = models.NewKubeconfigRequest(kubeconfig=SecretStr(kubeconfig), context=context)
+        return self._c.request("PUT", f"/clusters/{ref}/kubeconfig", models.Cluster,
+                               json=_body(body), headers=_if_match(if_match))
 
     def delete(self, ref: str, *, if_match: str | None = None) -> models.Cluster:
         return self._c.request("DELETE", f"/clusters/{ref}", models.Cluster,

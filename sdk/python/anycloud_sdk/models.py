@@ -494,6 +494,15 @@ class NewDeployment(BaseModel):
     storage: Annotated[str | None, Field(title="Storage")] = None
 
 
+class NewKubeconfigRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    context: Annotated[str | None, Field(title="Context")] = None
+    kubeconfig: Annotated[SecretStr, Field(title="Kubeconfig")]
+
+
 class NewNodePool(BaseModel):
     model_config = ConfigDict(
         extra="allow",

@@ -131,6 +131,7 @@ EXPECTED = {
     ("GET", "/v1/clusters/{ref}"): Access.READ,
     ("POST", "/v1/clusters"): Access.ADMIN,
     ("POST", "/v1/clusters/{ref}/refresh"): Access.WRITE,
+    ("PUT", "/v1/clusters/{ref}/kubeconfig"): Access.ADMIN,
     ("DELETE", "/v1/clusters/{ref}"): Access.ADMIN,
     ("GET", "/v1/credentials"): Access.READ,
     ("GET", "/v1/credentials/{ref}"): Access.READ,
