@@ -126,6 +126,23 @@ class SecretSummary(CamelModel):
     rotated_at: datetime | None = None
 
 
+class MovedToOrg(CamelModel):
+    """``cluster move`` and ``credentials move``: what now belongs to ``org_id`` (names)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    clusters: list[str]
+    node_pools: list[str]
+    credentials: list[str]
+
+
+class MoveToOrg(CamelRequest):
+    """``POST /v1/clusters/{ref}/move`` and ``POST /v1/credentials/{ref}/move``."""
+
+    org: str  # name or id
+
+
 class SecretsKeyStatus(CamelModel):
     """``secrets-key status``: the key a server seals under, the previous keys it still opens
     with (a rotation under way), and how many sealed secrets each key id holds; ``unreadable``

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         DriftReport,
         EngineUnlock,
         IssuedToken,
+        MovedToOrg,
         NewCredentialRequest,
         NewDeployment,
         NewNodePool,
@@ -287,6 +288,16 @@ class Embedded:
 
         return update_kubeconfig(self._app(), ref, NewKubeconfig(kubeconfig=kubeconfig,
                                                                  context=context))
+
+    def move_cluster(self, ref: str, org: str) -> MovedToOrg:
+        from automation.services.org_moves import move_cluster
+
+        return move_cluster(self._app(), ref, org)
+
+    def move_credential(self, ref: str, org: str) -> MovedToOrg:
+        from automation.services.org_moves import move_credential
+
+        return move_credential(self._app(), ref, org)
 
     def refresh_cluster(self, ref: str) -> Cluster:
         from automation.services.clusters import refresh_cluster

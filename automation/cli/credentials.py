@@ -195,3 +195,17 @@ def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
         print_json(cred)
     else:
         click.echo(f"credential {cred.name} deleted")
+
+
+@credentials.command()
+@click.argument("ref")
+@click.option("--org", "org_ref", required=True, help="The org to move it to (name or id).")
+@json_option
+@handle_errors
+@click.pass_context
+def move(ctx: click.Context, ref: str, org_ref: str, as_json: bool) -> None:
+    """Give a credential to another org (refused while a node pool uses it: move that
+    pool's cluster instead, which takes the credential along)."""
+    from automation.cli.org import show_moved
+
+    show_moved(backend_from(ctx).move_credential(ref, org_ref), org_ref, as_json)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, json_option, print_json, print_table
+
+if TYPE_CHECKING:
+    from automation.models import MovedToOrg
 
 
 @click.group()
@@ -68,3 +73,14 @@ def project_list(ctx: click.Context, org_ref: str | None, as_json: bool) -> None
     else:
         print_table("Projects", ["ID", "NAME", "ORG", "PROVISIONER"],
                     [(p.id, p.name, p.org_id, p.provisioner) for p in found])
+
+
+def show_moved(moved: MovedToOrg, org_ref: str, as_json: bool) -> None:
+    """``cluster move`` and ``credentials move``: what now belongs to the org."""
+    if as_json:
+        print_json(moved)
+        return
+    parts = [f"{label} {', '.join(names)}" for label, names in (
+        ("cluster", moved.clusters), ("node pool(s)", moved.node_pools),
+        ("credential(s)", moved.credentials)) if names]
+    click.echo(f"moved to org {org_ref} ({moved.org_id}): {'; '.join(parts)}")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         DriftReport,
         EngineUnlock,
         IssuedToken,
+        MovedToOrg,
         NewCredentialRequest,
         NewDeployment,
         NewNodePool,
@@ -295,6 +296,18 @@ class Remote:
             "context": context})
         return self.client.call("PUT", f"/clusters/{_segment(ref)}/kubeconfig", Cluster,
                                 json=dump(body))
+
+    def move_cluster(self, ref: str, org: str) -> MovedToOrg:
+        from automation.models import MovedToOrg
+
+        return self.client.call("POST", f"/clusters/{_segment(ref)}/move", MovedToOrg,
+                                json={"org": org})
+
+    def move_credential(self, ref: str, org: str) -> MovedToOrg:
+        from automation.models import MovedToOrg
+
+        return self.client.call("POST", f"/credentials/{_segment(ref)}/move", MovedToOrg,
+                                json={"org": org})
 
     def refresh_cluster(self, ref: str) -> Cluster:
         from automation.models import Cluster

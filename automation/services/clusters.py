@@ -285,7 +285,7 @@ def refresh_cluster(app: App, ref: str) -> Cluster:
         )
         state = changes.get("state", current.state)
         record_event(conn, now, "cluster", current.id, "refreshed", f"cluster {state}")
-        return _with_kubeconfigs(conn, [
+        return with_kubeconfigs(conn, [
             conn.execute(sa.select(schema.clusters).where(schema.clusters.c.id == current.id))
             .mappings().one()])[0]
 
@@ -348,7 +348,7 @@ def update_kubeconfig(app: App, ref: str, new: NewKubeconfig,
         row = find_live(conn, schema.clusters, current["id"], live=_LIVE, kind="cluster",
                         field="cluster", lock=True)
         if expect is not None:
-            expect(_with_kubeconfigs(conn, [row])[0])
+            expect(with_kubeconfigs(conn, [row])[0])
         if key is not None and new.kubeconfig_text is not None:
             sealed.store(conn, key, whose, new.kubeconfig_text.get_secret_value().encode(),
                          {"server": target.server_url, "context": new.context or "(current)"},
@@ -362,11 +362,11 @@ def update_kubeconfig(app: App, ref: str, new: NewKubeconfig,
             **_read_facts(facts, current["ca_sha256"] or target.ca_sha256)))
         record_event(conn, now, "cluster", row["id"], "kubeconfig-updated",
                      f"cluster {row['name']}: a new kubeconfig, the same cluster")
-        return _with_kubeconfigs(conn, [conn.execute(sa.select(schema.clusters).where(
+        return with_kubeconfigs(conn, [conn.execute(sa.select(schema.clusters).where(
             schema.clusters.c.id == row["id"])).mappings().one()])[0]
 
 
-def _with_kubeconfigs(conn: Any, rows: list[Any]) -> list[Cluster]:
+def with_kubeconfigs(conn: Any, rows: list[Any]) -> list[Cluster]:
     found = sealed.summaries(conn, [owner("cluster", r["id"]) for r in rows])
     return [Cluster.model_validate({**r, "sealed_kubeconfig": found.get(owner("cluster", r["id"]))})
             for r in rows]
@@ -377,7 +377,7 @@ def list_clusters(app: App) -> list[Cluster]:
         rows = conn.execute(
             sa.select(schema.clusters).where(_LIVE).order_by(schema.clusters.c.name)
         ).mappings().all()
-        return _with_kubeconfigs(conn, list(rows))
+        return with_kubeconfigs(conn, list(rows))
 
 
 def cluster_row(app: App, ref: str) -> RowMapping:
@@ -389,7 +389,7 @@ def cluster_row(app: App, ref: str) -> RowMapping:
 def get_cluster(app: App, ref: str) -> Cluster:
     with app.ledger.read() as conn:
         row = find_live(conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster")
-        return _with_kubeconfigs(conn, [row])[0]
+        return with_kubeconfigs(conn, [row])[0]
 
 
 def delete_cluster(app: App, ref: str, expect: Expectation | None = None) -> Cluster:
@@ -401,7 +401,7 @@ def delete_cluster(app: App, ref: str, expect: Expectation | None = None) -> Clu
             conn, schema.clusters, ref, live=_LIVE, kind="cluster", field="cluster", lock=True
         )
         if expect is not None:
-            expect(_with_kubeconfigs(conn, [row])[0])
+            expect(with_kubeconfigs(conn, [row])[0])
         live_pools = sa.select(schema.node_pools.c.id).where(
             schema.node_pools.c.cluster_id == row["id"],
             schema.node_pools.c.state.in_(list(LIVE_POOL_STATES)))

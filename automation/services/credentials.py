@@ -169,7 +169,7 @@ def _sealable(plain: dict[str, str]) -> bytes:
     return json.dumps(plain, sort_keys=True).encode()
 
 
-def _with_secrets(conn: Any, rows: list[Any]) -> list[Credential]:
+def with_secrets(conn: Any, rows: list[Any]) -> list[Credential]:
     found = sealed.summaries(conn, [_owner(r["id"]) for r in rows])
     return [Credential.model_validate({**r, "secret": found.get(_owner(r["id"]))})
             for r in rows]
@@ -180,14 +180,14 @@ def list_credentials(app: App) -> list[Credential]:
         rows = conn.execute(
             sa.select(schema.credentials).where(_LIVE).order_by(schema.credentials.c.name)
         ).mappings().all()
-        return _with_secrets(conn, list(rows))
+        return with_secrets(conn, list(rows))
 
 
 def get_credential(app: App, ref: str) -> Credential:
     with app.ledger.read() as conn:
         row = find_live(conn, schema.credentials, ref, live=_LIVE, kind="credential",
                         field="credentials")
-        return _with_secrets(conn, [row])[0]
+        return with_secrets(conn, [row])[0]
 
 
 def rotate_credential(app: App, ref: str, material: SecretMaterial,
@@ -200,7 +200,7 @@ def rotate_credential(app: App, ref: str, material: SecretMaterial,
         row = find_live(conn, schema.credentials, ref, live=_LIVE, kind="credential",
                         field="credentials", lock=True)
         if expect is not None:
-            expect(_with_secrets(conn, [row])[0])
+            expect(with_secrets(conn, [row])[0])
         plain, shown = credential_secrets.check(row["provider"], material)
         key = sealed.require_key(app, f"credential {row['name']!r}")
         if not sealed.held(conn, _owner(row["id"])):
@@ -227,7 +227,7 @@ def delete_credential(app: App, ref: str, expect: Expectation | None = None) -> 
             lock=True,
         )
         if expect is not None:
-            expect(_with_secrets(conn, [row])[0])
+            expect(with_secrets(conn, [row])[0])
         users = conn.execute(
             sa.select(schema.node_pools.c.name).where(
                 schema.node_pools.c.credential_id == row["id"],

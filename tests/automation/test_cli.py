@@ -177,3 +177,22 @@ def test_start_up_paths_import_no_provider_sdk(tmp_path: Path, args: list[str]) 
     loaded, _ = modules_loaded_by(args, {"ANYCLOUD_HOME": str(tmp_path / "home"),
                                          "ANYCLOUD_DATABASE_URL": ""})
     assert not loaded & set(GUARDED), loaded & set(GUARDED)
+
+
+def test_a_cluster_moves_to_another_org_with_its_pools(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path, in_each_mode: str) -> None:
+    _register_offline(run, tmp_path)
+    ok_json(run(*AWS_ROLE, "--json"))
+    ok_json(run("node-pool", "create", "cpu", "--credentials", "team", "--region", "us-east-1",
+                "--vm-type", "m7i.large", "--min-vms", "1", "--max-vms", "1", "--json"))
+    acme = ok_json(run("org", "create", "acme", "--json"))
+    in_use = run("credentials", "move", "team", "--org", "acme", "--json")
+    assert in_use.exit_code == 2 and "cluster move" in in_use.stdout
+    moved = ok_json(run("cluster", "move", "prod", "--org", "acme", "--json"))
+    assert moved == {"orgId": acme["id"], "clusters": ["prod"], "nodePools": ["cpu"],
+                     "credentials": ["team"]}
+    assert {c["orgId"] for c in ok_json(run("cluster", "list", "--json"))} == {acme["id"]}
+    text = run("cluster", "move", "prod", "--org", "acme")
+    assert text.exit_code == 0 and "moved to org acme" in text.stdout
+    ghost = run("cluster", "move", "prod", "--org", "ghost", "--json")
+    assert ghost.exit_code == 2 and json.loads(ghost.stdout)["error"]["code"] == "NOT_FOUND"

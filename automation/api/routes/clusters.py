@@ -18,11 +18,13 @@ from automation.auth.roles import Principal
 from automation.models import (
     Cluster,
     EngineUnlock,
+    MovedToOrg,
+    MoveToOrg,
     NewKubeconfigRequest,
     RegisterClusterRequest,
     RunResult,
 )
-from automation.services import clusters
+from automation.services import clusters, org_moves
 from automation.services.stack_engine import stack_runner
 from automation.services.tenancy import only_visible, resolve, visible_ids
 
@@ -86,6 +88,15 @@ def update_kubeconfig(request: Request, response: Response, ref: str,
         etags.expectation(if_match))
     etags.tag(response, done)
     return _shown(done, who)
+
+
+@router.post("/clusters/{ref}/move", responses=etags.STALE)
+def move_cluster(request: Request, ref: str, body: MoveToOrg, _: Admin,
+                 if_match: etags.IfMatch = None) -> MovedToOrg:
+    """To another org, with its node pools and the credentials only they use (refused,
+    naming it, for a credential a pool on another cluster also uses)."""
+    return org_moves.move_cluster(request.app.state.ctx, ref, body.org,
+                                  etags.expectation(if_match))
 
 
 @router.post("/clusters/{ref}/refresh")

@@ -12,8 +12,14 @@ from automation.api.paging import DEFAULT_PAGE_SIZE, Page, PageSize, PageToken, 
 from automation.api.routers import v1
 from automation.api.security import Admin, Reader
 from automation.errors import InvalidInput
-from automation.models import Credential, NewCredentialRequest, RotateCredentialRequest
-from automation.services import credentials
+from automation.models import (
+    Credential,
+    MovedToOrg,
+    MoveToOrg,
+    NewCredentialRequest,
+    RotateCredentialRequest,
+)
+from automation.services import credentials, org_moves
 from automation.services.tenancy import only_visible, resolve, visible_ids
 
 router = v1("credentials")
@@ -71,3 +77,11 @@ def delete_credential(request: Request, ref: str, _: Admin, if_match: etags.IfMa
     """Refused while a node pool uses it; its sealed secret goes with it."""
     return credentials.delete_credential(request.app.state.ctx, ref,
                                          etags.expectation(if_match))
+
+
+@router.post("/credentials/{ref}/move", responses=etags.STALE)
+def move_credential(request: Request, ref: str, body: MoveToOrg, _: Admin,
+                    if_match: etags.IfMatch = None) -> MovedToOrg:
+    """To another org; refused while a node pool uses it (it moves with their cluster)."""
+    return org_moves.move_credential(request.app.state.ctx, ref, body.org,
+                                     etags.expectation(if_match))

@@ -275,6 +275,12 @@ class Clusters:
         ``if_match``)."""
         return _etag(self._c, f"/clusters/{ref}")
 
+    def move(self, ref: str, org: str, *, if_match: str | None = None) -> models.MovedToOrg:
+        """To ``org``, with its node pools and the credentials only they use."""
+        return self._c.request("POST", f"/clusters/{ref}/move", models.MovedToOrg,
+                               json=_body(models.MoveToOrg(org=org)),
+                               headers=_if_match(if_match))
+
     def update_kubeconfig(self, ref: str, kubeconfig: str, *, context: str | None = None,
                           if_match: str | None = None) -> models.Cluster:
         """Replace the cluster's kubeconfig with one that reaches the same cluster (the same
@@ -336,6 +342,12 @@ class Credentials:
         body = models.RotateCredentialRequest(secret=secret)
         return self._c.request("POST", f"/credentials/{ref}/rotate", models.Credential,
                                json=_body(body), headers=_if_match(if_match))
+
+    def move(self, ref: str, org: str, *, if_match: str | None = None) -> models.MovedToOrg:
+        """To ``org``; refused while a node pool uses it (move its cluster instead)."""
+        return self._c.request("POST", f"/credentials/{ref}/move", models.MovedToOrg,
+                               json=_body(models.MoveToOrg(org=org)),
+                               headers=_if_match(if_match))
 
     def delete(self, ref: str, *, if_match: str | None = None) -> models.Credential:
         return self._c.request("DELETE", f"/credentials/{ref}", models.Credential,

@@ -470,6 +470,25 @@ class Me(BaseModel):
     server_version: Annotated[str, Field(alias="serverVersion", title="Serverversion")]
 
 
+class MoveToOrg(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    org: Annotated[str, Field(title="Org")]
+
+
+class MovedToOrg(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    clusters: Annotated[list[str], Field(title="Clusters")]
+    credentials: Annotated[list[str], Field(title="Credentials")]
+    node_pools: Annotated[list[str], Field(alias="nodePools", title="Nodepools")]
+    org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
+
+
 class NewDeployment(BaseModel):
     model_config = ConfigDict(
         extra="allow",

@@ -132,6 +132,8 @@ EXPECTED = {
     ("POST", "/v1/clusters"): Access.ADMIN,
     ("POST", "/v1/clusters/{ref}/refresh"): Access.WRITE,
     ("PUT", "/v1/clusters/{ref}/kubeconfig"): Access.ADMIN,
+    ("POST", "/v1/clusters/{ref}/move"): Access.ADMIN,
+    ("POST", "/v1/credentials/{ref}/move"): Access.ADMIN,
     ("DELETE", "/v1/clusters/{ref}"): Access.ADMIN,
     ("GET", "/v1/credentials"): Access.READ,
     ("GET", "/v1/credentials/{ref}"): Access.READ,

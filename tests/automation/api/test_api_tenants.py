@@ -368,3 +368,47 @@ def _owned(http: TestClient, admin: dict[str, str], org: str) -> set[str]:
             if item["orgId"] == org_id:
                 found |= {item["id"], item["name"]}
     return found
+
+
+def test_a_cluster_moves_with_its_pools_and_credentials_to_another_org(
+        app: App, http: TestClient, tenants: dict[str, Any], kubeconfig: Any) -> None:
+    callers, admin = tenants["callers"], tenants["callers"]["admin"]
+    # A second alpha cluster whose pool shares alpha's credential: the first cannot move.
+    clusters.register_cluster(app, clusters.RegisterCluster(
+        name="alpha-k3s-2", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1",
+        ca_file=DEMO_CA, offline=True, org="alpha"))
+    shared = http.post("/v1/node-pools", headers=admin, json={
+        "name": "alpha-cpu", "cluster": "alpha-k3s-2", "credentials": "alpha-aws",
+        "region": "us-east-1", "vmType": "m7i.large", "minVms": 1, "maxVms": 1})
+    assert shared.status_code == 201, shared.text
+    before = snapshot(app)
+    refused = http.post("/v1/clusters/alpha-k3s/move", json={"org": "beta"}, headers=admin)
+    assert refused.status_code == 409
+    assert "'alpha-aws' is also used by node pool 'alpha-cpu'" in refused.json()["detail"]
+    in_use = http.post("/v1/credentials/alpha-aws/move", json={"org": "beta"}, headers=admin)
+    assert in_use.status_code == 409 and "cluster move" in in_use.json()["detail"]
+    member = http.post("/v1/clusters/alpha-k3s/move", json={"org": "beta"},
+                       headers=callers["alpha-member"])
+    assert member.status_code == 403
+    assert snapshot(app) == before
+    # Without the sharing pool, the cluster moves with its pool and that credential.
+    assert http.delete("/v1/node-pools/alpha-cpu", headers=admin).status_code == 200
+    with app.ledger.write() as conn:  # its destroy has run: deleted
+        conn.execute(schema.node_pools.update().where(schema.node_pools.c.name == "alpha-cpu")
+                     .values(state="deleted"))
+    moved = http.post("/v1/clusters/alpha-k3s/move", json={"org": "beta"}, headers=admin)
+    assert moved.status_code == 200, moved.text
+    assert {k: moved.json()[k] for k in ("clusters", "nodePools", "credentials")} == {
+        "clusters": ["alpha-k3s"], "nodePools": ["alpha-gpu"], "credentials": ["alpha-aws"]}
+    for path in ("/v1/clusters/alpha-k3s", "/v1/node-pools/alpha-gpu",
+                 "/v1/credentials/alpha-aws"):
+        assert http.get(path, headers=callers["alpha-viewer"]).status_code == 404, path
+        assert http.get(path, headers=callers["beta-member"]).status_code == 200, path
+    pools = http.get("/v1/node-pools", headers=callers["beta-member"]).json()["items"]
+    assert sorted(p["name"] for p in pools) == ["alpha-gpu", "beta-gpu"]
+    # A credential no pool uses moves alone.
+    credentials.new_credential(app, credentials.NewCredential(
+        "spare", "aws", {"profile": "team"}, org="alpha"))
+    alone = http.post("/v1/credentials/spare/move", json={"org": "beta"}, headers=admin)
+    assert alone.status_code == 200 and alone.json()["credentials"] == ["spare"]
+    assert http.get("/v1/credentials/spare", headers=callers["beta-member"]).status_code == 200
