@@ -1,5 +1,8 @@
 """``GET /metrics``: Prometheus' text format, for a scraper holding a viewer token (reading is
-all it does; anonymous: 401, an agent token: 403).
+all it does; anonymous: 401, an agent token: 403, a token scoped to an org: 403, since the
+figures are the whole control plane's). An admin's scrape also has the node pools and VMs
+per org (``anycloud_org_*``, labelled with the org's name): who the tenants are is an
+admin's to see.
 
 Two sources, joined in one registry per app:
 - the ledger, read at each scrape (``LedgerCollector``): node pools and VMs by state, each
@@ -26,7 +29,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from automation import instruments
 from automation.api.security import FleetReader
 from automation.ledger.db import Ledger
-from automation.services.fleet_counts import read_counts
+from automation.services.fleet_counts import read_counts, read_org_counts
 
 PATH = "/metrics"
 # Each AgentPool's desired replicas, as its operator last decided: {"ns/name": replicas}.
@@ -40,8 +43,9 @@ class LedgerCollector:
     passes ``fleet_counts.desired_replicas``: the operator's last decision per open pool, as
     it records it in the ledger); None leaves the family out."""
 
-    def __init__(self, ledger: Ledger, desired: DesiredReplicas | None = None) -> None:
-        self.ledger, self.desired = ledger, desired
+    def __init__(self, ledger: Ledger, desired: DesiredReplicas | None = None, *,
+                 per_org: bool = False) -> None:
+        self.ledger, self.desired, self.per_org = ledger, desired, per_org
 
     def collect(self) -> Iterator[Metric]:
         counts = read_counts(self.ledger)
@@ -55,6 +59,8 @@ class LedgerCollector:
             vms.add_metric([state], n)
         yield node_pools
         yield vms
+        if self.per_org:
+            yield from _per_org(self.ledger)
 
         def gauge(name: str, text: str) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, text, labels=["pool"])
@@ -89,6 +95,20 @@ class LedgerCollector:
             yield desired
 
 
+def _per_org(ledger: Ledger) -> Iterator[Metric]:
+    pools = GaugeMetricFamily("anycloud_org_node_pools", "Node pools of each org by state.",
+                              labels=["org", "state"])
+    vms = GaugeMetricFamily("anycloud_org_vms", "VMs of each org's node pools by state.",
+                            labels=["org", "state"])
+    for org, (by_pool_state, by_vm_state) in read_org_counts(ledger).items():
+        for state, n in by_pool_state.items():
+            pools.add_metric([org, state], n)
+        for state, n in by_vm_state.items():
+            vms.add_metric([org, state], n)
+    yield pools
+    yield vms
+
+
 class _Instruments:
     """This process's instruments, collected at each scrape."""
 
@@ -97,10 +117,11 @@ class _Instruments:
         return collected
 
 
-def scrape_registry(ledger: Ledger, desired: DesiredReplicas | None = None) -> Any:
+def scrape_registry(ledger: Ledger, desired: DesiredReplicas | None = None, *,
+                    per_org: bool = False) -> Any:
     instruments.enable()  # this process serves them: its passes and operations count
     registry = CollectorRegistry()
-    registry.register(LedgerCollector(ledger, desired))
+    registry.register(LedgerCollector(ledger, desired, per_org=per_org))
     shared = instruments.shared_directory()
     if shared is not None:
         MultiProcessCollector(registry, path=shared)
@@ -110,9 +131,11 @@ def scrape_registry(ledger: Ledger, desired: DesiredReplicas | None = None) -> A
 
 
 def install(api: FastAPI, ledger: Ledger, desired: DesiredReplicas | None = None) -> None:
-    registry = scrape_registry(ledger, desired)
+    fleet = scrape_registry(ledger, desired)
+    with_orgs = scrape_registry(ledger, desired, per_org=True)
 
     @api.get(PATH, include_in_schema=False)
-    def metrics(_: FleetReader) -> Response:
+    def metrics(who: FleetReader) -> Response:
         # A plain function: FastAPI runs it in a worker thread (it reads the ledger).
+        registry = with_orgs if who.role == "admin" else fleet
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

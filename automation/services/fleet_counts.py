@@ -94,3 +94,24 @@ def desired_replicas(ledger: Ledger) -> dict[str, int]:
         rows = conn.execute(sa.select(pools.c.pool, pools.c.desired_replicas)
                             .where(pools.c.state == "open")).all()
     return {str(pool): int(n) for pool, n in rows}
+
+
+def read_org_counts(ledger: Ledger) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+    """Per org (by name): its node pools by state and their VMs by state, every state even
+    at zero (tenants: for an admin's scrape)."""
+    pools, attempts, orgs = schema.node_pools, schema.vm_attempts, schema.orgs
+    with ledger.read() as conn:
+        names = list(conn.execute(sa.select(orgs.c.name).order_by(orgs.c.name)).scalars())
+        pool_rows = conn.execute(
+            sa.select(orgs.c.name, pools.c.state, sa.func.count())
+            .join(pools, pools.c.org_id == orgs.c.id)
+            .group_by(orgs.c.name, pools.c.state)).all()
+        vm_rows = conn.execute(
+            sa.select(orgs.c.name, attempts.c.state, sa.func.count())
+            .join(pools, pools.c.org_id == orgs.c.id)
+            .join(attempts, attempts.c.pool_id == pools.c.id)
+            .group_by(orgs.c.name, attempts.c.state)).all()
+    return {name: (_by_state(NODE_POOL_STATES, [(st, n) for o, st, n in pool_rows if o == name]),
+                   _by_state(VM_STATES, [(st, n) for o, st, n in vm_rows if o == name]))
+            for name in names}
+

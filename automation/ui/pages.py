@@ -8,8 +8,10 @@ role, from a session cookie (``automation.ui.sessions``) or an ``Authorization: 
 header, and reads through the same service functions as the ``/v1`` routes that give the
 same data (``GET /v1/node-pools``, ``/v1/node-pools/{ref}``, ``…/history``, ``…/preview``,
 ``/v1/cost/daily``, ``/v1/agent-pools``, ``/v1/deployments``): it shows a token nothing the
-API would not give it. An anonymous page
-request is sent to the log-in page; an anonymous fragment request gets 401 and no data.
+API would not give it: a token scoped to an org sees that org's pools, their cost and its
+deployments, no AgentPool, and a pool of another org is "not found" (``services.tenancy``,
+as the API). An anonymous page request is sent to the log-in page; an anonymous fragment
+request gets 401 and no data.
 
 The routes are left out of the OpenAPI document (they are HTML, not the API's contract), and
 each carries its gate like every API route (``automation.api.security.route_access``)."""
@@ -39,6 +41,7 @@ from automation.services.cost_report import cost_by_day
 from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_history import read_pool_history
 from automation.services.pool_status import list_node_pools
+from automation.services.tenancy import is_scoped, only_visible, resolve, visible_ids
 from automation.ui.charts import bands, busy_slots_svg, cost_per_day_svg, slots_text
 from automation.ui.sessions import (
     COOKIE_PATH,
@@ -97,7 +100,7 @@ def _viewer(request: Request,
             who = token_auth.authenticate(ctx.ledger, token, now)
         except Unauthenticated:
             return None  # revoked or expired since: the session is over
-    authorize(who, Access.READ, fleet=True)
+    authorize(who, Access.READ)
     request.state.principal = who
     return who
 
@@ -189,12 +192,12 @@ def _pools_url(path: str, page: int, state: str | None) -> str:
     return f"{PREFIX}{path}?{query}" if query else f"{PREFIX}{path}"
 
 
-def _overview_values(request: Request) -> dict[str, Any]:
-    """One page of the pools (the state filter applied) and the counts by state over all of
-    them, with the links to the other pages and to each state's pools."""
+def _overview_values(request: Request, who: Principal) -> dict[str, Any]:
+    """One page of the pools the caller sees (the state filter applied) and the counts by
+    state over all of them, with the links to the other pages and to each state's pools."""
     page, state = _pools_query(request)
     ctx = request.app.state.ctx
-    pools = list_node_pools(ctx.ledger)
+    pools = only_visible(list_node_pools(ctx.ledger), visible_ids(ctx, who, "node pool"))
     counts = Counter(p.state.value for p in pools)
     shown = [p for p in pools if state is None or p.state.value == state]
     last_page = max(1, -(-len(shown) // PAGE_SIZE))
@@ -211,17 +214,19 @@ def _overview_values(request: Request) -> dict[str, Any]:
             "fragment_url": _pools_url("/fragments/pools", page, state)}
 
 
-def _cost_values(request: Request) -> dict[str, Any]:
-    """The overview's cost chart: what ``GET /v1/cost/daily`` gives (not polled: it moves
-    slowly)."""
+def _cost_values(request: Request, who: Principal) -> dict[str, Any]:
+    """The overview's cost chart: what ``GET /v1/cost/daily`` gives the caller (not polled:
+    it moves slowly)."""
     ctx = request.app.state.ctx
-    daily = cost_by_day(ctx.ledger, ctx.clock.now())
+    daily = cost_by_day(ctx.ledger, ctx.clock.now(), only=visible_ids(ctx, who, "node pool"))
     return {"cost": daily, "cost_chart": cost_per_day_svg(daily), "cost_bands": bands(daily)}
 
 
-def _pool_values(request: Request, ref: str) -> dict[str, Any]:
+def _pool_values(request: Request, who: Principal, ref: str) -> dict[str, Any]:
+    """One pool the caller sees (NotFound out of its scope, as for a missing one)."""
     ctx = request.app.state.ctx
-    pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, ref, ctx.kubeconfig_path)
+    pool_id = resolve(ctx, who, "node pool", ref, field="ref")
+    pool: NodePoolStatus = pool_status_with_ingress(ctx.ledger, pool_id, ctx.kubeconfig_path)
     # GET /v1/node-pools/{ref}/history's; in the polled fragment, so it refreshes too.
     history = read_pool_history(ctx.ledger, pool.id)
     return {"pool": pool, "history": history, "as_of": _shown_at(ctx.clock.now())}
@@ -289,7 +294,7 @@ def overview(request: Request, who: Viewer) -> Response:
     if who is None:
         return _to_login(request)
     try:
-        values = _overview_values(request)
+        values = _overview_values(request, who)
     except BadQuery as exc:  # a page that says what was wrong, and a way back
         return _page("bad_query.html", 400, problem=str(exc), **_session_values(request, who))
     return _page("overview.html", **values, **_session_values(request, who))
@@ -300,7 +305,7 @@ def pool_page(request: Request, ref: str, who: Viewer) -> Response:
     if who is None:
         return _to_login(request)
     try:
-        values = _pool_values(request, ref)
+        values = _pool_values(request, who, ref)
     except NotFound:  # a page, not the API's problem+json: the ref asked, a way back
         return _page("pool_missing.html", 404, ref=ref, **_session_values(request, who))
     return _page("pool.html", **values, **_session_values(request, who))
@@ -317,7 +322,11 @@ def pool_preview_page(request: Request, ref: str, who: Viewer) -> Response:
     from automation.services.stack_engine import stack_runner
 
     state = request.app.state
-    preview = preview_pool(state.ctx, lambda: stack_runner(state), ref, diff=True)
+    try:
+        pool_id = resolve(state.ctx, who, "node pool", ref, field="ref")
+    except NotFound:
+        return _page("pool_missing.html", 404, ref=ref, **_session_values(request, who))
+    preview = preview_pool(state.ctx, lambda: stack_runner(state), pool_id, diff=True)
     return _page("pool_preview.html", preview=preview, ref=ref,
                  as_of=_shown_at(state.ctx.clock.now()), **_session_values(request, who))
 
@@ -325,22 +334,26 @@ def pool_preview_page(request: Request, ref: str, who: Viewer) -> Response:
 # -- AgentPools and deployments (issue 24): GET /v1/agent-pools' and GET /v1/deployments' --
 
 
-def _agent_pools_values(request: Request) -> dict[str, Any]:
+def _agent_pools_values(request: Request, who: Principal) -> dict[str, Any]:
+    """The AgentPools: the whole control plane's, so none for a caller scoped to an org
+    (as ``GET /v1/agent-pools`` answers it)."""
     ctx = request.app.state.ctx
     now = ctx.clock.now()
-    pools = list_agent_pools(ctx.ledger, now)
+    pools = [] if is_scoped(who) else list_agent_pools(ctx.ledger, now)
     return {"as_of": _shown_at(now), "agent_pools": [
         (p, busy_slots_svg(p), slots_text(max(p.busy_slots_per_minute, default=0.0)))
         for p in pools]}
 
 
-def _deployments_values(request: Request) -> dict[str, Any]:
-    """What ``GET /v1/deployments`` gives any reader (no project filter), with the project
+def _deployments_values(request: Request, who: Principal) -> dict[str, Any]:
+    """What ``GET /v1/deployments`` gives the caller (no project filter), with the project
     and org names ``GET /v1/projects`` and ``GET /v1/orgs`` give it."""
     ctx = request.app.state.ctx
-    found = deployment_ops.list_all(ctx)
-    orgs = {o.id: o.name for o in projects.list_orgs(ctx)}
-    owners = {p.id: (p.name, orgs.get(p.org_id, p.org_id)) for p in projects.list_projects(ctx)}
+    found = only_visible(deployment_ops.list_all(ctx), visible_ids(ctx, who, "deployment"))
+    orgs = {o.id: o.name for o in only_visible(projects.list_orgs(ctx),
+                                               visible_ids(ctx, who, "org"))}
+    owners = {p.id: (p.name, orgs.get(p.org_id, p.org_id)) for p in only_visible(
+        projects.list_projects(ctx), visible_ids(ctx, who, "project"))}
     return {"as_of": _shown_at(ctx.clock.now()), "owners": owners,
             "deployments": [d for d in found if isinstance(d, ProjectDeployment)],
             "placements": [d for d in found if not isinstance(d, ProjectDeployment)]}
@@ -350,7 +363,7 @@ def _deployments_values(request: Request) -> dict[str, Any]:
 def agent_pools_page(request: Request, who: Viewer) -> Response:
     if who is None:
         return _to_login(request)
-    return _page("agent_pools.html", **_agent_pools_values(request),
+    return _page("agent_pools.html", **_agent_pools_values(request, who),
                  **_session_values(request, who))
 
 
@@ -358,7 +371,7 @@ def agent_pools_page(request: Request, who: Viewer) -> Response:
 def deployments_page(request: Request, who: Viewer) -> Response:
     if who is None:
         return _to_login(request)
-    return _page("deployments.html", **_deployments_values(request),
+    return _page("deployments.html", **_deployments_values(request, who),
                  **_session_values(request, who))
 
 
@@ -366,14 +379,14 @@ def deployments_page(request: Request, who: Viewer) -> Response:
 def agent_pools_fragment(request: Request, who: Viewer) -> Response:
     if who is None:
         return _logged_out()
-    return _page("_agent_pools.html", **_agent_pools_values(request))
+    return _page("_agent_pools.html", **_agent_pools_values(request, who))
 
 
 @router.get("/fragments/deployments")
 def deployments_fragment(request: Request, who: Viewer) -> Response:
     if who is None:
         return _logged_out()
-    return _page("_deployments.html", **_deployments_values(request))
+    return _page("_deployments.html", **_deployments_values(request, who))
 
 
 def _logged_out() -> Response:
@@ -387,7 +400,7 @@ def pools_fragment(request: Request, who: Viewer) -> Response:
     if who is None:
         return _logged_out()
     try:
-        return _page("_pools.html", **_overview_values(request))
+        return _page("_pools.html", **_overview_values(request, who))
     except BadQuery as exc:
         return PlainTextResponse(str(exc), 400, headers=_HEADERS)
 
@@ -398,7 +411,7 @@ def cost_fragment(request: Request, who: Viewer) -> Response:
     it took a third of the page's server time with 1,000 pools (not polled)."""
     if who is None:
         return _logged_out()
-    return _page("_cost.html", **_cost_values(request))
+    return _page("_cost.html", **_cost_values(request, who))
 
 
 @router.get("/fragments/pools/{ref}")
@@ -406,7 +419,7 @@ def pool_fragment(request: Request, ref: str, who: Viewer) -> Response:
     if who is None:
         return _logged_out()
     try:
-        values = _pool_values(request, ref)
+        values = _pool_values(request, who, ref)
     except NotFound:
         return PlainTextResponse("node pool not found", 404, headers=_HEADERS)
     return _page("_pool.html", **values)

@@ -278,6 +278,41 @@ def test_the_whole_fleets_views_refuse_a_scoped_token(http: TestClient,
     assert http.get("/v1/agent-pools", headers=viewer).json()["items"] == []
 
 
+def test_metrics_per_org_are_an_admins(http: TestClient, tenants: dict[str, Any],
+                                       callers: dict[str, dict[str, str]]) -> None:
+    admin = http.get("/metrics", headers=tenants["callers"]["admin"]).text
+    for org in ORGS:
+        assert f'anycloud_org_vms{{org="{org}",state="running"}} 1.0' in admin
+        assert f'anycloud_org_node_pools{{org="{org}",state="pending"}} 1.0' in admin
+    viewer = http.get("/metrics", headers=callers["viewer"])  # unscoped, not an admin
+    assert viewer.status_code == 200 and "anycloud_vms" in viewer.text
+    assert "anycloud_org_" not in viewer.text and "alpha" not in viewer.text
+
+
+def test_the_dashboard_shows_a_scoped_token_its_org_alone(http: TestClient,
+                                                          tenants: dict[str, Any]) -> None:
+    viewer = tenants["callers"]["alpha-viewer"]
+    pages = {path: http.get(path, headers=viewer) for path in (
+        "/ui/", "/ui/fragments/pools", "/ui/fragments/cost", "/ui/deployments",
+        "/ui/fragments/deployments", "/ui/agent-pools", "/ui/pools/alpha-gpu",
+        "/ui/fragments/pools/alpha-gpu")}
+    for path, page in pages.items():
+        assert page.status_code == 200, (path, page.text[:300])
+        assert "beta" not in page.text, path
+    assert "alpha-gpu" in pages["/ui/"].text and "alpha-api" in pages["/ui/deployments"].text
+    assert "alpha-job" in pages["/ui/deployments"].text
+    # Another org's pool answers exactly as one that does not exist (only the name asked).
+    for path in ("/ui/pools/{}", "/ui/fragments/pools/{}", "/ui/pools/{}/preview"):
+        theirs = http.get(path.format("beta-gpu"), headers=viewer)
+        missing = http.get(path.format("no-such-pool"), headers=viewer)
+        assert theirs.status_code == missing.status_code == 404, path
+        assert theirs.text.replace("beta-gpu", "?") == missing.text.replace(
+            "no-such-pool", "?"), path
+    # The admin still sees both orgs.
+    both = http.get("/ui/", headers=tenants["callers"]["admin"]).text
+    assert "alpha-gpu" in both and "beta-gpu" in both
+
+
 def test_an_idempotency_key_is_the_callers_own(http: TestClient,
                                                tenants: dict[str, Any]) -> None:
     callers = tenants["callers"]
