@@ -195,8 +195,8 @@ class KeySource:
     def __init__(self, environ: Mapping[str, str]) -> None:
         self._file = (Path(environ[KEY_FILE_ENV]).expanduser()
                       if environ.get(KEY_FILE_ENV) else None)
+        self._seen = self._stamp()  # first: a change while it is read is read again
         self._key = load_key(environ)  # a bad key at start fails the start
-        self._seen = self._stamp()
 
     def _stamp(self) -> tuple[int, int, int] | None:
         if self._file is None:

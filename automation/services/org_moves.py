@@ -39,11 +39,9 @@ def move_cluster(app: App, ref: str, org: str, expect: Expectation | None = None
         if expect is not None:
             expect(with_kubeconfigs(conn, [row])[0])
         org_id = owning_org(conn, org, now)
-        pools = conn.execute(sa.select(_POOLS.c.id, _POOLS.c.name, _POOLS.c.credential_id)
-                             .where(_POOLS.c.cluster_id == row["id"])).all()
-        live_pools = {p.id for p in conn.execute(sa.select(_POOLS.c.id).where(
-            _POOLS.c.cluster_id == row["id"], _LIVE_POOL))}
-        cred_ids = sorted({p.credential_id for p in pools if p.id in live_pools})
+        live = conn.execute(sa.select(_POOLS.c.name, _POOLS.c.credential_id).where(
+            _POOLS.c.cluster_id == row["id"], _LIVE_POOL)).all()
+        cred_ids = sorted({p.credential_id for p in live})
         shared = conn.execute(
             sa.select(_CREDS.c.name, _POOLS.c.name.label("pool"), _CLUSTERS.c.name.label("on"))
             .join(_POOLS, _POOLS.c.credential_id == _CREDS.c.id)
@@ -58,6 +56,7 @@ def move_cluster(app: App, ref: str, org: str, expect: Expectation | None = None
                 rule="a cluster moves with its pools and the credentials only they use")
         conn.execute(_CLUSTERS.update().where(_CLUSTERS.c.id == row["id"])
                      .values(org_id=org_id, updated_at=now))
+        # Every pool of the cluster, deleted ones too: its history stays with it.
         conn.execute(_POOLS.update().where(_POOLS.c.cluster_id == row["id"])
                      .values(org_id=org_id))
         if cred_ids:
@@ -66,7 +65,7 @@ def move_cluster(app: App, ref: str, org: str, expect: Expectation | None = None
         creds = sorted(conn.execute(sa.select(_CREDS.c.name).where(
             _CREDS.c.id.in_(cred_ids))).scalars())
         moved = MovedToOrg(org_id=org_id, clusters=[row["name"]],
-                           node_pools=sorted(p.name for p in pools if p.id in live_pools),
+                           node_pools=sorted(p.name for p in live),
                            credentials=creds)
         _record(conn, now, "cluster", row["id"], moved)
         return moved
