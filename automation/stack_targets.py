@@ -13,6 +13,7 @@ from automation.app import App
 from automation.engine.runner import Expected, StackKind, StackTarget
 from automation.errors import NotFound
 from automation.ledger import schema
+from automation.ledger.records import could_name
 from automation.models import LIVE_POOL_STATES
 from automation.sealing import owner
 
@@ -39,6 +40,8 @@ def cluster_ref(cluster: Any) -> Any:
 def _pool_row(conn: Any, ref: str) -> Any:
     """A pool by id (any state) or by the name of a live one; NotFound otherwise."""
     pools = schema.node_pools
+    if not could_name(ref):
+        raise NotFound("node pool", ref, field="node_pool")
     pool = conn.execute(sa.select(pools).where(sa.or_(
         pools.c.id == ref,
         sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),

@@ -18,6 +18,12 @@ from automation.ledger import schema
 Expectation = Callable[[Any], None]
 
 
+def could_name(ref: str) -> bool:
+    """Whether ``ref`` could be a stored id or name. A NUL byte never is: PostgreSQL's text
+    cannot hold one (asking would fail the query), and no name rule allows one."""
+    return "\x00" not in ref
+
+
 def find_live(
     conn: Connection,
     table: sa.Table,
@@ -30,6 +36,8 @@ def find_live(
     lock: bool = False,
 ) -> RowMapping:
     """The live row whose id or name is ``ref``; ``lock`` holds it until commit."""
+    if not could_name(ref):
+        raise NotFound(kind, ref, field=field)
     query = sa.select(table).where(live, sa.or_(table.c.id == ref, table.c.name == ref))
     if scope is not None:
         query = query.where(scope)
