@@ -163,17 +163,33 @@ def _fast_revision(ledger: Ledger) -> str | None:
     return rows[0]["version_num"] if rows else None
 
 
+def _read_revision(ledger: Ledger, url: str, attempts: int = 6) -> str | None:
+    """The schema revision, through SQLAlchemy. SQLite may answer "database is locked" at
+    once, without waiting out the busy timeout, while other connections open a new file at
+    the same moment (the journal mode switch; SQLite's docs: retry the transaction): tried
+    again a few times, 0.1 s, 0.2 s, ... apart, before it is reported."""
+    import time
+
+    import sqlalchemy as sa
+
+    for attempt in range(attempts):
+        try:
+            with ledger.read() as conn:
+                return current_revision(conn)
+        except sa.exc.OperationalError as exc:
+            locked = ledger.dialect == "sqlite" and "database is locked" in str(exc.orig)
+            if not locked or attempt == attempts - 1:
+                raise AnycloudError(
+                    f"cannot open the ledger at {_redact(url)}: {exc.orig}") from exc
+            time.sleep(0.1 * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
 def open_ledger(url: str, *, migrate_schema: bool = True) -> Ledger:
     ledger = Ledger(url)
     if _fast_revision(ledger) == SCHEMA_REVISION:
         return ledger
-    import sqlalchemy as sa
-
-    try:
-        with ledger.read() as conn:
-            revision = current_revision(conn)
-    except sa.exc.OperationalError as exc:
-        raise AnycloudError(f"cannot open the ledger at {_redact(url)}: {exc.orig}") from exc
+    revision = _read_revision(ledger, url)
     if revision != SCHEMA_REVISION:
         if not migrate_schema:
             raise AnycloudError(

@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -136,3 +137,26 @@ def test_upgrade_from_0001_keeps_rows_and_fills_defaults(ledger_url: str) -> Non
         assert current_revision(conn) == SCHEMA_REVISION
     assert (row["id"], row["replacements_in_row"], row["network_removed"]) == ("np-1", 0, False)
     upgraded.dispose()
+
+
+def test_a_locked_answer_while_a_new_sqlite_file_is_opened_is_tried_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite can answer "database is locked" at once (without its busy timeout) while other
+    # connections open a new file; CI saw it once in the four-thread test above.
+    real, calls = db.current_revision, []
+
+    def locked_twice(conn: Any) -> str | None:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sa.exc.OperationalError("SELECT", {}, Exception("database is locked"))
+        return real(conn)
+
+    monkeypatch.setattr(db, "current_revision", locked_twice)
+    open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}").dispose()
+    assert len(calls) == 4  # two locked answers, the read, then the migration's own read
+    from automation.errors import AnycloudError
+
+    monkeypatch.setattr(db, "current_revision", lambda conn: (_ for _ in ()).throw(
+        sa.exc.OperationalError("SELECT", {}, Exception("disk I/O error"))))
+    with pytest.raises(AnycloudError, match="disk I/O error"):
+        open_ledger(f"sqlite:///{tmp_path / 'other.db'}")
