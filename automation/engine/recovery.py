@@ -441,17 +441,23 @@ def read_each(items: Sequence[tuple[PendingCreate, str]],
     """Answers for reads by id: ``run`` runs ``read_program`` over some items and returns
     its outputs, or raises ``failure`` with the engine's message. A read the engine says
     found nothing is an absence, and the others are read again without it; a failure that
-    names none of them leaves them all unknown (the provider could not tell)."""
+    names none of them is tried once more (a read changes nothing, and one may fail for a
+    moment under load), then leaves them all unknown (the provider could not tell)."""
     answers: dict[str, Answer] = {}
     remaining = list(items)
+    tried_again = False
     while remaining:
         try:
             outputs = run(remaining)
         except failure as exc:
             gone = absent_ids(str(exc), remaining)
             answers.update({urn: Answer("absent") for urn in gone})
+            if not gone and not tried_again:
+                tried_again = True
+                continue
             if not gone:
-                answers.update({p.urn: Answer("unknown", detail=describe(exc).strip())
+                detail = describe(exc).strip() or type(exc).__name__
+                answers.update({p.urn: Answer("unknown", detail=detail)
                                 for p, _ in remaining})
                 break
             remaining = [(p, rid) for p, rid in remaining if p.urn not in gone]

@@ -465,3 +465,33 @@ def test_a_gcp_resource_is_read_by_the_id_its_name_and_project_make() -> None:
     out = settle([fw], set(), lookup_cloud=lambda _: {}, lookup_objects=lambda _: {},
                  project=None)
     assert not out.complete and "GCP project" in out.describe()
+
+
+def test_a_read_that_fails_naming_nothing_is_tried_once_more() -> None:
+    # A read changes nothing, and one may fail for a moment under load (CI: a scratch-stack
+    # read of a RuntimeClass failed once with an empty message): the second answer counts;
+    # two such failures leave the object unknown, named by the failure's type when it
+    # says nothing.
+    from automation.engine.recovery import LOOKUPS_OUTPUT, PendingCreate, read_each
+
+    p = PendingCreate(urn="urn:pulumi:s::anycloud::kubernetes:node.k8s.io/v1:RuntimeClass::n",
+                      type="kubernetes:node.k8s.io/v1:RuntimeClass", custom=True, inputs={})
+    calls: list[int] = []
+
+    def flaky(items: list[tuple[PendingCreate, str]]) -> dict[str, Any]:
+        calls.append(len(items))
+        if len(calls) == 1:
+            raise EngineFailed("")
+        return {LOOKUPS_OUTPUT: {p.urn: {"state": "found", "id": "nvidia"}}}
+
+    found = read_each([(p, "nvidia")], flaky, EngineFailed)
+    assert (found[p.urn].state, found[p.urn].id, calls) == ("found", "nvidia", [1, 1])
+
+    def failing(items: list[tuple[PendingCreate, str]]) -> dict[str, Any]:
+        calls.append(len(items))
+        raise EngineFailed("")
+
+    calls.clear()
+    unknown = read_each([(p, "nvidia")], failing, EngineFailed)
+    assert (unknown[p.urn].state, unknown[p.urn].detail, calls) == (
+        "unknown", "EngineFailed", [1, 1])
