@@ -55,6 +55,24 @@ def _throughput(make: Callable[[], Callable[[], object]], clients: int, n: int) 
     return each * clients / (time.perf_counter() - began)
 
 
+def local_env(home: Path) -> dict[str, str]:
+    """anycloud's environment over the ledger in ``home``: embedded mode (no database, API
+    URL or token from the caller's shell; a CLI config of its own), and the per-token rate
+    limit off (the benchmarks measure serving, not the limiter)."""
+    env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_CLI_CONFIG":
+           str(home / "cli.json"), "ANYCLOUD_API_RATE": "off"}
+    for name in ("ANYCLOUD_DATABASE_URL", "ANYCLOUD_API_URL", "ANYCLOUD_TOKEN"):
+        env.pop(name, None)
+    return env
+
+
+def bootstrap_admin(env: dict[str, str]) -> str:
+    """An admin token made on the ledger of ``env`` (``token create --bootstrap``)."""
+    return subprocess.run([ANYCLOUD, "token", "create", "bench", "--role", "admin",
+                           "--bootstrap"], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
 def _serve(env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], str]:
     """``serve --no-control-loop --api-listen 127.0.0.1:0`` and the base URL it printed."""
     server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
@@ -86,14 +104,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         pool = bench_cli_list.seed(home)
-        # The per-token rate limit off: this measures serving, not the limiter.
-        env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_CLI_CONFIG":
-               str(home / "cli.json"), "ANYCLOUD_API_RATE": "off"}
-        for name in ("ANYCLOUD_DATABASE_URL", "ANYCLOUD_API_URL", "ANYCLOUD_TOKEN"):
-            env.pop(name, None)
-        token = subprocess.run([ANYCLOUD, "token", "create", "bench", "--role", "admin",
-                                "--bootstrap"], env=env, check=True, capture_output=True,
-                               text=True).stdout.strip()
+        env = local_env(home)
+        token = bootstrap_admin(env)
         server, url = _serve(env)
         workers: subprocess.Popen[str] | None = None
         try:

@@ -15,7 +15,6 @@ network would carry.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli, bench_cli_list
 from benchmarks._table import median, ms, print_table
-from benchmarks.bench_api import ANYCLOUD, _serve, _stop
+from benchmarks.bench_api import _serve, _stop, bootstrap_admin, local_env
 
 MARKS: tuple[str, ...] = ()
 RUNS = int(os.environ.get("BENCH_RUNS", "9"))
@@ -47,13 +46,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         bench_cli_list.seed(home)
-        env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_API_RATE": "off",
-               "ANYCLOUD_CLI_CONFIG": str(home / "cli.json")}
-        for name in ("ANYCLOUD_DATABASE_URL", "ANYCLOUD_API_URL", "ANYCLOUD_TOKEN"):
-            env.pop(name, None)
-        token = subprocess.run([ANYCLOUD, "token", "create", "bench", "--role", "admin",
-                                "--bootstrap"], env=env, check=True, capture_output=True,
-                               text=True).stdout.strip()
+        env = local_env(home)
+        token = bootstrap_admin(env)
         server, url = _serve(env)
         rows = []
         try:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -108,12 +107,6 @@ print(json.dumps(sorted(m for m in sys.modules if not m.startswith("__"))), file
 """
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {**os.environ, "ANYCLOUD_HOME": str(home)}
-    env.pop("ANYCLOUD_DATABASE_URL", None)
-    return env
-
-
 def _wall(args: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
     subprocess.run(args, env=env, check=True, capture_output=True)
@@ -156,7 +149,7 @@ def compile_sources() -> None:
 
 
 def main() -> None:
-    from benchmarks.bench_api import _serve, _stop
+    from benchmarks.bench_api import _serve, _stop, bootstrap_admin, local_env
     from benchmarks.bench_cli_list import seed
 
     def options(p: object) -> None:
@@ -179,10 +172,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         pool = seed(home)
-        env = {**_env(home), "ANYCLOUD_CLI_CONFIG": str(home / "cli.json"),
-               "ANYCLOUD_API_RATE": "off"}  # the rate limit measures nothing here
-        for name in ("ANYCLOUD_API_URL", "ANYCLOUD_TOKEN"):
-            env.pop(name, None)
+        env = local_env(home)
         base = wall_of([sys.executable, "-c", "pass"], env)
         quiet = {**env, "PYDANTIC_DISABLE_PLUGINS": "__all__"}  # as the anycloud script sets
         floor = {key: wall_of([sys.executable, "-c", code], quiet)
@@ -198,9 +188,7 @@ def main() -> None:
              lambda: ["node-pool", "create", f"bench-new-{next(names)}", *create], env,
              "writes"),
         ]
-        token = subprocess.run([anycloud, "token", "create", "bench", "--role", "admin",
-                                "--bootstrap"], env=env, check=True, capture_output=True,
-                               text=True).stdout.strip()
+        token = bootstrap_admin(env)
         server, url = _serve(env)
         try:
             remote = {**env, "ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token}

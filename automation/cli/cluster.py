@@ -9,6 +9,7 @@ import click
 
 from automation.cli.inputs import InputPath
 from automation.cli.lazy import LazyGroup
+from automation.cli.org import move_options, show_moved
 from automation.cli.output import (
     F,
     handle_errors,
@@ -114,17 +115,12 @@ def status(ctx: click.Context, ref: str, as_json: bool) -> None:
 
 
 @cluster.command()
-@click.argument("ref")
-@click.option("--org", "org_ref", required=True, help="The org to move it to (name or id).")
-@json_option
-@handle_errors
-@click.pass_context
+@move_options
 def move(ctx: click.Context, ref: str, org_ref: str, as_json: bool) -> None:
     """Give a cluster to another org, with its node pools and the credentials only they use
     (what was made before tenants belongs to the org named default). Refused, changing
     nothing, when a pool on another cluster shares one of those credentials."""
     from automation.cli.backend import backend_from
-    from automation.cli.org import show_moved
 
     show_moved(backend_from(ctx).move_cluster(ref, org_ref), org_ref, as_json)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from automation.cli.backend import backend_from
+from automation.cli.org import move_options, show_moved
 from automation.cli.output import handle_errors, json_option, print_json, print_table
 
 if TYPE_CHECKING:
@@ -198,14 +199,8 @@ def delete(ctx: click.Context, ref: str, as_json: bool) -> None:
 
 
 @credentials.command()
-@click.argument("ref")
-@click.option("--org", "org_ref", required=True, help="The org to move it to (name or id).")
-@json_option
-@handle_errors
-@click.pass_context
+@move_options
 def move(ctx: click.Context, ref: str, org_ref: str, as_json: bool) -> None:
     """Give a credential to another org (refused while a node pool uses it: move that
     pool's cluster instead, which takes the credential along)."""
-    from automation.cli.org import show_moved
-
     show_moved(backend_from(ctx).move_credential(ref, org_ref), org_ref, as_json)

@@ -9,6 +9,7 @@ import click
 
 from automation.cli.backend import backend_from
 from automation.cli.output import handle_errors, info, json_option, print_json, print_table
+from automation.cli.views import plain
 
 if TYPE_CHECKING:
     from automation.models import ProjectDeployment
@@ -208,8 +209,7 @@ def keys() -> None:
 
 
 def _show_keys(found: list[Any], as_json: bool) -> None:
-    docs = [k if isinstance(k, dict) else k.model_dump(mode="json", by_alias=True)
-            for k in found]
+    docs = plain(found)
     if as_json:
         print_json(docs)
         return

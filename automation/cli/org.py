@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from automation.cli.backend import backend_from
-from automation.cli.output import handle_errors, json_option, print_json, print_table
+from automation.cli.output import F, handle_errors, json_option, print_json, print_table
 
 if TYPE_CHECKING:
     from automation.models import MovedToOrg
@@ -73,6 +73,15 @@ def project_list(ctx: click.Context, org_ref: str | None, as_json: bool) -> None
     else:
         print_table("Projects", ["ID", "NAME", "ORG", "PROVISIONER"],
                     [(p.id, p.name, p.org_id, p.provisioner) for p in found])
+
+
+def move_options(fn: F) -> F:
+    """``cluster move`` and ``credentials move``: REF, ``--org``, ``--json``, the error
+    boundary and the context."""
+    wrapped = json_option(handle_errors(click.pass_context(fn)))
+    wrapped = click.option("--org", "org_ref", required=True,
+                           help="The org to move it to (name or id).")(wrapped)
+    return click.argument("ref")(wrapped)  # type: ignore[return-value]
 
 
 def show_moved(moved: MovedToOrg, org_ref: str, as_json: bool) -> None:

@@ -11,6 +11,7 @@ import click
 from automation.cli.backend import backend_from
 from automation.cli.inputs import InputPath
 from automation.cli.output import handle_errors, info, json_option, print_json
+from automation.cli.views import plain
 
 
 @click.group("secrets-key")
@@ -39,14 +40,6 @@ def new(path: Path, as_json: bool) -> None:
         info(f"start the server with {KEY_FILE_ENV}={path}")
 
 
-def _doc(found: Any) -> dict[str, Any]:
-    """The answer as its JSON (remote mode already has it so)."""
-    if isinstance(found, dict):
-        return found
-    doc: dict[str, Any] = found.model_dump(mode="json", by_alias=True)
-    return doc
-
-
 def _counts(doc: dict[str, Any]) -> str:
     return ", ".join(f"{n} under {k}" for k, n in doc["sealed"].items()) or "no secret stored"
 
@@ -58,7 +51,7 @@ def _counts(doc: dict[str, Any]) -> str:
 def status(ctx: click.Context, as_json: bool) -> None:
     """The key secrets are sealed under, the previous keys still accepted (a rotation under
     way), and how many sealed secrets each key id holds."""
-    doc = _doc(backend_from(ctx).secrets_key_status())
+    doc = plain(backend_from(ctx).secrets_key_status())
     if as_json:
         print_json(doc)
         return
@@ -94,7 +87,7 @@ def rotate(ctx: click.Context, new_file: Path, batch_size: int, settle: float,
     from automation.sealing import read_key_file
 
     new_key = read_key_file(new_file, "NEW_FILE")
-    doc = _doc(backend_from(ctx).rotate_secrets_key(new_key, batch_size, settle))
+    doc = plain(backend_from(ctx).rotate_secrets_key(new_key, batch_size, settle))
     if as_json:
         print_json(doc)
         return

@@ -341,14 +341,16 @@ def update_kubeconfig(app: App, ref: str, new: NewKubeconfig,
             raise Conflict(f"the new kubeconfig did not reach the cluster: {exc}",
                            field="--kubeconfig", value=shown,
                            rule="must reach the cluster, to show it is the same one") from exc
-    _same_cluster(current, target.ca_sha256, facts.kube_system_uid, shown)
     now = app.clock.now()
     whose = owner("cluster", current["id"])
     with app.ledger.write() as conn:
+        # Checked against the locked record: what it holds now, not what was read before
+        # the (slow) read of the cluster.
         row = find_live(conn, schema.clusters, current["id"], live=_LIVE, kind="cluster",
                         field="cluster", lock=True)
         if expect is not None:
             expect(with_kubeconfigs(conn, [row])[0])
+        _same_cluster(row, target.ca_sha256, facts.kube_system_uid, shown)
         if key is not None and new.kubeconfig_text is not None:
             sealed.store(conn, key, whose, new.kubeconfig_text.get_secret_value().encode(),
                          {"server": target.server_url, "context": new.context or "(current)"},
@@ -359,7 +361,7 @@ def update_kubeconfig(app: App, ref: str, new: NewKubeconfig,
             path = str(kubeconfig)
         conn.execute(schema.clusters.update().where(schema.clusters.c.id == row["id"]).values(
             kubeconfig_path=path, kube_context=new.context, updated_at=now,
-            **_read_facts(facts, current["ca_sha256"] or target.ca_sha256)))
+            **_read_facts(facts, row["ca_sha256"] or target.ca_sha256)))
         record_event(conn, now, "cluster", row["id"], "kubeconfig-updated",
                      f"cluster {row['name']}: a new kubeconfig, the same cluster")
         return with_kubeconfigs(conn, [conn.execute(sa.select(schema.clusters).where(

@@ -47,10 +47,14 @@ RETIRE_AFTER = MAX_TTL + timedelta(seconds=2 * LEEWAY_SECONDS)
 _NEWEST_FIRST = (_KEYS.c.created_at.desc(), _KEYS.c.kid.desc())
 
 
-def _views(conn: Any, now: datetime) -> list[RuntimeSigningKey]:
-    """Every key, newest first: the newest live one signs, a superseded one verifies until
-    RETIRE_AFTER has passed since a newer key took over, and is retired after that."""
-    rows = conn.execute(sa.select(_KEYS).order_by(*_NEWEST_FIRST)).mappings().all()
+def _rows(conn: Any) -> list[Any]:
+    return list(conn.execute(sa.select(_KEYS).order_by(*_NEWEST_FIRST)).mappings())
+
+
+def _views(rows: list[Any], now: datetime) -> list[RuntimeSigningKey]:
+    """Every key of ``rows`` (newest first): the newest live one signs, a superseded one
+    verifies until RETIRE_AFTER has passed since a newer key took over, and is retired
+    after that."""
     views: list[RuntimeSigningKey] = []
     newer: datetime | None = None  # when the next newer live key was made
     for r in rows:
@@ -72,17 +76,16 @@ def jwks(app: App) -> dict[str, Any]:
     """The published keys (RFC 7517 key set): the one that signs and those whose tokens may
     still be alive, newest first."""
     with app.ledger.read() as conn:
-        published = {v.kid for v in _views(conn, app.clock.now()) if v.state != "retired"}
-        rows = conn.execute(sa.select(_KEYS.c.kid, _KEYS.c.public_jwk)
-                            .where(_KEYS.c.retired_at.is_(None))
-                            .order_by(*_NEWEST_FIRST)).all()
-    return {"keys": [jwk for kid, jwk in rows if kid in published]}
+        rows = _rows(conn)
+    return {"keys": [r["public_jwk"] for r, view in zip(rows, _views(rows, app.clock.now()),
+                                                         strict=True)
+                     if view.state != "retired"]}
 
 
 def signing_keys(app: App) -> list[RuntimeSigningKey]:
     """Every signing key, newest first, with its state."""
     with app.ledger.read() as conn:
-        return _views(conn, app.clock.now())
+        return _views(_rows(conn), app.clock.now())
 
 
 def rotate_signing_key(app: App) -> list[RuntimeSigningKey]:
@@ -91,7 +94,7 @@ def rotate_signing_key(app: App) -> list[RuntimeSigningKey]:
     seal = sealed.require_key(app, "the runtime-token signing key")
     key, now = SigningKey.generate(), app.clock.now()
     with app.ledger.write() as conn:
-        for view in _views(conn, now):
+        for view in _views(_rows(conn), now):
             if view.state == "retired" and view.retired_at is None:
                 conn.execute(_KEYS.update().where(_KEYS.c.kid == view.kid)
                              .values(retired_at=now))
@@ -99,7 +102,7 @@ def rotate_signing_key(app: App) -> list[RuntimeSigningKey]:
         sealed.store(conn, seal, _owner(key.kid), key.private_pem(), {"kid": key.kid}, now)
         conn.execute(_KEYS.insert().values(kid=key.kid, public_jwk=key.public_jwk(),
                                            created_at=now))
-        return _views(conn, now)
+        return _views(_rows(conn), now)
 
 
 def _newest(conn: Any, seal: SealingKey) -> SigningKey | None:

@@ -16,7 +16,6 @@ seconds, longer than any request holds a key between reading it and committing.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,22 +39,21 @@ def _key(app: App, what: str) -> SealingKey:
     return app.sealing
 
 
-def _counts(conn: Any) -> Counter[str]:
-    rows = conn.execute(sa.select(_T.c.key_id, sa.func.count()).group_by(_T.c.key_id))
-    return Counter({key_id: n for key_id, n in rows})
-
-
-def _status(key: SealingKey, counts: Counter[str]) -> dict[str, Any]:
+def _status(key: SealingKey, conn: Any) -> SecretsKeyStatus:
+    """The key ids ``key`` holds, and the sealed secrets under each key id in the ledger."""
+    counts = dict(conn.execute(sa.select(_T.c.key_id, sa.func.count())
+                               .group_by(_T.c.key_id)).all())
     held = {k.key_id.hex() for k in key.ring()}
-    return dict(key_id=key.key_id.hex(), previous_key_ids=[k.key_id.hex() for k in key.previous],
-                sealed=dict(sorted(counts.items())),
-                unreadable=sum(n for k, n in counts.items() if k not in held))
+    return SecretsKeyStatus(
+        key_id=key.key_id.hex(), previous_key_ids=[k.key_id.hex() for k in key.previous],
+        sealed=dict(sorted(counts.items())),
+        unreadable=sum(n for k, n in counts.items() if k not in held))
 
 
 def status(app: App) -> SecretsKeyStatus:
     key = _key(app, "showing the secrets key")
     with app.ledger.read() as conn:
-        return SecretsKeyStatus(**_status(key, _counts(conn)))
+        return _status(key, conn)
 
 
 def rotate(app: App, key_id: str, batch_size: int = 100,
@@ -75,20 +73,20 @@ def rotate(app: App, key_id: str, batch_size: int = 100,
             "key file (ANYCLOUD_SECRETS_KEY_FILE) and the old one after it, then rotate",
             field="keyId", value=key_id, rule="must be the server's current secrets key")
     with app.ledger.read() as conn:
-        before = _status(key, _counts(conn))
-    if before["unreadable"]:
-        held = {k.key_id.hex() for k in key.ring()}
-        missing = sorted(k for k in before["sealed"] if k not in held)
+        before = _status(key, conn)
+    if before.unreadable:
+        missing = sorted(set(before.sealed) - {before.key_id, *before.previous_key_ids})
         raise Conflict(
-            f"{before['unreadable']} secret(s) are sealed under key(s) {', '.join(missing)}, "
+            f"{before.unreadable} secret(s) are sealed under key(s) {', '.join(missing)}, "
             "which the key file does not hold: add them after the current key, then rotate",
             field="keyId", value=key_id, rule="every sealed secret must open to be sealed again")
     resealed, batches = _walk(app, key, batch_size)
     time.sleep(settle)
     late, more = _walk(app, key, batch_size)
     with app.ledger.read() as conn:
-        after = _status(key, _counts(conn))
-    return SecretsKeyRotation(**after, resealed=resealed + late, batches=batches + more)
+        after = _status(key, conn)
+    return SecretsKeyRotation(**after.model_dump(), resealed=resealed + late,
+                              batches=batches + more)
 
 
 def _walk(app: App, key: SealingKey, batch_size: int) -> tuple[int, int]:
