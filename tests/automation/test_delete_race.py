@@ -95,28 +95,35 @@ def test_race_threads(world: App) -> None:
     print("outcomes seen:", sorted(seen))
 
 
-def _process_worker(url: str, role: str, pool: str, name: str, barrier, out) -> None:  # type: ignore[no-untyped-def]
+def _process_worker(url: str, role: str, tasks, barrier, out) -> None:  # type: ignore[no-untyped-def]
+    """One side of every race: a process of its own with its own ledger connections, kept
+    across the iterations (a spawned process costs ~1 s of imports; the race is the same)."""
     app = App(ledger=open_ledger(url), clock=ManualClock())
-    barrier.wait()
-    out.put((role, _try_delete(app, pool) if role == "delete" else _try_admit(app, pool, name)))
+    for pool, name in iter(tasks.get, None):
+        barrier.wait()
+        out.put((role, _try_delete(app, pool) if role == "delete" else _try_admit(app, pool, name)))
     app.ledger.dispose()
 
 
 def test_race_processes(world: App, ledger_url: str) -> None:
     ctx = mp.get_context("spawn")
-    for i in range(ITERATIONS_PROCESSES):
-        pool = _new_pool(world, i)
-        barrier, out = ctx.Barrier(2), ctx.Queue()
-        procs = [
-            ctx.Process(
-                target=_process_worker, args=(ledger_url, role, pool, f"w{i}", barrier, out)
-            )
-            for role in ("delete", "admit")
-        ]
-        for p in procs:
-            p.start()
-        results = dict(out.get(timeout=120) for _ in procs)
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    tasks = {role: ctx.Queue() for role in ("delete", "admit")}
+    procs = [ctx.Process(target=_process_worker,
+                         args=(ledger_url, role, tasks[role], barrier, out))
+             for role in tasks]
+    for p in procs:
+        p.start()
+    try:
+        for i in range(ITERATIONS_PROCESSES):
+            pool = _new_pool(world, i)
+            for queue in tasks.values():
+                queue.put((pool, f"w{i}"))
+            results = dict(out.get(timeout=120) for _ in procs)
+            _check(world, pool, (results["delete"], results["admit"]))
+    finally:
+        for queue in tasks.values():
+            queue.put(None)
         for p in procs:
             p.join(timeout=60)
-            assert p.exitcode == 0
-        _check(world, pool, (results["delete"], results["admit"]))
+    assert [p.exitcode for p in procs] == [0, 0]
