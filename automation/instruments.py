@@ -13,6 +13,7 @@ histograms only: both sum correctly, and a dead process's counts stay counted)."
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -52,6 +53,9 @@ def share_between_processes() -> Path | None:
         return None
     path = Path(tempfile.mkdtemp(prefix="anycloud-metrics-"))
     os.environ[MULTIPROC_ENV] = str(path)
+    # Removed at the latest when this process exits: once prometheus_client is imported
+    # ``stop_sharing`` must leave it (see there), and every serve would leave one behind.
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 

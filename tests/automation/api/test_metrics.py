@@ -231,7 +231,9 @@ def _serve(home: Path, *args: str) -> tuple[subprocess.Popen[str], str, dict[str
     """``anycloud serve ARGS --api-listen 127.0.0.1:0`` over a SQLite ledger in ``home``
     (with the simulated cluster and a credential), the URL it serves, and a viewer's
     headers."""
-    env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_API_RATE": "off"}
+    (home.parent / "tmp").mkdir(parents=True, exist_ok=True)  # where its metrics files go
+    env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_API_RATE": "off",
+           "TMPDIR": str(home.parent / "tmp")}
     for name in ("ANYCLOUD_DATABASE_URL", instruments.MULTIPROC_ENV):
         env.pop(name, None)
     ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
@@ -285,8 +287,11 @@ def test_serve_counts_the_stack_operations_its_workers_ran(tmp_path: Path) -> No
                     engine="mock", kind="up")
         assert ups >= 2, ups
         assert value(samples, "anycloud_reconcile_pass_duration_seconds_count") >= 1
+        assert len(list((tmp_path / "tmp").glob("anycloud-metrics-*"))) == 1
     finally:
         _stopped(proc)
+    # The directory the processes shared is gone with them, not left in /tmp by each serve.
+    assert list((tmp_path / "tmp").glob("anycloud-metrics-*")) == []
 
 
 @pytest.mark.slow
