@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +22,9 @@ if TYPE_CHECKING:
 # Under CI=true a missing tool, PostgreSQL or control plane fails the test; elsewhere it
 # skips, saying how to get what is missing.
 IN_CI = os.environ.get("CI") == "true"
+
+# The suite's time budget (a run over it fails; tests/time_budget.py says how it is judged).
+pytest_plugins = ["tests.time_budget"]
 
 
 # Every process the suite starts carries this mark (tests/processes.py). Each pytest-xdist
@@ -232,45 +234,6 @@ def engine_env(pulumi_engine: dict[str, str],
     return dict(os.environ)
 
 
-# -- the time budget ---------------------------------------------------------------------
-
-STARTED = pytest.StashKey[float]()
-OVER_BUDGET = pytest.StashKey[str]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("time_budget_minutes", "a run of the suite that takes longer fails (0: none)",
-                  default="0")
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[STARTED] = time.monotonic()
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A run over ``time_budget_minutes`` (pyproject.toml) fails. Judged by the process that
-    reports (xdist's controller, not its workers), inside the terminal reporter's own
-    sessionfinish, before it prints the summary."""
-    config = session.config
-    budget = float(config.getini("time_budget_minutes") or 0)
-    if hasattr(config, "workerinput") or not budget:
-        return
-    took = time.monotonic() - config.stash[STARTED]
-    if took <= budget * 60:
-        return
-    config.stash[OVER_BUDGET] = (
-        f"the suite took {took / 60:.1f} min, over its budget of {budget:g} min "
-        "(time_budget_minutes in pyproject.toml): make it faster, or raise the budget with "
-        "the reason in the commit")
-    if exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
-                            config: pytest.Config) -> None:
-    if OVER_BUDGET in config.stash:
-        terminalreporter.write_line(f"TIME BUDGET: {config.stash[OVER_BUDGET]}", red=True,
-                                    bold=True)
 
 
 @pytest.hookimpl(wrapper=True)
