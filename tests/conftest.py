@@ -99,26 +99,19 @@ def sqlite_url(tmp_path) -> str:  # type: ignore[no-untyped-def]
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
-@pytest.fixture(scope="session")
-def postgres_admin() -> Iterator[sa.Engine]:
-    """The worker's one engine for making and dropping the tests' schemas (a new engine and
-    connection a test cost ~25 ms of the ~125 a PostgreSQL ledger took to set up)."""
+@pytest.fixture
+def postgres_url(ledger_templates: LedgerTemplates) -> Iterator[str]:
+    """A fresh schema per test, selected through the connection's search_path (made and
+    dropped over the worker's one admin engine: a new engine and connection a test cost
+    ~25 ms of the ~125 a PostgreSQL ledger took to set up)."""
     if not POSTGRES_AVAILABLE:
         missing(f"PostgreSQL not reachable at {POSTGRES_URL}: start it (`.ci/run` shows how) "
                 "or point ANYCLOUD_TEST_POSTGRES_URL at one")
-    admin = sa.create_engine(POSTGRES_URL)
-    yield admin
-    admin.dispose()
-
-
-@pytest.fixture
-def postgres_url(postgres_admin: sa.Engine) -> Iterator[str]:
-    """A fresh schema per test, selected through the connection's search_path."""
     schema = f"t_{secrets.token_hex(6)}"
-    with postgres_admin.begin() as conn:
+    with ledger_templates.admin().begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
     yield in_schema(POSTGRES_URL, schema)
-    with postgres_admin.begin() as conn:
+    with ledger_templates.admin().begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
 
 
@@ -232,8 +225,6 @@ def engine_env(pulumi_engine: dict[str, str],
     for key, value in pulumi_engine.items():
         monkeypatch.setenv(key, value)
     return dict(os.environ)
-
-
 
 
 @pytest.hookimpl(wrapper=True)

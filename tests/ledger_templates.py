@@ -83,14 +83,19 @@ class LedgerTemplates:
     def _seed_postgres(self, url: str) -> None:
         if self._statements is None:
             self._statements = _record_migration(self.postgres_url)
-        if self._admin is None:
-            self._admin = create_engine(self.postgres_url)
-        with self._admin.begin() as conn:
+        with self.admin().begin() as conn:
             # The statements name no schema: the search_path puts them in the ledger's own.
             conn.exec_driver_sql(f"SET LOCAL search_path TO {schema_of(url)}")
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             for statement, parameters in self._statements:
                 cursor.execute(statement, parameters or None)
+
+    def admin(self) -> sa.Engine:
+        """The worker's one engine on the server: it seeds the ledgers and makes and drops
+        the tests' schemas."""
+        if self._admin is None:
+            self._admin = create_engine(self.postgres_url)
+        return self._admin
 
     def close(self) -> None:
         if self._admin is not None:

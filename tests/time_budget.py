@@ -55,7 +55,6 @@ def _judges(config: pytest.Config) -> bool:
         float(config.getini("time_budget_minutes") or 0))
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # Before xdist starts its workers, so the timing is taken on a quiet machine.
     if _judges(config):
