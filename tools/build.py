@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Build the Go programs the test suite runs, from the pinned modules under ``tools/``.
 
-Each tool set is a small Go module here (``go.mod`` + ``go.sum`` pin every version). Its
-binaries go to a cache outside the clone, in a folder named after a hash of everything that
-decides their bytes (the Go version, the module files, the recipe below), so a second run,
-or another clone with the same pins, reuses them::
+Each tool set is a Go module here (``go.mod`` + ``go.sum`` pin every version), built by one
+``go build`` of all its programs. Its binaries go to a cache outside the clone, in a folder
+named after a hash of everything that decides their bytes (the Go version, the module files,
+the recipe below), so a second run, or another clone with the same pins, reuses them::
 
     ${ANYCLOUD_TOOLS_CACHE:-~/.cache/anycloud/tools}/<set>-<hash>/bin/<binary>
     ${ANYCLOUD_TOOLS_CACHE:-~/.cache/anycloud/tools}/<set>-<hash>/build.json
 
-Usage: ``python3 tools/build.py [--only SET ...] [--json] [--locate]``. Standard library
+Usage: ``python3 tools/build.py [--only PROGRAM ...] [--json] [--locate]``. Standard library
 only: ``.ci/run`` calls it before any virtualenv exists. Progress and the summary table go to
 stderr; ``--json`` prints the manifest of every set on stdout.
 """
@@ -26,14 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 TOOLS_DIR = Path(__file__).resolve().parent
 RECIPE_VERSION = "1"  # bump when the build steps below change the bytes they produce
-# Sets built side by side. A Go build of one large main package keeps both cores busy only
-# part of the time (type-checking a big package, the link, are one thread), so two sets at
-# once fill the gaps; more only adds memory (a kube-apiserver link takes ~2 GiB).
+# Sets built side by side. A Go build keeps both cores busy only part of the time
+# (type-checking a big package, the link, are one thread), so two sets at once fill the
+# gaps; more only adds memory (a kube-apiserver link takes ~2 GiB).
 DEFAULT_JOBS = 2
 
 
@@ -43,7 +43,7 @@ class ToolSet:
     # Binary name -> Go package path, built from inside the set's module.
     binaries: dict[str, str]
     ldflags: tuple[str, ...] = ()
-    # Versions worth recording (they name what was built, for humans and for tests).
+    # Binary name -> the upstream release it is (for humans and for tests).
     versions: dict[str, str] = field(default_factory=dict)
     # Pulumi plugins among the binaries: binary -> (kind, plugin name, version).
     plugins: dict[str, tuple[str, str, str]] = field(default_factory=dict)
@@ -51,9 +51,26 @@ class ToolSet:
     # because its main embeds files that a ``go run generate.go`` step writes.
     generated_main: tuple[str, str] | None = None  # (module path, package dir in module)
     generate_env: dict[str, str] = field(default_factory=dict)
-    # Data files the binaries need at run time, copied from a dependency module into
-    # ``share/`` (module path, file path in module).
-    share: tuple[tuple[str, str], ...] = ()
+    # Data files a binary needs at run time, copied from a dependency module into ``share/``
+    # (binary, module path, file path in module).
+    share: tuple[tuple[str, str, str], ...] = ()
+
+    def only(self, names: list[str]) -> ToolSet:
+        """The same recipe for some of the binaries, in a cache folder of its own (what a
+        container image needs, without building the rest)."""
+        keep = [b for b in self.binaries if b in names]
+        packages = {self.binaries[b] for b in keep}
+        generated = self.generated_main
+        if generated is not None and f"./{generated[1]}" not in packages:
+            generated = None
+        return replace(
+            self, name=f"{self.name}-{'-'.join(keep)}",
+            binaries={b: self.binaries[b] for b in keep},
+            versions={b: v for b, v in self.versions.items() if b in keep},
+            plugins={b: p for b, p in self.plugins.items() if b in keep},
+            generated_main=generated,
+            generate_env=self.generate_env if generated else {},
+            share=tuple(s for s in self.share if s[0] in keep))
 
 
 K8S = "v1.36.3"
@@ -62,19 +79,24 @@ PULUMI = "v3.274.1"
 # The only published build of the kubernetes provider: the commit PyPI's pulumi-kubernetes
 # 4.25.0a1768448096 was released from (tools/pulumi-kubernetes/go.mod).
 PULUMI_KUBERNETES = "4.25.0-alpha.1768448096"
-HELM = "v4.3.2"
+HELM = "v4.2.4"
+KWOK = "v0.8.0"
 
+# Each set is one module and one `go build` of all its programs, so what they share compiles
+# once: the control plane and the programs that drive it share one set of Kubernetes v0.36.3
+# libraries. The kubernetes provider joins neither that set nor the CLI's: its code needs the
+# Kubernetes v0.33 libraries and the Pulumi SDK v3.215 it was released with (it fails to
+# compile against v0.36's structured-merge-diff v6 and against SDK v3.274's codegen schema).
+# An -X flag sets its variable only in the binaries that link its package.
 TOOL_SETS: tuple[ToolSet, ...] = (
-    ToolSet(
-        name="etcd",
-        binaries={"etcd": "."},
-        versions={"etcd": "v3.6.16"},
-    ),
     ToolSet(
         name="kubernetes",
         binaries={
-            name: f"k8s.io/kubernetes/cmd/{name}"
-            for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+            "etcd": "./cmd/etcd",
+            **{name: f"k8s.io/kubernetes/cmd/{name}" for name in (
+                "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")},
+            "kwok": "sigs.k8s.io/kwok/cmd/kwok",
+            "helm": "helm.sh/helm/v4/cmd/helm",
         },
         ldflags=(
             f"-X {K8S_VERSION_PKG}.gitVersion={K8S}",
@@ -84,31 +106,21 @@ TOOL_SETS: tuple[ToolSet, ...] = (
             f"-X k8s.io/client-go/pkg/version.gitVersion={K8S}",
             "-X k8s.io/client-go/pkg/version.gitMajor=1",
             "-X k8s.io/client-go/pkg/version.gitMinor=36",
+            f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK.lstrip('v')}",
+            f"-X helm.sh/helm/v4/internal/version.version={HELM}",
+            "-X helm.sh/helm/v4/internal/version.gitTreeState=clean",
         ),
-        versions={"kubernetes": K8S},
-    ),
-    ToolSet(
-        name="kwok",
-        binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
-        ldflags=("-X sigs.k8s.io/kwok/pkg/consts.Version=0.8.0",),
-        versions={"kwok": "v0.8.0"},
+        versions={"etcd": "v3.6.16", "kube-apiserver": K8S, "kube-controller-manager": K8S,
+                  "kube-scheduler": K8S, "kubectl": K8S, "kwok": KWOK, "helm": HELM},
         # kwok runs no stages of its own: these are its documented "fast" Node and Pod
         # lifecycles and the heartbeat that keeps Nodes Ready (with a Lease).
-        share=tuple(("sigs.k8s.io/kwok", f"kustomize/stage/{path}") for path in (
+        share=tuple(("kwok", "sigs.k8s.io/kwok", f"kustomize/stage/{path}") for path in (
             "node/fast/node-initialize.yaml",
             "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
             "pod/fast/pod-ready.yaml",
             "pod/fast/pod-complete.yaml",
             "pod/fast/pod-delete.yaml",
         )),
-    ),
-    ToolSet(
-        # The chart's tests (tests/deploy/test_helm_chart.py): lint, template, install.
-        name="helm",
-        binaries={"helm": "helm.sh/helm/v4/cmd/helm"},
-        ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM}",
-                 "-X helm.sh/helm/v4/internal/version.gitTreeState=clean"),
-        versions={"helm": HELM},
     ),
     ToolSet(
         name="pulumi",
@@ -123,7 +135,7 @@ TOOL_SETS: tuple[ToolSet, ...] = (
             "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version="
             + PULUMI_KUBERNETES,
         ),
-        versions={"pulumi-kubernetes": PULUMI_KUBERNETES},
+        versions={"pulumi-resource-kubernetes": PULUMI_KUBERNETES},
         plugins={"pulumi-resource-kubernetes": ("resource", "kubernetes", PULUMI_KUBERNETES)},
         generated_main=("github.com/pulumi/pulumi-kubernetes/provider/v4",
                         "cmd/pulumi-resource-kubernetes"),
@@ -131,10 +143,8 @@ TOOL_SETS: tuple[ToolSet, ...] = (
     ),
 )
 BY_NAME = {t.name: t for t in TOOL_SETS}
-# Relative cold build times (two at a time on 2 cores, 2026-12-04: pulumi-kubernetes 834 s,
-# kubernetes 709 s, pulumi 529 s, helm 264 s, kwok 142 s, etcd 56 s), for the order only.
-BUILD_WEIGHT = {"pulumi-kubernetes": 834, "kubernetes": 709, "pulumi": 529, "helm": 264,
-                "kwok": 142, "etcd": 56}
+# Relative cold build times, for the order only (longest first).
+BUILD_WEIGHT = {"pulumi-kubernetes": 1158, "kubernetes": 910, "pulumi": 359}
 
 
 class BuildError(RuntimeError):
@@ -164,9 +174,10 @@ def fingerprint(tool_set: ToolSet, go: str) -> str:
     # Empty fields are left out, so adding a field to ToolSet changes no existing hash.
     recipe = {k: v for k, v in vars(tool_set).items() if v}
     h.update(json.dumps([RECIPE_VERSION, go, recipe], sort_keys=True, default=str).encode())
-    for path in sorted((TOOLS_DIR / tool_set.name).iterdir()):
+    module = TOOLS_DIR / tool_set.name
+    for path in sorted(module.rglob("*")):
         if path.is_file():
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+            h.update(str(path.relative_to(module)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -224,6 +235,17 @@ def _prepare_source(tool_set: ToolSet, work: Path) -> Path:
     return src
 
 
+def _trace_flag(tool_set: ToolSet) -> list[str]:
+    """``-debug-trace`` when ANYCLOUD_GO_TRACE_DIR names a folder: go writes the start and end
+    of every compile and link there (Chrome trace JSON), to see where a cold build's time
+    goes. It does not change the binaries' bytes."""
+    folder = os.environ.get("ANYCLOUD_GO_TRACE_DIR")
+    if not folder:
+        return []
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return [f"-debug-trace={Path(folder) / tool_set.name}.json"]
+
+
 def build(tool_set: ToolSet, go: str, *, force: bool = False) -> dict[str, object]:
     """Build one set into the cache (reusing it when present) and return its manifest."""
     existing = None if force else manifest(tool_set, go)
@@ -244,12 +266,13 @@ def build(tool_set: ToolSet, go: str, *, force: bool = False) -> dict[str, objec
         packages = list(tool_set.binaries.values())
         out = str(bin_dir / next(iter(tool_set.binaries))) if len(packages) == 1 \
             else f"{bin_dir}{os.sep}"
-        _go(["build", "-trimpath", f"-ldflags={ldflags}", "-o", out, *packages], cwd=src)
+        _go(["build", "-trimpath", f"-ldflags={ldflags}", *_trace_flag(tool_set), "-o", out,
+             *packages], cwd=src)
         for binary in tool_set.binaries:
             if not (bin_dir / binary).is_file():
                 raise BuildError(f"`go build` of {tool_set.name} made no {binary}")
         share = work / "out" / "share"
-        for module, path in tool_set.share:
+        for _, module, path in tool_set.share:
             share.mkdir(exist_ok=True)
             shutil.copyfile(_module_dir(module, src) / path, share / Path(path).name)
         seconds = round(time.monotonic() - started, 1)
@@ -262,7 +285,7 @@ def build(tool_set: ToolSet, go: str, *, force: bool = False) -> dict[str, objec
                 b: {"kind": k, "name": n, "version": v, "path": str(final / "bin" / b)}
                 for b, (k, n, v) in tool_set.plugins.items()
             },
-            "share": sorted(str(final / "share" / Path(p).name) for _, p in tool_set.share),
+            "share": sorted(str(final / "share" / Path(p).name) for _, _, p in tool_set.share),
             "buildSeconds": seconds,
             "sizeBytes": sum(p.stat().st_size for p in bin_dir.iterdir()),
         }
@@ -338,13 +361,28 @@ def point_at_built_tools() -> None:
         [*([given] if given else []), *dict.fromkeys(folders)])
 
 
+def pick(names: list[str]) -> list[ToolSet]:
+    """The sets to build: every one, or for ``--only``, the part of each that builds those."""
+    if not names:
+        return list(TOOL_SETS)
+    known = [b for t in TOOL_SETS for b in t.binaries]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise BuildError(f"--only: no tool set builds {', '.join(unknown)}; the programs "
+                         f"built here are {', '.join(known)}")
+    return [t if set(t.binaries) <= set(names) else t.only(names)
+            for t in TOOL_SETS if set(names) & set(t.binaries)]
+
+
 def _summary(rows: list[dict[str, object]], total: float) -> str:
     lines = [f"{'tool set':<20}{'versions':<44}{'build':>10}{'size':>10}"]
     for r in rows:
-        versions = ", ".join(f"{v}" for v in dict(r.get("versions") or {}).values())
-        took = "cached" if r.get("reused") else f"{r['buildSeconds']} s"
+        named = r.get("versions")
+        versions = ", ".join(dict.fromkeys(named.values())) if isinstance(named, dict) else ""
         if r.get("error"):
-            took = "FAILED"
+            took = "not built" if r["error"] == "not built" else "FAILED"
+        else:
+            took = "cached" if r.get("reused") else f"{r['buildSeconds']} s"
         size = f"{int(r.get('sizeBytes') or 0) / 2**20:.0f} MiB"
         lines.append(f"{r['set']!s:<20}{versions:<44}{took:>10}{size:>10}")
     lines.append(f"total {total:.1f} s; cache {cache_root()}")
@@ -359,8 +397,8 @@ def _positive(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=sorted(BY_NAME),
-                        help="build only this set (repeatable)")
+    parser.add_argument("--only", action="append", metavar="BINARY",
+                        help="build only this program (repeatable), into a folder of its own")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
     parser.add_argument("--locate", action="store_true",
                         help="build nothing; report the sets already built")
@@ -374,7 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    chosen = [t for t in TOOL_SETS if not args.only or t.name in args.only]
+    try:
+        chosen = pick(args.only or [])
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.locate:
         rows = [manifest(t, go) or {"set": t.name, "versions": t.versions, "error": "not built"}
                 for t in chosen]
