@@ -103,22 +103,29 @@ def test_only_an_unknown_program_exits_2_naming_it_and_what_exists(
     assert "--only: no tool set builds kubelet; the programs built here are etcd," in err
 
 
-def test_a_traced_build_records_each_compile_and_the_link(
+def test_a_part_of_a_set_builds_from_the_sets_module_and_is_traced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tools = tmp_path / "tools"
-    (tools / "hello").mkdir(parents=True)
-    (tools / "hello" / "go.mod").write_text("module anycloud.local/tools/hello\n\ngo 1.26\n")
-    (tools / "hello" / "main.go").write_text(
-        'package main\n\nimport "os"\n\nfunc main() { os.Exit(0) }\n')
+    for program in ("hello", "bye"):
+        (tools / "greet" / "cmd" / program).mkdir(parents=True)
+        (tools / "greet" / "cmd" / program / "main.go").write_text(
+            'package main\n\nimport "os"\n\nfunc main() { os.Exit(0) }\n')
+    (tools / "greet" / "go.mod").write_text("module anycloud.local/tools/greet\n\ngo 1.26\n")
     monkeypatch.setattr(build, "TOOLS_DIR", tools)
     monkeypatch.setenv("ANYCLOUD_TOOLS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("ANYCLOUD_GO_TRACE_DIR", str(tmp_path / "traces"))
-    hello = build.ToolSet(name="hello", binaries={"hello": "."})
+    greet = build.ToolSet(name="greet", binaries={"hello": "./cmd/hello", "bye": "./cmd/bye"})
+    hello = greet.only(["hello"])
+    before = build.fingerprint(hello, "go1.26")
+    (tools / "greet" / "go.sum").write_text("")
+    # Its cache folder follows the set's module files, as the whole set's does.
+    assert build.fingerprint(hello, "go1.26") != before
 
     row = build.build(hello, build.go_version())
 
-    events = json.loads((tmp_path / "traces" / "hello.json").read_text())
+    built = Path(str(row["binaries"]["hello"])).parent  # type: ignore[index]
+    assert sorted(p.name for p in built.iterdir()) == ["hello"]
+    events = json.loads((tmp_path / "traces" / "greet-hello.json").read_text())
     actions = {e["name"] for e in events if e["name"].startswith("Executing action")}
-    assert "Executing action (link anycloud.local/tools/hello)" in actions
+    assert "Executing action (link anycloud.local/tools/greet/cmd/hello)" in actions
     assert any(a.startswith("Executing action (build os") for a in actions)
-    assert Path(str(dict(row["binaries"])["hello"])).is_file()  # type: ignore[call-overload]
