@@ -14,13 +14,18 @@ with BENCH_POOLS pools of two VMs (default 1000).
 
     .venv/bin/python benchmarks/bench_api.py [--smoke]   (BENCH_RUNS=5, BENCH_REQUESTS=200)
 
---smoke: 3 pools, 5 requests. Cold CLI start-up, embedded and remote: bench_start_up.py.
+--smoke: 3 pools, 5 requests of each call (no warm-up call), one run of each throughput
+case, and ``--api-workers 2`` instead of 4 (the same path: N worker processes on the
+parent's socket; two fewer cold imports of the app). The worker server is started beside
+the first one instead of after the latency table (their figures mean nothing in a smoke
+run). Cold CLI start-up, embedded and remote: bench_start_up.py.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -38,6 +43,7 @@ MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+WORKERS = 4  # --api-workers of the throughput table
 # How long a request may wait for a cold worker (an import, not what is measured).
 WARM_TIMEOUT = 120.0
 
@@ -67,31 +73,51 @@ def local_env(home: Path) -> dict[str, str]:
 
 
 def bootstrap_admin(env: dict[str, str]) -> str:
-    """An admin token made on the ledger of ``env`` (``token create --bootstrap``)."""
-    return subprocess.run([ANYCLOUD, "token", "create", "bench", "--role", "admin",
-                           "--bootstrap"], env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    """An admin token made on the ledger of ``env`` (ANYCLOUD_HOME's), as ``token create
+    --bootstrap`` makes it (the same service call, in this process: no cold CLI start)."""
+    from automation.app import App
+    from automation.ledger import open_ledger
+    from automation.services.tokens import create_token
+
+    home = Path(env["ANYCLOUD_HOME"])
+    ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
+    try:
+        return create_token(App(ledger=ledger, home=home), "bench", "admin", by="bench",
+                            bootstrap=True).token
+    finally:
+        ledger.dispose()
 
 
-def _serve(env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """``serve --no-control-loop --api-listen 127.0.0.1:0`` and the base URL it printed."""
-    server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
-                               "127.0.0.1:0", *extra], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+def _launch(env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
+    """``serve --no-control-loop --api-listen 127.0.0.1:0`` started (``_address`` waits)."""
+    return subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
+                             "127.0.0.1:0", *extra], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _address(server: subprocess.Popen[str]) -> str:
+    """The base URL a ``_launch``ed server printed once its socket listens."""
     assert server.stderr is not None
     line = server.stderr.readline()
-    return server, line.split("listening on ")[1].split()[0].removesuffix("/v1")
+    if "listening on " not in line:
+        server.kill()
+        raise SystemExit(f"serve did not start: {line}{server.stderr.read()[-2000:]}")
+    return line.split("listening on ")[1].split()[0].removesuffix("/v1")
 
 
-def _stop(server: subprocess.Popen[str]) -> None:
-    server.send_signal(signal.SIGTERM)
-    server.wait(timeout=30)
+def _stop(*servers: subprocess.Popen[str]) -> None:
+    """SIGTERM to each server, then wait for them all (they shut down side by side)."""
+    for server in servers:
+        server.send_signal(signal.SIGTERM)
+    for server in servers:
+        server.wait(timeout=30)
 
 
 def main() -> None:
-    global RUNS, REQUESTS
-    if _cli.parse(__doc__, MARKS).smoke:
-        RUNS, REQUESTS = 1, 5
+    global RUNS, REQUESTS, WORKERS
+    smoke = _cli.parse(__doc__, MARKS).smoke
+    if smoke:
+        RUNS, REQUESTS, WORKERS = 1, 5, 2
         bench_cli_list.POOLS = 3
     import httpx2
     from anycloud_sdk import Client
@@ -105,12 +131,19 @@ def main() -> None:
         home = Path(tmp)
         pool = bench_cli_list.seed(home)
         env = local_env(home)
-        token = bootstrap_admin(env)
-        server, url = _serve(env)
+        server = _launch(env)  # it starts while the token is made: it reads tokens per call
         workers: subprocess.Popen[str] | None = None
+        if smoke:  # beside it, not after the latency table: smoke figures mean nothing
+            workers = _launch(env, "--api-workers", str(WORKERS))
         try:
+            token = bootstrap_admin(env)
+            url = _address(server)
             headers = {"Authorization": f"Bearer {token}"}
-            client = httpx2.Client(base_url=url, headers=headers, timeout=WARM_TIMEOUT)
+            # One TLS context for every client (they speak plain HTTP): building one per
+            # client loads the CA bundle each time, before the clock starts but not free.
+            tls = ssl.create_default_context()
+            client = httpx2.Client(base_url=url, headers=headers, timeout=WARM_TIMEOUT,
+                                   verify=tls)
             ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
             sdk = Client(url, token)
 
@@ -124,7 +157,8 @@ def main() -> None:
 
             def status_client(base: str) -> Callable[[], Callable[[], object]]:
                 def make() -> Callable[[], object]:
-                    own = httpx2.Client(base_url=base, headers=headers, timeout=WARM_TIMEOUT)
+                    own = httpx2.Client(base_url=base, headers=headers, timeout=WARM_TIMEOUT,
+                                        verify=tls)
                     return lambda: own.get(f"/v1/node-pools/{pool}").raise_for_status()
                 return make
 
@@ -143,7 +177,8 @@ def main() -> None:
             ]
             figures = {}
             for name, call in cases:
-                call()  # warm: imports, first connection, SQLite page cache
+                if not smoke:
+                    call()  # warm: imports, first connection, SQLite page cache
                 figures[name] = latency(call, max(5, REQUESTS // (4 if "list" in name
                                                                    else 1)))
             for i, n in ((0, 4), (4, 2)):
@@ -155,11 +190,15 @@ def main() -> None:
             print_table(f"API latency, {pools} pools, loopback, one server process, rate limit "
                         "off (ms)",
                         ("call", "p50", "p99", "vs in-process"), rows)
-            workers, many = _serve(env, "--api-workers", "4")
-            # The four workers import the app after the socket is bound, each as it takes
-            # its first request: on a loaded machine that outlasts httpx's 5 s default.
-            httpx2.get(f"{many}/v1/healthz", timeout=WARM_TIMEOUT).raise_for_status()
-            _throughput(status_client(many), 4, 40)
+            if workers is None:
+                workers = _launch(env, "--api-workers", str(WORKERS))
+            many = _address(workers)
+            # The workers import the app after the socket is bound, each as it takes its
+            # first request: on a loaded machine that outlasts httpx's 5 s default.
+            httpx2.get(f"{many}/v1/healthz", timeout=WARM_TIMEOUT,
+                       verify=tls).raise_for_status()
+            if not smoke:
+                _throughput(status_client(many), 4, 40)  # warm every worker
             rates = []
             for n in (1, 4):
                 one = median([_throughput(status_client(url), n, REQUESTS)
@@ -167,7 +206,7 @@ def main() -> None:
                 four = median([_throughput(status_client(many), n, REQUESTS)
                                for _ in range(RUNS)])
                 rates += [(f"{n} client(s)", "1 process (baseline)", f"{one:.0f}", "1.0x"),
-                          (f"{n} client(s)", "--api-workers 4", f"{four:.0f}",
+                          (f"{n} client(s)", f"--api-workers {WORKERS}", f"{four:.0f}",
                            f"{four / one:.1f}x")]
             print_table(f"GET /v1/node-pools/{{id}}, requests per second, median of {RUNS} "
                         f"runs of {REQUESTS} requests ({os.cpu_count()} cores; the clients are "
@@ -177,9 +216,7 @@ def main() -> None:
             sdk.close()
             ledger.dispose()
         finally:
-            _stop(server)
-            if workers is not None:
-                _stop(workers)
+            _stop(server, *([workers] if workers is not None else []))
 
 
 if __name__ == "__main__":

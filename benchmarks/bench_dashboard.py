@@ -32,33 +32,55 @@ Medians of the runs; the ratio is against the 10-pool row of the same run (the b
     .venv/bin/python benchmarks/bench_dashboard.py [--smoke]  (BENCH_RUNS=5,
                                                         BENCH_SIZES=10,100,1000)
 
---smoke: 10 pools only, one load. Needs Chromium and chromedriver (.ci/browser.sh) and
-selenium: without them the script exits EXIT_MISSING, or 1 under CI=true.
+Chromium starts while the first size's ledger is seeded and its server starts (neither is
+measured); each server starts while its token is made.
+
+--smoke: 10 pools only (the baseline size: the other sizes differ only by the count), one
+load, which still waits out app.js's 3 s poll for the first refresh. Needs Chromium and
+chromedriver (.ci/browser.sh) and selenium: without them the script exits EXIT_MISSING, or
+1 under CI=true.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import platform
-import signal
-import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from automation.ui.pages import PAGE_SIZE
-from benchmarks import _browser, _cli, bench_cli_list
-from benchmarks._table import median, print_table
+from benchmarks import _browser, _cli, bench_cli_list  # noqa: E402
+from benchmarks._table import median, print_table  # noqa: E402
+from benchmarks.bench_api import _address, _launch, _stop  # noqa: E402
+
+
+def _page_size() -> int:
+    """``automation.ui.pages.PAGE_SIZE``, read from its source: importing it would load
+    FastAPI and the whole dashboard into this process, which only drives the browser."""
+    tree = ast.parse((ROOT / "automation" / "ui" / "pages.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "PAGE_SIZE" for t in targets):
+                assert node.value is not None
+                return int(ast.literal_eval(node.value))
+    raise SystemExit("automation/ui/pages.py no longer sets PAGE_SIZE")
+
+
+PAGE_SIZE = _page_size()
 
 MARKS = ("slow",)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 SIZES = [int(n) for n in os.environ.get("BENCH_SIZES", "10,100,1000").split(",")]
 GOAL_MS = 300.0
-ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 # What the page's timing gives, in ms from the navigation's start, and its sizes.
 _READ = """
 const nav = performance.getEntriesByType('navigation')[0];
@@ -127,18 +149,6 @@ def viewer_token(home: Path) -> str:
         ledger.dispose()
 
 
-def _serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
-                               "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    line = server.stderr.readline()
-    if "listening on " not in line:
-        server.kill()
-        raise SystemExit(f"serve did not start: {line}{server.stderr.read()[-2000:]}")
-    return server, line.split("listening on ")[1].split()[0].removesuffix("/v1").rstrip("/")
-
-
 def _login(driver: Any, base: str, token: str) -> None:
     from selenium.webdriver.common.by import By
 
@@ -148,18 +158,21 @@ def _login(driver: Any, base: str, token: str) -> None:
     _browser.wait_for("the overview after logging in", lambda: driver.current_url == f"{base}/ui/")
 
 
-def measure(driver: Any, pools: int, runs: int) -> list[dict[str, Any]]:
-    """``runs`` loads of the overview over ``pools`` seeded pools: the browser's figures."""
+def measure(browser: Callable[[], Any], pools: int, runs: int) -> list[dict[str, Any]]:
+    """``runs`` loads of the overview over ``pools`` seeded pools: the browser's figures
+    (``browser()``: the driver, once it has started)."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         seed(home, pools)
-        token = viewer_token(home)
         env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_CLI_CONFIG":
                str(home / "cli.json"), "ANYCLOUD_API_RATE": "off"}
         for name in ("ANYCLOUD_DATABASE_URL", "ANYCLOUD_API_URL", "ANYCLOUD_TOKEN"):
             env.pop(name, None)
-        server, base = _serve(env)
+        server = _launch(env)  # it starts while the token is made: it reads tokens per call
         try:
+            token = viewer_token(home)
+            base = _address(server).rstrip("/")
+            driver = browser()
             _login(driver, base, token)  # also warms the server: imports, SQLite's cache
             out = []
             for _ in range(runs):
@@ -176,24 +189,30 @@ def measure(driver: Any, pools: int, runs: int) -> list[dict[str, Any]]:
             driver.delete_all_cookies()
             return out
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+            _stop(server)
 
 
 def main() -> None:
     global RUNS, SIZES
     if _cli.parse(__doc__, MARKS).smoke:
         RUNS, SIZES = 1, [10]
-    try:
-        driver = _browser.chrome()
-    except _browser.BrowserMissing as exc:
-        _cli.missing(str(exc))
-        raise
-    try:
-        chromium = _browser.version(driver)
-        results = {n: measure(driver, n, RUNS) for n in SIZES}
-    finally:
-        driver.quit()
+    # Chromium starts in a thread while the first ledger is seeded and its server starts.
+    with ThreadPoolExecutor(1) as starter:
+        starting = starter.submit(_browser.chrome)
+
+        def browser() -> Any:
+            try:
+                return starting.result()
+            except _browser.BrowserMissing as exc:
+                _cli.missing(str(exc))
+                raise
+
+        try:
+            results = {n: measure(browser, n, RUNS) for n in SIZES}
+            chromium = _browser.version(browser())
+        finally:
+            if starting.exception() is None:
+                starting.result().quit()
 
     def med(n: int, key: str) -> float:
         values = [r[key] for r in results[n] if r[key] is not None]

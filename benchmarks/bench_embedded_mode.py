@@ -4,13 +4,14 @@ this checkout, measured in the same run (goal: this / before <= 1.1).
 
 "Before" is BENCH_BASE (default: the last commit before issue 20's first commit, found by
 its message), exported with ``git archive``; each tree seeds its own ledger with its own
-schema (``benchmarks._seed``) and runs as ``python -c`` in its own directory (first on
-sys.path). The runs alternate between the trees, so a busy machine slows both alike. Both
-trees' modules are byte-compiled first, as an install leaves them.
+schema (``benchmarks._seed``; the two seeds run side by side, while this process
+byte-compiles both trees' modules, as an install leaves them) and runs as ``python -c`` in
+its own directory (first on sys.path). The runs alternate between the trees, so a busy
+machine slows both alike.
 
     .venv/bin/python benchmarks/bench_embedded_mode.py [--smoke]   (BENCH_RUNS=9)
 
---smoke: 3 pools, one run of each.
+--smoke: 3 pools, one run of each command in each tree, no warm-up round.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +53,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         commit = base_commit()
         trees = {"before": export(commit, Path(tmp) / "before"), "this checkout": ROOT}
+        homes = {name: Path(tmp) / f"home-{name.replace(' ', '-')}" for name in trees}
+        with ThreadPoolExecutor(len(trees)) as side:  # each seed is a subprocess
+            seeding = [side.submit(seed, tree, homes[name], [("aws", "m7i.large", "us-east-1")],
+                                   POOLS, 2) for name, tree in trees.items()]
+            for tree in trees.values():
+                compileall.compile_dir(tree / "automation", quiet=1)
+            for done in seeding:
+                done.result()
         envs = {}
-        for name, tree in trees.items():
-            compileall.compile_dir(tree / "automation", quiet=1)
-            home = Path(tmp) / f"home-{name.replace(' ', '-')}"
-            seed(tree, home, [("aws", "m7i.large", "us-east-1")], POOLS, 2)
+        for name, home in homes.items():
             env = {**os.environ, "ANYCLOUD_HOME": str(home),
                    "ANYCLOUD_CLI_CONFIG": str(home / "cli.json")}
             for var in ("ANYCLOUD_DATABASE_URL", "PYTHONPATH", "ANYCLOUD_API_URL",

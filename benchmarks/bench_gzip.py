@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli, bench_cli_list
 from benchmarks._table import median, ms, print_table
-from benchmarks.bench_api import _serve, _stop, bootstrap_admin, local_env
+from benchmarks.bench_api import _address, _launch, _stop, bootstrap_admin, local_env
 
 MARKS: tuple[str, ...] = ()
 RUNS = int(os.environ.get("BENCH_RUNS", "9"))
@@ -47,12 +47,13 @@ def main() -> None:
         home = Path(tmp)
         bench_cli_list.seed(home)
         env = local_env(home)
-        token = bootstrap_admin(env)
-        server, url = _serve(env)
+        server = _launch(env)  # it starts while the token is made: it reads tokens per call
         rows = []
         try:
-            with httpx2.Client(base_url=url, timeout=60,
+            token = bootstrap_admin(env)
+            with httpx2.Client(timeout=60,
                                headers={"Authorization": f"Bearer {token}"}) as http:
+                http.base_url = _address(server)  # the client is built while serve starts
                 for label, path, params in ROUTES:
                     seen: dict[str, tuple[int, float]] = {}
                     for encoding in ("identity", "gzip"):

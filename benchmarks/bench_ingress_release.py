@@ -10,7 +10,8 @@ release stack's (evaluated once per pool and cached). Figures, in one run:
 
     .venv/bin/python benchmarks/bench_ingress_release.py [--smoke]   (BENCH_RUNS, BENCH_POOLS)
 
---smoke: 2 pools, one converged pass of each kind.
+--smoke: 1 pool of each kind (every step above is per pool: N only repeats it), one
+converged pass of each kind.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def converged(reconciler: Any) -> float:
 def main() -> None:
     global RUNS, POOLS
     if _cli.parse(__doc__).smoke:
-        RUNS, POOLS = 1, 2
+        RUNS, POOLS = 1, 1
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         cpu, _, _, first_cpu, _ = world_of(Path(a), POOLS, services=False)
         svc, world, _, _, install = world_of(Path(b), POOLS, services=True)

@@ -15,14 +15,13 @@ buckets by engine and kind), the ledger's figures are what grows with the pools.
 
     .venv/bin/python benchmarks/bench_metrics.py [--smoke]   (BENCH_REQUESTS=100)
 
---smoke: 3 pools, 5 requests.
+--smoke: 3 pools, 5 requests, no warm-up request or query (the first scrape, whose answer
+the table sizes, is made all the same).
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -32,11 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli, bench_cli_list
 from benchmarks._table import latency, print_table
+from benchmarks.bench_api import _address, _launch, _stop
 
-MARKS = ("slow",)
+MARKS: tuple[str, ...] = ()
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "100"))
 SIZES = (10, 100, 1000)
-ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
+WARMUP = True
 
 
 def seed_agent_pools(home: Path, pools: int) -> None:
@@ -73,47 +73,41 @@ def viewer_token(home: Path) -> str:
         ledger.dispose()
 
 
-def serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-listen",
-                               "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    line = server.stderr.readline()
-    return server, line.split("listening on ")[1].split()[0].removesuffix("/v1")
-
-
 def measure(pools: int) -> tuple[object, ...]:
     import httpx2
-
-    from automation.ledger import open_ledger
-    from automation.services.fleet_counts import read_counts
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         bench_cli_list.POOLS = pools
         bench_cli_list.seed(home)
         seed_agent_pools(home, pools)
-        token = viewer_token(home)
         env = {**os.environ, "ANYCLOUD_HOME": str(home), "ANYCLOUD_API_RATE": "off"}
         for name in ("ANYCLOUD_DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"):
             env.pop(name, None)
-        server, url = serve(env)
+        # serve starts while this process makes the token and its client (the server reads
+        # tokens per request).
+        server = _launch(env)
         try:
-            client = httpx2.Client(base_url=url, timeout=60,
-                                   headers={"Authorization": f"Bearer {token}"})
+            from automation.ledger import open_ledger
+            from automation.services.fleet_counts import read_counts
+
+            token = viewer_token(home)
+            client = httpx2.Client(timeout=60, headers={"Authorization": f"Bearer {token}"})
+            client.base_url = _address(server)
             scrape = client.get("/metrics")  # warm: imports, connection, page cache
             scrape.raise_for_status()
-            client.get("/v1/healthz").raise_for_status()
+            if WARMUP:
+                client.get("/v1/healthz").raise_for_status()
             health = latency(lambda: client.get("/v1/healthz").raise_for_status(), REQUESTS)
             metrics = latency(lambda: client.get("/metrics").raise_for_status(), REQUESTS)
             ledger = open_ledger(f"sqlite:///{home / 'anycloud.db'}")
-            read_counts(ledger)
+            if WARMUP:
+                read_counts(ledger)
             queries = latency(lambda: read_counts(ledger), REQUESTS)
             ledger.dispose()
             client.close()
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+            _stop(server)
     lines = len(scrape.text.splitlines())
     return (pools, f"{health[0] * 1000:.1f}", f"{metrics[0] * 1000:.1f}",
             f"{metrics[1] * 1000:.1f}", f"{metrics[0] / health[0]:.1f}x",
@@ -121,9 +115,9 @@ def measure(pools: int) -> tuple[object, ...]:
 
 
 def main() -> None:
-    global REQUESTS, SIZES
+    global REQUESTS, SIZES, WARMUP
     if _cli.parse(__doc__, MARKS).smoke:
-        REQUESTS, SIZES = 5, (3,)
+        REQUESTS, SIZES, WARMUP = 5, (3,), False
     rows = [measure(n) for n in SIZES]
     print_table(f"GET /metrics, one server process on loopback, {REQUESTS} requests each, "
                 "node pools (2 VMs) = AgentPools (2 agents, 4 sessions) = pools (ms)",

@@ -17,6 +17,9 @@ its floor, remote <= 1.2x its floor and remote list below embedded list. Our pac
 byte-compiled first, as `pip install` leaves them (the table says so).
 
     .venv/bin/python benchmarks/bench_start_up.py [--smoke] [--runs N]
+
+--smoke: 3 pools, one run of each command, of its floor and of its driver (no warm-up run):
+every row above, each from one process of each kind.
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ def compile_sources() -> None:
 
 
 def main() -> None:
-    from benchmarks.bench_api import _serve, _stop, bootstrap_admin, local_env
+    from benchmarks.bench_api import _address, _launch, _stop, bootstrap_admin, local_env
     from benchmarks.bench_cli_list import seed
 
     def options(p: object) -> None:
@@ -188,9 +191,10 @@ def main() -> None:
              lambda: ["node-pool", "create", f"bench-new-{next(names)}", *create], env,
              "writes"),
         ]
-        token = bootstrap_admin(env)
-        server, url = _serve(env)
+        server = _launch(env)  # it starts while the token is made: it reads tokens per call
         try:
+            token = bootstrap_admin(env)
+            url = _address(server)
             remote = {**env, "ANYCLOUD_API_URL": url, "ANYCLOUD_TOKEN": token}
             for route, label in ((f"/v1/node-pools?pageSize={PAGE}", "list"),
                                  (f"/v1/node-pools/{pool}", "status")):
