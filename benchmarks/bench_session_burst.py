@@ -26,8 +26,9 @@ bench_operator.py's.
 
     .venv/bin/python benchmarks/bench_session_burst.py [--smoke]    (BENCH_RUNS=3 by default)
 
---smoke: 20 sessions at 0 agents (grows to 2), 10 at 0 (grows to 1), 20 at 2 registered
-agents; one run, no warm-up burst.
+--smoke: 11 sessions at 0 agents (grows to 2) and 11 at 2 registered agents, with the
+operator's timer at 0.2 s and no quiet moment before each burst; the small baseline is left
+out (the burst's code path with fewer sessions); one run, no warm-up burst.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _cli
+from benchmarks import _agentpool_plane, _cli, _kube_plane
 from benchmarks._table import median, print_table
 
 MARKS = ("kube", "slow")
@@ -56,6 +57,7 @@ RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 # BURST sessions); sessions of the warm-up burst (0: none).
 BURST, SMALL, WARM, WARMUP = 500, 50, 50, 50
 INTERVAL = float(os.environ.get("BENCH_INTERVAL", "0.5"))
+QUIET = True  # wait two timer intervals before each burst (see burst())
 REPO = Path(__file__).resolve().parent.parent
 NS = "bench"
 SLOTS, MAX_REPLICAS = 10, 60
@@ -159,7 +161,7 @@ def burst(plane: Any, registry: Any, passes: Passes, name: str, sessions: int,
                                  "minReplicas": warm, "defaultSlotsPerAgent": SLOTS,
                                  "idleDecaySecond": 600}
     doc["spec"]["template"]["spec"]["containers"][0]["args"] = [f"--pool={name}"]
-    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    _kube_plane.apply(plane, f"/apis/anycloud.sh/v1/namespaces/{NS}/agentpools", doc)
     agents = StandInAgents(plane, registry, name)
     key = f"{NS}/{name}"
     try:
@@ -168,8 +170,10 @@ def burst(plane: Any, registry: Any, passes: Passes, name: str, sessions: int,
         _wait(lambda: registry.pool_open(key), f"the operator to record {key}")
         if warm:
             _wait(lambda: registry.pool_view(key).ready_agents == warm, f"{warm} agents")
-        # A quiet moment: the pool as the operator left it (no pass mid-flight).
-        time.sleep(INTERVAL * 2)
+        # A quiet moment: the pool as the operator left it (no pass mid-flight). Only for
+        # the figures: --smoke skips it.
+        if QUIET:
+            time.sleep(INTERVAL * 2)
 
         def acquire(i: int) -> None:
             registry.acquire(key, ["sh", "-c", f"echo {i}"])
@@ -189,7 +193,7 @@ def burst(plane: Any, registry: Any, passes: Passes, name: str, sessions: int,
                       pods=len(agents.up))
     finally:
         agents.stop()
-        plane.kubectl("delete", "agentpool", name, "-n", NS, "--timeout=120s")
+        _kube_plane.delete(plane, f"/apis/anycloud.sh/v1/namespaces/{NS}/agentpools/{name}")
 
 
 def _wait(check: Callable[[], bool], what: str, timeout: float = 180.0, poll: float = 0.05,
@@ -204,55 +208,57 @@ def _wait(check: Callable[[], bool], what: str, timeout: float = 180.0, poll: fl
 
 
 def main() -> None:
-    global RUNS, BURST, SMALL, WARM, WARMUP
-    if _cli.parse(__doc__, MARKS).smoke:
-        RUNS, BURST, SMALL, WARM, WARMUP = 1, 20, 10, 2, 0
-    from automation.agentpools.kubeapi import KubeApi
-    from automation.agentpools.operator import Operator, build_registry
-    from automation.agentpools.reconcile import Reconciler, RegistryState
-    from automation.agentpools.registry import Registry
-    from automation.devcluster import control_plane
-    from automation.devcluster.control_plane import KWOK_ANNOTATION
-    from automation.kube.kubeconfig import client_configuration
-    from automation.ledger import open_ledger
+    global RUNS, BURST, SMALL, WARM, WARMUP, INTERVAL, QUIET
+    smoke = _cli.parse(__doc__, MARKS).smoke
+    if smoke:
+        RUNS, BURST, SMALL, WARM, WARMUP, INTERVAL, QUIET = 1, 11, 10, 2, 0, 0.2, False
+    url = os.environ.get("BENCH_DATABASE_URL")
 
-    with tempfile.TemporaryDirectory() as tmp, \
-            control_plane.running(Path(tmp) / "cp") as plane:
-        plane.kubectl("apply", "-f", str(REPO / "k8s/crd/agentpool-crd.yaml"))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      "crd/agentpools.anycloud.sh")
-        plane.kubectl("create", "namespace", NS)
-        plane.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
-            "name": "bench-node", "annotations": {KWOK_ANNOTATION: "fake"}}})
-        res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
-        plane.patch_status("node", "bench-node", {"capacity": res, "allocatable": res})
-        config_map = yaml.safe_load((REPO / "k8s/examples/agent-config.yaml").read_text())
-        config_map["metadata"]["namespace"] = NS
-        plane.apply(config_map)
-        url = os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{Path(tmp) / 'ledger.db'}"
-        ledger = open_ledger(url)
-        registry = Registry(ledger)
-        passes = Passes()
-        client_config = client_configuration(plane.kubeconfig)
-        reconciler = Counted(Reconciler(api=KubeApi(client_config),
-                                        state=RegistryState(registry)), passes)
-        op = Operator(build_registry(lambda ns: reconciler, client_config, INTERVAL), [NS])
-        op.start()
-        cases = [(f"burst: {BURST} sessions, pool at 0 agents", BURST, 0),
-                 (f"baseline: {SMALL} sessions, pool at 0 agents", SMALL, 0),
-                 (f"baseline: {BURST} sessions, pool at {WARM} agents", BURST, WARM)]
-        results: dict[str, list[Result]] = {c[0]: [] for c in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        def meanwhile() -> Any:  # while the control plane starts
+            _agentpool_plane.imports()
+            from automation.ledger import open_ledger
+
+            return open_ledger(url or f"sqlite:///{Path(tmp) / 'ledger.db'}")
+
+        plane, ledger = _agentpool_plane.start(Path(tmp) / "cp", meanwhile)
         try:
-            if WARMUP:
-                burst(plane, registry, passes, "warmup", WARMUP)  # not counted
-            for run in range(RUNS):
-                for i, (title, sessions, warm) in enumerate(cases):
-                    results[title].append(burst(plane, registry, passes,
-                                                f"burst-{run}-{i}", sessions, warm))
+            from automation.agentpools.kubeapi import KubeApi
+            from automation.agentpools.operator import Operator, build_registry
+            from automation.agentpools.reconcile import Reconciler, RegistryState
+            from automation.agentpools.registry import Registry
+            from automation.kube.kubeconfig import client_configuration
+
+            _kube_plane.namespace(plane, NS)
+            config_map = yaml.safe_load((REPO / "k8s/examples/agent-config.yaml").read_text())
+            config_map["metadata"]["namespace"] = NS
+            _kube_plane.api(plane, "POST", f"/api/v1/namespaces/{NS}/configmaps", config_map)
+            registry = Registry(ledger)
+            passes = Passes()
+            client_config = client_configuration(plane.kubeconfig)
+            reconciler = Counted(Reconciler(api=KubeApi(client_config),
+                                            state=RegistryState(registry)), passes)
+            op = Operator(build_registry(lambda ns: reconciler, client_config, INTERVAL), [NS])
+            op.start()
+            cases = [(f"burst: {BURST} sessions, pool at 0 agents", BURST, 0),
+                     (f"baseline: {SMALL} sessions, pool at 0 agents", SMALL, 0),
+                     (f"baseline: {BURST} sessions, pool at {WARM} agents", BURST, WARM)]
+            if smoke:  # the small baseline is the burst's code path with fewer sessions
+                del cases[1]
+            results: dict[str, list[Result]] = {c[0]: [] for c in cases}
+            try:
+                if WARMUP:
+                    burst(plane, registry, passes, "warmup", WARMUP)  # not counted
+                for run in range(RUNS):
+                    for i, (title, sessions, warm) in enumerate(cases):
+                        results[title].append(burst(plane, registry, passes,
+                                                    f"burst-{run}-{i}", sessions, warm))
+            finally:
+                op.stop()
+                ledger.dispose()
         finally:
-            op.stop()
-            ledger.dispose()
-    db = "PostgreSQL" if url.startswith("postgresql") else "SQLite"
+            plane.stop()
+    db = "PostgreSQL" if (url or "").startswith("postgresql") else "SQLite"
     rows = []
     for title, got in results.items():
         def med(attr: str, fmt: str, got: list[Result] = got) -> str:
