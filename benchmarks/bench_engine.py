@@ -9,23 +9,35 @@ Real engine: ``up`` of a fresh stack (the objects created on the API server), a 
 
     .venv/bin/python benchmarks/bench_engine.py [--smoke]     (BENCH_RUNS=3 by default)
 
---smoke: one run of each, no warm-up evaluation.
+--smoke: one run of each (one mock ``evaluate``; one ``up`` of a fresh stack, one no-change
+``preview`` and one ``destroy`` on the real engine), no warm-up evaluation. As in the full
+run, the control plane starts while the kubernetes plugin is installed and the engine's
+modules are imported (not run), and is thrown away at the end (its components SIGKILLed, not
+shut down one at a time).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli
 from benchmarks._table import median, print_table
+
+if TYPE_CHECKING:
+    from automation.devcluster.control_plane import ControlPlane
 
 MARKS = ("kube", "engine", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
@@ -38,10 +50,10 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - began
 
 
-def engine_env(tmp: Path) -> None:
-    """What the test suite's pulumi_engine fixture does: tools on PATH, a PULUMI_HOME of
-    our own with the kubernetes plugin built from source installed (the tools found as
-    ``_cli.parse`` checked them, given the ``engine`` mark)."""
+def start_engine_env(tmp: Path) -> Callable[[], None]:
+    """``engine_env``, its plugin install left running: returns the function that waits for
+    it (and fails as ``engine_env`` does), so that the caller can start the control plane
+    meanwhile (the install copies the ~300 MB plugin, seconds of disk)."""
     from automation.devcluster import binaries
 
     pulumi = binaries.find("pulumi")
@@ -54,24 +66,103 @@ def engine_env(tmp: Path) -> None:
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "ANYCLOUD_PULUMI_PLUGINS": f"kubernetes={version}",
     })
-    subprocess.run([str(pulumi), "plugin", "install", "resource", "kubernetes", version,
-                    "--file", str(provider)], check=True, capture_output=True)
+    args = [str(pulumi), "plugin", "install", "resource", "kubernetes", version,
+            "--file", str(provider)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def wait() -> None:
+        out, err = proc.communicate()
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, args, out, err)
+
+    return wait
+
+
+def engine_env(tmp: Path) -> None:
+    """What the test suite's pulumi_engine fixture does: tools on PATH, a PULUMI_HOME of
+    our own with the kubernetes plugin built from source installed (the tools found as
+    ``_cli.parse`` checked them, given the ``engine`` mark)."""
+    start_engine_env(tmp)()
+
+
+@contextmanager
+def plane_meanwhile(root: Path) -> Iterator[Callable[[], ControlPlane]]:
+    """The local control plane started in a thread while the caller goes on (imports, the
+    plugin install, work that needs no API server); yields the function that waits for it.
+
+    The thread lives as long as the plane: each component runs with ``PR_SET_PDEATHSIG``,
+    which fires when the *thread* that started it ends. On leaving, the plane is thrown
+    away: its components SIGKILLed, as its directory is removed after (``ControlPlane.stop``
+    shuts the API server down gracefully, over a second, which nothing here needs)."""
+    from automation.devcluster import control_plane
+
+    started = threading.Event()
+    done = threading.Event()
+    planes: list[ControlPlane] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            planes.append(control_plane.start(root))
+        except BaseException as exc:  # raised in the caller's thread by ``plane()``
+            errors.append(exc)
+        finally:
+            started.set()
+        done.wait()
+
+    def plane() -> ControlPlane:
+        started.wait()
+        if errors:
+            raise errors[0]
+        return planes[0]
+
+    thread = threading.Thread(target=run, name="control-plane", daemon=True)
+    thread.start()
+    try:
+        yield plane
+    finally:
+        started.wait()
+        for started_plane in planes:
+            discard(started_plane)
+        done.set()
+        thread.join()
+
+
+def import_engine_modules() -> None:
+    """Import what a first mock ``evaluate`` or real ``up`` of the add-on stack would (the
+    Pulumi SDK, its Automation API, the kubernetes provider SDK, the program), while the
+    control plane starts: the runs themselves still do all their work."""
+    for name in ("pulumi.automation", "automation.engine.mock.program",
+                 "automation.engine.mock.providers", "stacks.cluster_addons"):
+        importlib.import_module(name)
+
+
+def discard(plane: ControlPlane) -> None:
+    """SIGKILL every component of a plane about to be removed with its directory."""
+    for proc in plane.processes.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+    for proc in plane.processes.values():
+        proc.wait(timeout=30)
+    plane.processes.clear()
 
 
 def main() -> None:
     global RUNS, WARMUP
     if _cli.parse(__doc__, MARKS).smoke:
         RUNS, WARMUP = 1, False
-    from automation.devcluster import control_plane
-    from automation.engine.mock.runner import MockEngineRunner
-    from automation.engine.pulumi_driver import AutomationRunner
-    from tests.automation.engine.test_real_engine import addons_target, remove_addons
 
     with tempfile.TemporaryDirectory() as tmp_str:
         tmp = Path(tmp_str)
-        engine_env(tmp)
-        plane = control_plane.start(tmp / "cp")
-        try:
+        installed = start_engine_env(tmp)
+        with plane_meanwhile(tmp / "cp") as started:
+            from automation.engine.mock.runner import MockEngineRunner
+            from automation.engine.pulumi_driver import AutomationRunner
+            from tests.automation.engine.test_real_engine import addons_target, remove_addons
+
+            import_engine_modules()
+            installed()
+            plane = started()
             target = addons_target(plane, "cl-bench")
             mock = MockEngineRunner(tmp / "mock-home")
             if WARMUP:
@@ -79,13 +170,12 @@ def main() -> None:
             mock_eval = [timed(lambda: mock.evaluate(target)) for _ in range(RUNS)]
             ups, previews, destroys = [], [], []
             for i in range(RUNS):
+                if i:
+                    remove_addons(plane)  # retained on destroy: the next up creates them
                 runner = AutomationRunner(tmp / f"home-{i}")
                 ups.append(timed(lambda r=runner: r.up(target)))
                 previews.append(timed(lambda r=runner: r.preview(target)))
                 destroys.append(timed(lambda r=runner: r.destroy(target)))
-                remove_addons(plane)
-        finally:
-            plane.stop()
     base = median(mock_eval)
     print_table(f"Cluster add-on stack (RuntimeClass + DaemonSet), seconds, median of {RUNS}",
                 ["run", "seconds", "vs mock evaluate"],
