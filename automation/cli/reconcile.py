@@ -144,7 +144,6 @@ def _api(app: Any, api_listen: str | None, tls_cert: Path | None, tls_key: Path 
         if workers > 1:
             raise InvalidInput("--api-workers", workers, "is for --api-listen")
         return []
-    from automation.api.app import create_api
     from automation.serving import ServerThread, Tls
 
     key = app.sealing  # a bad key file fails the start, not the first credential
@@ -153,6 +152,8 @@ def _api(app: Any, api_listen: str | None, tls_cert: Path | None, tls_key: Path 
                              "--tls-cert/--tls-key")
     if handed is not None:
         import socket
+
+        from automation.api.app import create_api
 
         fd, url = handed
         api = create_api(app)
@@ -166,6 +167,10 @@ def _api(app: Any, api_listen: str | None, tls_cert: Path | None, tls_key: Path 
                             home=home)
         how += f"; {workers} worker processes"
     else:
+        # Here and in each worker, not in the workers' parent: it never serves a request
+        # and would spend ~2 s of CPU importing the app.
+        from automation.api.app import create_api
+
         api = create_api(app)
         api.state.runner = runner
         server = ServerThread(api, api_listen or "", tls, field="--api-listen")

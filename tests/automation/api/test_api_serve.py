@@ -348,3 +348,30 @@ def test_api_workers_share_the_address_and_are_restarted(tmp_path: Path) -> None
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
     assert "exited" in err and not _children(proc.pid)
+
+
+_PARENT_ONLY = """
+import sys
+from automation.cli import api_workers, reconcile
+
+class NoWorkers:  # the parent's own part only: no worker process is started
+    def __init__(self, *args, **kwargs):
+        self.url = "http://127.0.0.1:9"
+
+class NoApp:
+    sealing = None
+
+api_workers.ApiWorkers = NoWorkers
+reconcile._api(NoApp(), "127.0.0.1:0", None, None, workers=2, home="/nonexistent")
+print("automation.api.app" in sys.modules)
+"""
+
+
+def test_the_api_workers_parent_does_not_import_the_app() -> None:
+    """`serve --api-workers N`'s parent only hands its socket to the workers: importing the
+    app there would cost each start ~2 s of CPU for nothing (a fresh interpreter, so that
+    nothing else imported it first)."""
+    done = subprocess.run([sys.executable, "-c", _PARENT_ONLY], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False", done.stdout
