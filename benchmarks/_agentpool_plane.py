@@ -37,10 +37,7 @@ def start(root: Path, meanwhile: Callable[[], T]) -> tuple[Any, T]:
 
 def imports() -> None:
     """Import OPERATOR_MODULES (a ``meanwhile`` for _kube_plane.start)."""
-    import importlib
-
-    for name in OPERATOR_MODULES:
-        importlib.import_module(name)
+    _kube_plane.import_modules(*OPERATOR_MODULES)
 
 
 def handled(plane: Any, namespace: str, name: str, timeout: float = 60.0) -> None:

@@ -24,6 +24,15 @@ REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 
+def import_modules(*names: str) -> None:
+    """Import ``names`` (a ``meanwhile`` for ``start``: seconds of imports done while the
+    control plane starts; what is measured later runs as before)."""
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
 def start(root: Path, meanwhile: Callable[[], T],
           early: Callable[[Any], None] | None = None) -> tuple[Any, T]:
     """``control_plane.start(root)``, and what ``meanwhile()`` returns, run in a thread at

@@ -13,7 +13,6 @@ kind on that plane and on the test server, no warm-up operation.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import tempfile
@@ -83,10 +82,9 @@ def main() -> None:
         RUNS, OPS, WARMUP = 1, 3, False
 
     def imports() -> None:
-        for name in ("kubernetes.client.api.core_v1_api", "kubernetes.config",
-                     "automation.kube.adapter", "tests.automation.kube.objects",
-                     "tests.automation.kube_api_server"):
-            importlib.import_module(name)
+        _kube_plane.import_modules(
+            "kubernetes.client.api.core_v1_api", "kubernetes.config", "automation.kube.adapter",
+            "tests.automation.kube.objects", "tests.automation.kube_api_server")
 
     with tempfile.TemporaryDirectory() as tmp:
         starts, plane = start_times(Path(tmp), imports if smoke else None)

@@ -28,7 +28,6 @@ client), preflight 36 ms (17 %), the rest mostly waiting for the Deployment to b
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -119,8 +118,7 @@ def main() -> None:
         RUNS = 1
 
     def meanwhile(root: Path) -> Any:  # while the control plane starts
-        for name in MODULES:
-            importlib.import_module(name)
+        _kube_plane.import_modules(*MODULES)
         from automation.ledger import open_ledger
 
         return open_ledger(f"sqlite:///{root / 'ledger.db'}")

@@ -18,7 +18,6 @@ shut down one at a time).
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import subprocess
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _cli
+from benchmarks import _cli, _kube_plane
 from benchmarks._table import median, print_table
 
 if TYPE_CHECKING:
@@ -132,9 +131,8 @@ def import_engine_modules() -> None:
     """Import what a first mock ``evaluate`` or real ``up`` of the add-on stack would (the
     Pulumi SDK, its Automation API, the kubernetes provider SDK, the program), while the
     control plane starts: the runs themselves still do all their work."""
-    for name in ("pulumi.automation", "automation.engine.mock.program",
-                 "automation.engine.mock.providers", "stacks.cluster_addons"):
-        importlib.import_module(name)
+    _kube_plane.import_modules("pulumi.automation", "automation.engine.mock.program",
+                               "automation.engine.mock.providers", "stacks.cluster_addons")
 
 
 def discard(plane: ControlPlane) -> None:

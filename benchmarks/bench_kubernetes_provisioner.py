@@ -21,7 +21,6 @@ client-side throttling message.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -47,8 +46,7 @@ def main() -> None:
         RUNS, SIZES = 1, (2,)
 
     def meanwhile(root: Path) -> None:  # while the control plane starts
-        for name in MODULES:
-            importlib.import_module(name)
+        _kube_plane.import_modules(*MODULES)
 
     with _kube_plane.plane_with_templates(meanwhile) as (root, plane, _):
         from automation.provisioners.base import ProvisionRequest
