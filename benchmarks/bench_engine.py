@@ -7,13 +7,19 @@ Real engine: ``up`` of a fresh stack (the objects created on the API server), a 
 ``policy check`` do). BENCH_RUNS runs each (median). Needs the tools built by
 ``python3 tools/build.py``.
 
+A second table: opening the stack, which every real-engine operation does first (create or
+select it, check the CLI, install its plugins), as the driver does it (the CLI's version
+checked once per process, a plugin installed only when missing: ``pulumi_cli``) against the
+SDK's defaults (``pulumi version`` for each workspace, ``pulumi plugin install`` for each
+plugin each time), both in the same run.
+
     .venv/bin/python benchmarks/bench_engine.py [--smoke]     (BENCH_RUNS=3 by default)
 
 --smoke: one run of each (one mock ``evaluate``; one ``up`` of a fresh stack, one no-change
-``preview`` and one ``destroy`` on the real engine), no warm-up evaluation. As in the full
-run, the control plane starts while the kubernetes plugin is installed and the engine's
-modules are imported (not run), and is thrown away at the end (its components SIGKILLed, not
-shut down one at a time).
+``preview`` and one ``destroy`` on the real engine; one open each way), no warm-up
+evaluation. As in the full run, the control plane starts while the kubernetes plugin is
+installed and the engine's modules are imported (not run), and is thrown away at the end
+(its components SIGKILLed, not shut down one at a time).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from benchmarks._table import median, print_table
 
 if TYPE_CHECKING:
     from automation.devcluster.control_plane import ControlPlane
+    from automation.engine import pulumi_driver
+    from automation.engine.runner import StackTarget
 
 MARKS = ("kube", "engine", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
@@ -135,6 +143,21 @@ def import_engine_modules() -> None:
                                "automation.engine.mock.providers", "stacks.cluster_addons")
 
 
+def open_with_sdk_defaults(runner: pulumi_driver.AutomationRunner, target: StackTarget) -> None:
+    """Open the stack as the driver did before ``pulumi_cli``: the SDK's own PulumiCommand
+    (``pulumi version``) for the workspace, then ``pulumi plugin install`` for every plugin."""
+    from pulumi import automation as auto
+
+    from automation.engine.pulumi_driver import PROJECT, plugins_for, workspace_options
+    from automation.engine.secrets import state_settings
+
+    opts = workspace_options(target, runner.home, state_settings(runner.home, runner.environ))
+    stack = auto.create_or_select_stack(stack_name=target.stack_name, project_name=PROJECT,
+                                        program=target.program(), opts=opts)
+    for name, version in plugins_for(target, runner.environ).items():
+        stack.workspace.install_plugin(name, version)
+
+
 def discard(plane: ControlPlane) -> None:
     """SIGKILL every component of a plane about to be removed with its directory."""
     for proc in plane.processes.values():
@@ -174,6 +197,12 @@ def main() -> None:
                 ups.append(timed(lambda r=runner: r.up(target)))
                 previews.append(timed(lambda r=runner: r.preview(target)))
                 destroys.append(timed(lambda r=runner: r.destroy(target)))
+            # The same stack opened both ways, alternately (the driver's CLI check is warm
+            # from the runs above, as in any process after its first operation).
+            sdk_opens, opens = [], []
+            for _ in range(RUNS):
+                sdk_opens.append(timed(lambda: open_with_sdk_defaults(runner, target)))
+                opens.append(timed(lambda: runner._stack(target)))
     base = median(mock_eval)
     print_table(f"Cluster add-on stack (RuntimeClass + DaemonSet), seconds, median of {RUNS}",
                 ["run", "seconds", "vs mock evaluate"],
@@ -184,6 +213,13 @@ def main() -> None:
                   f"{median(previews) / base:.1f}x"),
                  ("real engine: destroy", f"{median(destroys):.2f}",
                   f"{median(destroys) / base:.1f}x")])
+    sdk_open = median(sdk_opens)
+    print_table(f"Opening the stack before each real-engine operation, seconds, median of "
+                f"{RUNS}", ["how", "seconds", "vs SDK defaults"],
+                [("SDK defaults: version check + plugin install each time", f"{sdk_open:.2f}",
+                  "1.00x"),
+                 ("driver: CLI checked once, plugins only when missing",
+                  f"{median(opens):.2f}", f"{median(opens) / sdk_open:.2f}x")])
 
 
 if __name__ == "__main__":

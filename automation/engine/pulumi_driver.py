@@ -20,6 +20,7 @@ from automation import instruments
 from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
 from automation.engine.events import run_with_events
 from automation.engine.plugins import overrides, pin_provider_versions, plugin_version
+from automation.engine.pulumi_cli import command, install_plugins
 from automation.engine.recovery import (
     VM_PLUGINS,
     Answer,
@@ -176,18 +177,21 @@ class AutomationRunner:
                                code="ENGINE_FAILED") from exc
 
     def _stack(self, target: StackTarget, tmp: Path | None = None) -> Any:
+        stack = self._open(target.stack_name, target.program(), target, tmp)
+        install_plugins(stack.workspace, plugins_for(target, self.environ))
+        return stack
+
+    def _open(self, stack_name: str, program: Any, target: StackTarget,
+              tmp: Path | None) -> Any:
+        """Create or select ``stack_name`` in the target's workspace with ``program`` (the
+        CLI's version checked once per process, ``pulumi_cli.command``)."""
         from pulumi import automation as auto
 
-        state = state_settings(self.home, self.environ)
-        plugins = plugins_for(target, self.environ)
-        program = pin_provider_versions(target.program(), overrides(self.environ))
-        stack = auto.create_or_select_stack(
-            stack_name=target.stack_name, project_name=PROJECT, program=program,
-            opts=workspace_options(target, self.home, state, tmp),
-        )
-        for name, pinned in plugins.items():
-            stack.workspace.install_plugin(name, pinned)
-        return stack
+        opts = workspace_options(target, self.home, state_settings(self.home, self.environ), tmp)
+        opts.pulumi_command = command()
+        return auto.create_or_select_stack(
+            stack_name=stack_name, project_name=PROJECT,
+            program=pin_provider_versions(program, overrides(self.environ)), opts=opts)
 
     def _run(self, op: Operation, target: StackTarget, sink: ProgressSink | None,
              **kwargs: Any) -> RunResult:
@@ -311,14 +315,9 @@ class AutomationRunner:
         from pulumi import automation as auto
 
         scratch = f"{target.stack_name}-lookup"
-        state = state_settings(self.home, self.environ)
-        stack = auto.create_or_select_stack(
-            stack_name=scratch, project_name=PROJECT,
-            program=pin_provider_versions(program, overrides(self.environ)),
-            opts=workspace_options(target, self.home, state, tmp))
+        stack = self._open(scratch, program, target, tmp)
         try:
-            for name, version in plugins.items():
-                stack.workspace.install_plugin(name, version)
+            install_plugins(stack.workspace, plugins)
             result = stack.up(color="never")
         finally:
             with suppress(auto.CommandError):
