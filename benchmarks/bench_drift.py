@@ -80,24 +80,21 @@ def main() -> None:
     smoke = _cli.parse(__doc__, MARKS).smoke
     if smoke:
         RUNS, WARMUP = 1, False
-    from benchmarks.bench_engine import import_engine_modules, plane_meanwhile, start_engine_env
+    from benchmarks.bench_engine import engine_plane
 
 
     with tempfile.TemporaryDirectory() as tmp_str:
         tmp = Path(tmp_str)
         if not smoke:  # timed with nothing else running
             mock_resources, mock_found, mock_drift, mock_preview = mock_part(tmp)
-        installed = start_engine_env(tmp)
-        with plane_meanwhile(tmp / "cp") as started:
-            if smoke:  # while the control plane starts
-                mock_resources, mock_found, mock_drift, mock_preview = mock_part(tmp)
+        # In smoke, the mock part runs while the control plane starts.
+        with engine_plane(tmp, (lambda: mock_part(tmp)) if smoke else None) as (plane, mocked):
+            if mocked is not None:
+                mock_resources, mock_found, mock_drift, mock_preview = mocked
             from automation.engine.pulumi_driver import AutomationRunner
             from tests.automation.engine.test_pending_recovery import state_file
             from tests.automation.engine.test_real_engine import DS, addons_target
 
-            import_engine_modules()
-            installed()
-            plane = started()
             target = addons_target(plane, "cl-bench-drift")
             real = AutomationRunner(tmp / "real-home")
             real.up(target)

@@ -29,12 +29,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
 MARKS = ("kube", "engine", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 WARMUP = True
+T = TypeVar("T")
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -93,46 +93,25 @@ def engine_env(tmp: Path) -> None:
 
 
 @contextmanager
-def plane_meanwhile(root: Path) -> Iterator[Callable[[], ControlPlane]]:
-    """The local control plane started in a thread while the caller goes on (imports, the
-    plugin install, work that needs no API server); yields the function that waits for it.
+def engine_plane(tmp: Path, meanwhile: Callable[[], T] | None = None
+                 ) -> Iterator[tuple[ControlPlane, T | None]]:
+    """The real engine made ready (``start_engine_env``) and the local control plane under
+    ``tmp/cp`` started at once: the plugin install, the engine's imports and ``meanwhile``
+    (what it returns is yielded beside the plane) run while the plane starts
+    (``_kube_plane.start``). On leaving, the plane is thrown away (``discard``)."""
+    installed = start_engine_env(tmp)
 
-    The thread lives as long as the plane: each component runs with ``PR_SET_PDEATHSIG``,
-    which fires when the *thread* that started it ends. On leaving, the plane is thrown
-    away: its components SIGKILLed, as its directory is removed after (``ControlPlane.stop``
-    shuts the API server down gracefully, over a second, which nothing here needs)."""
-    from automation.devcluster import control_plane
+    def prepare() -> T | None:
+        import_engine_modules()
+        value = meanwhile() if meanwhile is not None else None
+        installed()
+        return value
 
-    started = threading.Event()
-    done = threading.Event()
-    planes: list[ControlPlane] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            planes.append(control_plane.start(root))
-        except BaseException as exc:  # raised in the caller's thread by ``plane()``
-            errors.append(exc)
-        finally:
-            started.set()
-        done.wait()
-
-    def plane() -> ControlPlane:
-        started.wait()
-        if errors:
-            raise errors[0]
-        return planes[0]
-
-    thread = threading.Thread(target=run, name="control-plane", daemon=True)
-    thread.start()
+    plane, value = _kube_plane.start(tmp / "cp", prepare)
     try:
-        yield plane
+        yield plane, value
     finally:
-        started.wait()
-        for started_plane in planes:
-            discard(started_plane)
-        done.set()
-        thread.join()
+        discard(plane)
 
 
 def import_engine_modules() -> None:
@@ -175,15 +154,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_str:
         tmp = Path(tmp_str)
-        installed = start_engine_env(tmp)
-        with plane_meanwhile(tmp / "cp") as started:
+        with engine_plane(tmp) as (plane, _):
             from automation.engine.mock.runner import MockEngineRunner
             from automation.engine.pulumi_driver import AutomationRunner
             from tests.automation.engine.test_real_engine import addons_target, remove_addons
 
-            import_engine_modules()
-            installed()
-            plane = started()
             target = addons_target(plane, "cl-bench")
             mock = MockEngineRunner(tmp / "mock-home")
             if WARMUP:

@@ -36,12 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _cli
 from benchmarks._table import median, print_table
-from benchmarks.bench_engine import (
-    import_engine_modules,
-    plane_meanwhile,
-    start_engine_env,
-    timed,
-)
+from benchmarks.bench_engine import engine_plane, timed
 
 MARKS = ("kube", "engine", "slow")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
@@ -84,8 +79,7 @@ def main() -> None:
     noop: list[float] = []
     with tempfile.TemporaryDirectory() as tmp_str:
         tmp = Path(tmp_str)
-        installed = start_engine_env(tmp)
-        with plane_meanwhile(tmp / "cp") as started:
+        with engine_plane(tmp, timed_runner_class) as (plane, runner_class):
             from tests.automation.engine.test_pending_recovery import (
                 DS,
                 kill_with_the_daemonset_in_flight,
@@ -93,10 +87,6 @@ def main() -> None:
             from tests.automation.engine.test_real_engine import addons_target, remove_addons
             from tests.automation.kube import objects
 
-            runner_class = timed_runner_class()
-            import_engine_modules()
-            installed()
-            plane = started()
             fresh = True  # a new control plane holds no add-on objects
             for case in cases:
                 phases = results.setdefault(case, {k: [] for k in (
