@@ -6,7 +6,10 @@
 2. requests per second for that status with 1 and 4 concurrent clients, against one server
    process and against ``--api-workers 4`` (four processes on the one address);
 3. the SDK's ``Client.node_pools.list()`` of every pool (pages of 1,000, models built) and
-   with ``raw=True`` (the server's JSON, no models), beside the raw GET of the same page.
+   with ``raw=True`` (the server's JSON, no models), beside the raw GET of the same page;
+4. ``GET /v1/catalog`` (every type, ~1 MB of JSON) and the catalog listing in-process as the
+   server keeps it (remembered until a refresh, ``Catalog.listing``), beside the listing
+   computed afresh, as every request did before (the baseline).
 
 The server: ``anycloud serve --no-control-loop --api-listen 127.0.0.1:0`` (one uvicorn worker
 process; and with ``--api-workers 4`` for the throughput table) over a SQLite ledger seeded
@@ -122,6 +125,8 @@ def main() -> None:
     import httpx2
     from anycloud_sdk import Client
 
+    from automation.catalog.overlay import LedgerOverlay
+    from automation.catalog.store import ListFilter, load_catalog
     from automation.ledger import open_ledger
     from automation.services.ingress_status import pool_status_with_ingress
     from automation.services.pool_status import list_node_pools
@@ -174,6 +179,12 @@ def main() -> None:
                 ("status in-process (baseline)",
                  lambda: pool_status_with_ingress(ledger, pool)),
                 ("GET /v1/node-pools/{id}", api_get(f"/v1/node-pools/{pool}")),
+                # As a request reads the catalog: the shipped file with the ledger's refreshes.
+                ("catalog listing computed afresh (baseline)", lambda: load_catalog(
+                    ).with_overlay(LedgerOverlay(ledger))._listing(ListFilter())),
+                ("catalog listing, remembered", lambda: load_catalog().with_overlay(
+                    LedgerOverlay(ledger)).listing(ListFilter())),
+                ("GET /v1/catalog (every type)", api_get("/v1/catalog")),
             ]
             figures = {}
             for name, call in cases:
@@ -181,12 +192,13 @@ def main() -> None:
                     call()  # warm: imports, first connection, SQLite page cache
                 figures[name] = latency(call, max(5, REQUESTS // (4 if "list" in name
                                                                    else 1)))
-            for i, n in ((0, 4), (4, 2)):
+            for i, n in ((0, 4), (4, 2), (6, 3)):
                 base = figures[cases[i][0]][0]
                 for name, _ in cases[i:i + n]:
                     p50, p99 = figures[name]
+                    ratio = p50 / base
                     rows.append((name, f"{p50 * 1000:.1f}", f"{p99 * 1000:.1f}",
-                                 f"{p50 / base:.1f}x"))
+                                 f"{ratio:.1f}x" if ratio >= 0.1 else f"{ratio:.3f}x"))
             print_table(f"API latency, {pools} pools, loopback, one server process, rate limit "
                         "off (ms)",
                         ("call", "p50", "p99", "vs in-process"), rows)

@@ -19,6 +19,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -386,6 +387,12 @@ class ListFilter:
     max_price: float | None = None
 
 
+# Catalog.listing's answers, newest use last: (content_key, filter) -> the listing.
+_LISTINGS: OrderedDict[tuple[object, ...], tuple[Listed, ...]] = OrderedDict()
+_LISTINGS_LOCK = threading.Lock()
+_LISTINGS_KEPT = 16  # a full listing is ~2,000 types: ~1 MB each
+
+
 @dataclass(frozen=True)
 class Listed:
     """A type in one region (``--region`` given) or its cheapest known region (not given)."""
@@ -518,8 +525,33 @@ class Catalog:
                          r.price_source if o.price_usd_hour is not None else None))
         return covered, rows
 
+    def content_key(self) -> tuple[object, ...]:
+        """What this catalog's answers depend on: its file and the newest refresh of each
+        region over it (a stored refresh never changes; a newer one, or its credential
+        gone, changes the coverage and so the key)."""
+        refreshed = () if self.overlay is None else tuple(
+            r for _, r in sorted(self.overlay.coverage().items()))
+        return (str(self.path), refreshed)
+
     def listing(self, f: ListFilter) -> list[Listed]:
-        """Types matching ``f``, cheapest first, unknown prices last."""
+        """Types matching ``f``, cheapest first, unknown prices last. Remembered per
+        ``content_key`` and filter (``_LISTINGS``): the API and the dashboard ask the same
+        listing again and again, ~0.3 s of queries and sorting each time, while what it
+        depends on changes only with a refresh."""
+        key = (self.content_key(), f)
+        with _LISTINGS_LOCK:
+            found = _LISTINGS.get(key)
+            if found is not None:
+                _LISTINGS.move_to_end(key)
+                return list(found)
+        listed = self._listing(f)
+        with _LISTINGS_LOCK:
+            _LISTINGS[key] = tuple(listed)
+            while len(_LISTINGS) > _LISTINGS_KEPT:
+                _LISTINGS.popitem(last=False)
+        return listed
+
+    def _listing(self, f: ListFilter) -> list[Listed]:
         where: list[str] = ["1 = 1"]
         params: list[object] = []
         for clause, value in (

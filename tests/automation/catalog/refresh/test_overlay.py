@@ -14,7 +14,7 @@ from automation.app import App
 from automation.catalog.overlay import LedgerOverlay, coverage
 from automation.catalog.refresh import store
 from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
-from automation.catalog.store import ListFilter, load_catalog
+from automation.catalog.store import Catalog, ListFilter, load_catalog
 from automation.errors import InvalidInput
 from automation.ledger import schema
 from automation.services import credentials
@@ -197,3 +197,29 @@ def test_a_catalog_with_its_overlay_survives_pickling(app: App, cred_id: str) ->
     copy = pickle.loads(pickle.dumps(app.catalog))  # a worker process reopens both
     o = copy.offering("m5.xlarge", "us-east-1")
     assert o is not None and o.price_usd_hour == 0.2
+
+
+def test_a_remembered_listing_gives_way_to_a_new_refresh(app: App, cred_id: str,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """``Catalog.listing`` is remembered per content: asked again over the same refreshes it
+    runs none of its queries; once a refresh is stored (or its credential is gone) the same
+    filter is answered afresh."""
+    wanted = ListFilter(provider="aws", region="us-east-1", min_vcpus=4)
+
+    def m5() -> float | None:
+        catalog = load_catalog().with_overlay(LedgerOverlay(app.ledger))  # as a request reads it
+        return next(x.price_usd_hour for x in catalog.listing(wanted) if x.vm.name == "m5.xlarge")
+
+    shipped = m5()
+    runs: list[ListFilter] = []
+    real = Catalog._listing
+    monkeypatch.setattr(Catalog, "_listing", lambda self, f: runs.append(f) or real(self, f))
+    assert m5() == shipped and runs == []  # remembered
+    store.write_snapshot(app.ledger, snap(T1, ("us-east-1",), [
+        offer("m5.xlarge", "us-east-1", 0.123)]), cred_id)
+    assert m5() == 0.123 and runs == [wanted]  # the refresh is in the answer
+    assert m5() == 0.123 and runs == [wanted]
+    store.write_snapshot(app.ledger, snap(T2, ("us-east-1",), [
+        offer("m5.xlarge", "us-east-1", 0.321)]), cred_id)
+    assert m5() == 0.321 and len(runs) == 2  # a newer refresh of the region
