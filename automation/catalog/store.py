@@ -527,8 +527,8 @@ class Catalog:
 
     def content_key(self) -> tuple[object, ...]:
         """What this catalog's answers depend on: its file and the newest refresh of each
-        region over it (a stored refresh never changes; a newer one, or its credential
-        gone, changes the coverage and so the key)."""
+        region over it (a stored refresh never changes; a newer one changes the coverage,
+        and so the key)."""
         refreshed = () if self.overlay is None else tuple(
             r for _, r in sorted(self.overlay.coverage().items()))
         return (str(self.path), refreshed)

@@ -96,7 +96,7 @@ def private_tmp(home: Path) -> Iterator[Path]:
 
 
 def workspace_options(target: StackTarget, home: Path, state: StateSettings,
-                      tmp: Path | None = None) -> Any:
+                      tmp: Path | None = None, pulumi_command: Any = None) -> Any:
     from pulumi import automation as auto
 
     work_dir = home / "stacks" / target.stack_name
@@ -115,6 +115,7 @@ def workspace_options(target: StackTarget, home: Path, state: StateSettings,
         ),
         secrets_provider=state.secrets_provider,
         env_vars=env,
+        pulumi_command=pulumi_command,  # None: the SDK checks the CLI's version itself
     )
 
 
@@ -187,8 +188,8 @@ class AutomationRunner:
         CLI's version checked once per process, ``pulumi_cli.command``)."""
         from pulumi import automation as auto
 
-        opts = workspace_options(target, self.home, state_settings(self.home, self.environ), tmp)
-        opts.pulumi_command = command()
+        opts = workspace_options(target, self.home, state_settings(self.home, self.environ), tmp,
+                                 pulumi_command=command())
         return auto.create_or_select_stack(
             stack_name=stack_name, project_name=PROJECT,
             program=pin_provider_versions(program, overrides(self.environ)), opts=opts)

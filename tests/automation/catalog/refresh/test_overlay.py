@@ -203,8 +203,8 @@ def test_a_remembered_listing_gives_way_to_a_new_refresh(app: App, cred_id: str,
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
     """``Catalog.listing`` is remembered per content: asked again over the same refreshes it
-    runs none of its queries; once a refresh is stored (or its credential is gone) the same
-    filter is answered afresh."""
+    runs none of its queries; once a refresh is stored, or a newer one of the same region,
+    the same filter is answered afresh."""
     wanted = ListFilter(provider="aws", region="us-east-1", min_vcpus=4)
 
     def m5() -> float | None:
