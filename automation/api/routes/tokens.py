@@ -39,7 +39,7 @@ def create_token(request: Request, body: NewToken, who: Admin) -> Response:
     expires = timedelta(seconds=body.expires_in_seconds) if body.expires_in_seconds else None
     return once(request, who, body, lambda: tokens.create_token(
         request.app.state.ctx, body.name, body.role, by=who.name, expires_in=expires,
-        pool=body.pool), status=201, secret="token")
+        pool=body.pool, org=body.org, project=body.project), status=201, secret="token")
 
 
 @router.delete("/tokens/{name:path}")  # agent tokens are named agentpool/NS/NAME

@@ -250,6 +250,34 @@ def test_scoped_tokens_are_for_members_and_viewers_of_a_real_org(app: App) -> No
         create_token(app, "x", "viewer", by="t", org="nowhere")
 
 
+def test_a_token_made_over_http_is_scoped_as_asked(app: App, http: TestClient,
+                                                   tenants: dict[str, Any]) -> None:
+    # The server once dropped --org/--project: remote `token create --org` made a global one.
+    admin = tenants["callers"]["admin"]
+    alpha = http.get("/v1/orgs/alpha", headers=admin).json()["id"]
+    scopes: list[tuple[str, dict[str, str]]] = [("by-org", {"org": "alpha"}),
+                                                 ("by-project", {"project": "alpha-web"})]
+    for name, scope in scopes:
+        made = http.post("/v1/tokens", json={"name": name, "role": "member", **scope},
+                         headers=admin)
+        assert made.status_code == 201 and made.json()["orgId"] == alpha, made.text
+        me = http.get("/v1/me", headers=bearer(made.json()["token"])).json()
+        assert me["orgId"] == alpha
+        names = {p["name"] for p in http.get("/v1/projects", headers=bearer(
+            made.json()["token"])).json()["items"]}
+        assert names == {"alpha-web"}
+    before = snapshot(app)
+    refusals: list[tuple[dict[str, str], int]] = [
+        ({"org": "nowhere"}, 404), ({"org": "a\x00"}, 404),
+        ({"project": "nowhere"}, 404), ({"role": "admin", "org": "alpha"}, 400),
+        ({"org": "alpha", "project": "beta-web"}, 400)]
+    for body, status in refusals:
+        refused = http.post("/v1/tokens", json={"name": "x", "role": "member", **body},
+                            headers=admin)
+        assert refused.status_code == status, (body, refused.text)
+    assert snapshot(app) == before
+
+
 def test_a_project_scoped_token_sees_its_project_alone(app: App, http: TestClient,
                                                        tenants: dict[str, Any]) -> None:
     admin = tenants["callers"]["admin"]
