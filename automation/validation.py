@@ -56,9 +56,15 @@ def check_kubernetes_version(field: str, value: str) -> str:
     return value
 
 
+# The most VMs one pool may hold: one node pool of the clouds' own Kubernetes services holds
+# at most 1,000 nodes (AKS: "Maximum nodes per node pool"; GKE: "Nodes per node pool zone"),
+# and a pool is one stack, created and replaced whole.
+MAX_VMS = 1000
+
+
 def check_vm_counts(min_vms: int, max_vms: int) -> int:
-    if min_vms < 1:
-        raise InvalidInput("--min-vms", min_vms, "must be at least 1")
+    if not 1 <= min_vms <= MAX_VMS:
+        raise InvalidInput("--min-vms", min_vms, f"must be 1 to {MAX_VMS}")
     if max_vms != min_vms:
         raise InvalidInput(
             "--max-vms", max_vms, f"must equal --min-vms ({min_vms}): pools have a fixed size"

@@ -37,7 +37,7 @@ from automation.ledger.records import (
     record_event,
 )
 from automation.models import ProjectDeployment
-from automation.provisioners.base import Health, ProvisionRequest
+from automation.provisioners.base import MAX_SLOTS, Health, ProvisionRequest
 from automation.provisioners.objects import PROVISION_ID_LABEL
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.provisioners.resolve import Resolved, resolve
@@ -70,8 +70,8 @@ def create_deployment(app: App, name: str, project: str,
 
 
 def check_request(request: ProvisionRequest) -> ProvisionRequest:
-    if request.slots < 1:
-        raise InvalidInput("--slots", request.slots, "must be at least 1")
+    if not 1 <= request.slots <= MAX_SLOTS:
+        raise InvalidInput("--slots", request.slots, f"must be 1 to {MAX_SLOTS}")
     for field in ("cpu", "memory", "storage"):
         if getattr(request, field) is not None:
             check_quantity(f"--{field}", getattr(request, field))

@@ -137,11 +137,12 @@ def signing_key(app: App) -> SigningKey:
 def deployment_token(app: App, ref: str, ttl_seconds: int | None = None) -> RuntimeToken:
     """A token for the runtime ``ref`` runs on now: ``aud`` its audience, ``sub`` its
     provision id. Refused for a deployment that is not running (it has no runtime)."""
-    ttl = DEFAULT_TTL if ttl_seconds is None else timedelta(seconds=ttl_seconds)
-    if not timedelta(seconds=1) <= ttl <= MAX_TTL:
+    # Checked as a number first: a timedelta of 2**63 seconds cannot even be built.
+    if ttl_seconds is not None and not 1 <= ttl_seconds <= MAX_TTL.total_seconds():
         raise InvalidInput("ttlSeconds", ttl_seconds,
                            f"must be 1 to {int(MAX_TTL.total_seconds())} seconds: a runtime "
                            "cannot revoke a token it accepted, so tokens are short-lived")
+    ttl = DEFAULT_TTL if ttl_seconds is None else timedelta(seconds=ttl_seconds)
     dep = get_deployment(app, ref)
     audience = dep.audience or dep.runtime_host
     if dep.state != "running" or dep.move is not None or audience is None:

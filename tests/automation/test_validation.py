@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from automation.catalog.store import load_catalog
 from automation.errors import InvalidInput
 from automation.validation import (
+    MAX_VMS,
     check_kubernetes_version,
     check_name,
     check_placement,
@@ -52,13 +53,15 @@ def test_garbage_version_refused() -> None:
         check_kubernetes_version("--kubernetes-version", "latest")
 
 
-@pytest.mark.parametrize("count", [1, 2, 10])
+@pytest.mark.parametrize("count", [1, 2, 10, MAX_VMS])
 def test_equal_counts_accepted(count: int) -> None:
     assert check_vm_counts(count, count) == count
 
 
 @pytest.mark.parametrize(("lo", "hi", "field"), [
     (0, 0, "--min-vms"), (-1, -1, "--min-vms"), (1, 2, "--max-vms"), (3, 2, "--max-vms"),
+    (MAX_VMS + 1, MAX_VMS + 1, "--min-vms"), (2**31, 2**31, "--min-vms"),
+    (2**63, 2**63, "--min-vms"),
 ])
 def test_unequal_or_empty_counts_refused(lo: int, hi: int, field: str) -> None:
     with pytest.raises(InvalidInput) as err:

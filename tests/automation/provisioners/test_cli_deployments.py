@@ -125,6 +125,8 @@ def test_sudo_names_only_provisioners_of_the_set(cli: Any, tmp_path: Path) -> No
     ("deployment", "create", "x", "--project", "web", "--service", "--json"),
     ("deployment", "create", "bad name", "--project", "web", "--json"),
     ("deployment", "create", "x", "--project", "web", "--slots", "0", "--json"),
+    ("deployment", "create", "x", "--project", "web", "--slots", "1025", "--json"),
+    ("deployment", "create", "x", "--project", "web", "--slots", str(2**63), "--json"),
     ("deployment", "create", "x", "--project", "web", "--cpu", "-1", "--json"),
     ("deployment", "create", "x", "--project", "web", "--memory", "2 GB", "--json"),
     ("deployment", "create", "x", "--project", "web", "--storage", "0Gi", "--json"),
