@@ -105,17 +105,65 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# moto answers these two EC2 reads from the static data files it ships, whatever else the
+# test has done; rendering ~1,400 instance types as XML costs it seconds a request, and the
+# refresh tests ask them ~20 times. The same request (region and key included) gets the
+# same bytes it got the first time, so remembering them changes no answer.
+STATIC_ACTIONS = (b"Action=DescribeInstanceTypes&", b"Action=DescribeInstanceTypeOfferings&")
+_static_answers: dict[tuple[str, ...], tuple[str, list[tuple[str, str]], bytes]] = {}
+_static_lock = threading.Lock()
+
+
+def _remember_static_reads(app: Any) -> Any:
+    """A WSGI wrapper around moto's app: the ``STATIC_ACTIONS`` answered once per request."""
+    import io
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        if not body.startswith(STATIC_ACTIONS):
+            return app(environ, start_response)
+        # The credential scope names the key and the region (moto reads the region there).
+        scope = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2]
+        key = (environ["REQUEST_METHOD"], environ["PATH_INFO"], scope.split(",")[0],
+               body.decode())
+        with _static_lock:
+            known = _static_answers.get(key)
+        if known is None:
+            seen: list[Any] = []
+            chunks = app(environ, lambda status, headers, *_: seen.extend((status, headers)))
+            known = (seen[0], list(seen[1]), b"".join(chunks))
+            if known[0].startswith("200"):
+                with _static_lock:
+                    _static_answers[key] = known
+        status, headers, data = known
+        start_response(status, headers)
+        return [data]
+
+    return wrapped
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    app = _remember_static_reads(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, app, threaded=True,
+                         request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        yield f"http://{host}:{port}"
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
-        server.stop()
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 PROFILE_KEY = "AKIAPROFILEKEY000001"
