@@ -13,13 +13,13 @@ working tree nor .git is touched).
     python benchmarks/bench_mypy.py [--runs 3] [--old-cold-runs 1] [--skip-daemon] [--smoke]
 
 --smoke checks only the cheapest path: the stub build (first and cached, into a temporary
-stub cache; the first one takes the SDK reads from the user's stub cache when ``make lint``
-left them there) and the trimmed configuration over one small module of ours, automation/crash.py
-(cold, warm, edit; one run each), no daemon, no floor. The old configuration is left out
-because even over one file it reads pulumi_aws whole (about 2 minutes); the daemon and the
-floor repeat a cold run and compare with the old one. The trimmed run still goes through
-``typecheck.prepare``, the stubs mypy reads and the cache: what breaks when the stub tooling
-or the config moves.
+stub cache; the first one takes the SDK reads from the user's stub cache, reading them there
+once per SDK version, as ``make typecheck`` does) and the trimmed configuration over one
+small module of ours, automation/crash.py (cold, warm, edit; one run each), no daemon, no
+floor. The old configuration is left out because even over one file it reads pulumi_aws
+whole (about 2 minutes); the daemon and the floor repeat a cold run and compare with the
+old one. The trimmed run still goes through ``typecheck.prepare``, the stubs mypy reads
+and the cache: what breaks when the stub tooling or the config moves.
 """
 
 from __future__ import annotations
@@ -138,19 +138,6 @@ def measure_daemon(config: Path, snapshot: Path, caches: Path,
     return out
 
 
-def seed_sdk_reads(stub_root: Path) -> bool:
-    """Smoke only: the user cache's SDK reads (``make lint`` leaves them there) copied into
-    the temporary stub cache, so the first build skips reading the whole SDKs (~8 s, the same
-    work tests/tools/test_mypy_trim.py does over the installed SDKs). Whether any were found."""
-    from tools.mypy import stubs
-
-    found = stubs.default_cache_root() / "sdk-reads"
-    if not found.is_dir() or not any(found.glob("*.json")):
-        return False
-    shutil.copytree(found, stub_root / "sdk-reads")
-    return True
-
-
 def main() -> None:
     def options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--runs", type=int, default=3, help="runs of each warm/edit figure "
@@ -162,7 +149,7 @@ def main() -> None:
     args = _cli.parse(__doc__, MARKS, options)
     if args.smoke:
         args.runs, args.skip_daemon = 1, True
-    from tools.mypy import typecheck
+    from tools.mypy import stubs, typecheck
 
     mypy = str(Path(sys.executable).with_name("mypy"))
     # Smoke: mypy checks one small module (and what it imports), not the config's packages.
@@ -175,7 +162,8 @@ def main() -> None:
         snapshot = export_head(root / "snapshot")
         original = (snapshot / edited).read_text()
         stub_root = root / "stubs"
-        reads_seeded = args.smoke and seed_sdk_reads(stub_root)
+        if args.smoke:  # the SDK reads come from the user's stub cache (read there once)
+            stubs.seed_sdk_reads(stub_root)
         t0 = time.perf_counter()
         config, plan = typecheck.prepare(snapshot, cache_root=stub_root)
         first_build = time.perf_counter() - t0
@@ -243,7 +231,7 @@ def main() -> None:
         verdict = "old configuration not run"
     print_table(
         f"{what}; stub build {first_build:.1f} s first "
-        f"({'SDK reads from the user cache' if reads_seeded else 'reads the SDKs once'}), "
+        f"({'SDK reads from the user cache' if args.smoke else 'reads the SDKs once'}), "
         f"{cached_build:.1f} s after; {verdict}",
         ["run", "n", "wall s", "min s", "cpu s", "peak MB", "wall vs old", "cpu vs old",
          "type errors"], rows)

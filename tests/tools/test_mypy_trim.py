@@ -274,6 +274,9 @@ def test_trimmed_mypy_still_checks_our_calls_into_the_sdks(tmp_path: Path) -> No
     (tmp_path / "probe_pkg" / "__init__.py").write_text(PROBE)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.mypy]\npackages = ["probe_pkg"]\nignore_missing_imports = true\n')
+    # The SDK reads from the user's cache (keyed by SDK version and stubs.py's code); reading
+    # them has its own test above.
+    stubs.seed_sdk_reads(tmp_path / "stubs")
     config, plan = typecheck.prepare(tmp_path, cache_root=tmp_path / "stubs")
     assert {"pulumi_aws", "pulumi_aws.ec2", "pulumi_kubernetes.apps.v1"} <= set(plan.files)
     result = subprocess.run(

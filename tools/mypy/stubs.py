@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.mypy.usage import SdkUsage
+from tools.mypy.usage import BIG_SDKS, SdkUsage
 
 STUB_FORMAT = 4  # bump when the generated files or the SDK read check change
 
@@ -243,9 +243,11 @@ class StubPlan:
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _sdk_reads_cached(sdk: InstalledSdk, cache_root: Path) -> SdkReads:
-    """`sdk_read_packages`, remembered per installed SDK version (it reads the whole SDK)."""
-    seed = f"{STUB_FORMAT}\0{sdk.root}\0{sdk.version}\0{sdk.init_source(sdk.name)}"
+def sdk_reads_cached(sdk: InstalledSdk, cache_root: Path) -> SdkReads:
+    """`sdk_read_packages`, remembered per installed SDK version and per version of this
+    module's code (it reads the whole SDK: ~8 s for the four)."""
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    seed = f"{STUB_FORMAT}\0{code}\0{sdk.root}\0{sdk.version}\0{sdk.init_source(sdk.name)}"
     digest = hashlib.sha256(seed.encode()).hexdigest()[:16]
     marker = cache_root / "sdk-reads" / f"{sdk.name}-{digest}.json"
     if marker.is_file():
@@ -254,8 +256,22 @@ def _sdk_reads_cached(sdk: InstalledSdk, cache_root: Path) -> SdkReads:
           f"itself", file=sys.stderr)
     reads = sdk_read_packages(sdk)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(reads.to_json())
+    # Written whole or not at all: another process may read it meanwhile.
+    with tempfile.NamedTemporaryFile("w", dir=marker.parent, delete=False) as out:
+        out.write(reads.to_json())
+    os.replace(out.name, marker)
     return reads
+
+
+def seed_sdk_reads(cache_root: Path) -> None:
+    """``cache_root``'s SDK reads taken from the user's stub cache (read there first when
+    missing): a stub build into a fresh cache then skips reading the whole SDKs."""
+    user = default_cache_root()
+    for name in BIG_SDKS:
+        sdk = locate(name)
+        if sdk is not None:
+            sdk_reads_cached(sdk, user)
+    shutil.copytree(user / "sdk-reads", cache_root / "sdk-reads", dirs_exist_ok=True)
 
 
 def _under(package: str, prefixes: dict[str, str]) -> str | None:
@@ -306,7 +322,7 @@ def plan(found: SdkUsage, sdk_names: tuple[str, ...], cache_root: Path) -> StubP
         if sdk is None:
             whole[name] = "not installed"
             continue
-        one = plan_sdk(sdk, found.in_sdk(name), _sdk_reads_cached(sdk, cache_root))
+        one = plan_sdk(sdk, found.in_sdk(name), sdk_reads_cached(sdk, cache_root))
         files |= one.files
         whole |= one.whole
     return StubPlan(files=files, whole=whole)
