@@ -243,13 +243,18 @@ class StubPlan:
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def sdk_reads_cached(sdk: InstalledSdk, cache_root: Path) -> SdkReads:
-    """`sdk_read_packages`, remembered per installed SDK version and per version of this
-    module's code (it reads the whole SDK: ~8 s for the four)."""
+def _sdk_reads_marker(sdk: InstalledSdk, cache_root: Path) -> Path:
+    """Where ``sdk``'s reads are kept: per installed SDK version and per version of this
+    module's code (a change to the read check is never answered from the cache)."""
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     seed = f"{STUB_FORMAT}\0{code}\0{sdk.root}\0{sdk.version}\0{sdk.init_source(sdk.name)}"
     digest = hashlib.sha256(seed.encode()).hexdigest()[:16]
-    marker = cache_root / "sdk-reads" / f"{sdk.name}-{digest}.json"
+    return cache_root / "sdk-reads" / f"{sdk.name}-{digest}.json"
+
+
+def sdk_reads_cached(sdk: InstalledSdk, cache_root: Path) -> SdkReads:
+    """`sdk_read_packages`, remembered (it reads the whole SDK: ~8 s for the four)."""
+    marker = _sdk_reads_marker(sdk, cache_root)
     if marker.is_file():
         return SdkReads.from_json(marker.read_text())
     print(f"typecheck: reading {sdk.name} {sdk.version} once, for the packages it reads "
@@ -269,9 +274,12 @@ def seed_sdk_reads(cache_root: Path) -> None:
     user = default_cache_root()
     for name in BIG_SDKS:
         sdk = locate(name)
-        if sdk is not None:
-            sdk_reads_cached(sdk, user)
-    shutil.copytree(user / "sdk-reads", cache_root / "sdk-reads", dirs_exist_ok=True)
+        if sdk is None:
+            continue
+        sdk_reads_cached(sdk, user)
+        marker = _sdk_reads_marker(sdk, cache_root)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_sdk_reads_marker(sdk, user), marker)
 
 
 def _under(package: str, prefixes: dict[str, str]) -> str | None:

@@ -8,6 +8,7 @@ paginated two items a page so the client's paginator is exercised (see aws_recor
 from __future__ import annotations
 
 import copy
+import io
 import json
 import socket
 import threading
@@ -116,7 +117,6 @@ _static_lock = threading.Lock()
 
 def _remember_static_reads(app: Any) -> Any:
     """A WSGI wrapper around moto's app: the ``STATIC_ACTIONS`` answered once per request."""
-    import io
 
     def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -124,7 +124,8 @@ def _remember_static_reads(app: Any) -> Any:
         environ["wsgi.input"] = io.BytesIO(body)
         if not body.startswith(STATIC_ACTIONS):
             return app(environ, start_response)
-        # The credential scope names the key and the region (moto reads the region there).
+        # The credential scope names the key, the day and the region (moto reads the region
+        # there).
         scope = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2]
         key = (environ["REQUEST_METHOD"], environ["PATH_INFO"], scope.split(",")[0],
                body.decode())
@@ -133,7 +134,12 @@ def _remember_static_reads(app: Any) -> Any:
         if known is None:
             seen: list[Any] = []
             chunks = app(environ, lambda status, headers, *_: seen.extend((status, headers)))
-            known = (seen[0], list(seen[1]), b"".join(chunks))
+            try:
+                data = b"".join(chunks)
+            finally:
+                if hasattr(chunks, "close"):  # WSGI: the caller closes what the app returned
+                    chunks.close()
+            known = (seen[0], list(seen[1]), data)
             if known[0].startswith("200"):
                 with _static_lock:
                     _static_answers[key] = known
