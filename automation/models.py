@@ -100,6 +100,17 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 Name = Annotated[str, Field(json_schema_extra={"pattern": DNS_LABEL_PATTERN, "minLength": 1,
                                                "maxLength": 63})]
 
+# The most VMs one pool may hold: one node pool of the clouds' own Kubernetes services holds
+# at most 1,000 nodes (AKS: "Maximum nodes per node pool"; GKE: "Nodes per node pool zone"),
+# and a pool is one stack, created and replaced whole. ``validation.check_vm_counts`` applies
+# it; a request body documents it, as ``Name`` does its pattern.
+MAX_VMS = 1000
+VmCount = Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": MAX_VMS})]
+# The most slots one deployment may ask: enough for any runtime, and a templated runtime's
+# size (slots times per_slot) stays a sane quantity. The deployments service applies it.
+MAX_SLOTS = 1024
+SlotCount = Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": MAX_SLOTS})]
+
 
 class CamelRequest(BaseModel):
     """A request body of the API: camelCase keys (snake_case accepted too), unknown keys
@@ -823,8 +834,8 @@ class NewNodePool(CamelRequest):
     region: str
     zone: str | None = None
     vm_type: str
-    min_vms: int
-    max_vms: int
+    min_vms: VmCount
+    max_vms: VmCount
 
 
 class NewDeployment(CamelRequest):
@@ -835,7 +846,7 @@ class NewDeployment(CamelRequest):
     node_pool: str | None = None  # or work placed on a node pool
     service: bool = False  # with node_pool: a Service
     start: bool = False  # with project: start it at once
-    slots: int | None = None
+    slots: SlotCount | None = None
     cpu: str | None = None
     memory: str | None = None
     storage: str | None = None

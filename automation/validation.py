@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from automation.catalog.store import Catalog, ProviderCatalog, VmType
 from automation.errors import InvalidInput
-from automation.models import DNS_LABEL_PATTERN
+from automation.models import DNS_LABEL_PATTERN, MAX_VMS
 
 DNS_LABEL_RULE = (
     "must be a DNS-1123 label: 1-63 lowercase letters, digits or '-', "
@@ -54,12 +54,6 @@ def check_kubernetes_version(field: str, value: str) -> str:
     if not MIN_KUBERNETES <= parse_kubernetes_version(field, value) <= MAX_KUBERNETES:
         raise InvalidInput(field, value, KUBERNETES_RULE, code="KUBERNETES_VERSION_UNSUPPORTED")
     return value
-
-
-# The most VMs one pool may hold: one node pool of the clouds' own Kubernetes services holds
-# at most 1,000 nodes (AKS: "Maximum nodes per node pool"; GKE: "Nodes per node pool zone"),
-# and a pool is one stack, created and replaced whole.
-MAX_VMS = 1000
 
 
 def check_vm_counts(min_vms: int, max_vms: int) -> int:

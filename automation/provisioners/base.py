@@ -21,9 +21,6 @@ class ProvisionerUnavailable(AnycloudError):
                                                  "set, or choose another provisioner")
 
 
-# The most slots one deployment may ask: enough for any runtime, and a templated runtime's
-# size (slots times per_slot) stays a sane quantity.
-MAX_SLOTS = 1024
 
 
 @dataclass(frozen=True)

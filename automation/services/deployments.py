@@ -36,8 +36,8 @@ from automation.ledger.records import (
     find_live,
     record_event,
 )
-from automation.models import ProjectDeployment
-from automation.provisioners.base import MAX_SLOTS, Health, ProvisionRequest
+from automation.models import MAX_SLOTS, ProjectDeployment
+from automation.provisioners.base import Health, ProvisionRequest
 from automation.provisioners.objects import PROVISION_ID_LABEL
 from automation.provisioners.provisioner_set import ProvisionerSet
 from automation.provisioners.resolve import Resolved, resolve

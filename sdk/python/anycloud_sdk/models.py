@@ -489,6 +489,10 @@ class MovedToOrg(BaseModel):
     org_id: Annotated[str, Field(alias="orgId", title="Orgid")]
 
 
+class Slots(RootModel[int]):
+    root: Annotated[int, Field(ge=1, le=1024, title="Slots")]
+
+
 class NewDeployment(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -508,7 +512,7 @@ class NewDeployment(BaseModel):
     node_pool: Annotated[str | None, Field(alias="nodePool", title="Nodepool")] = None
     project: Annotated[str | None, Field(title="Project")] = None
     service: Annotated[bool | None, Field(title="Service")] = False
-    slots: Annotated[int | None, Field(title="Slots")] = None
+    slots: Annotated[Slots | None, Field(title="Slots")] = None
     start: Annotated[bool | None, Field(title="Start")] = False
     storage: Annotated[str | None, Field(title="Storage")] = None
 
@@ -529,8 +533,8 @@ class NewNodePool(BaseModel):
     )
     cluster: Annotated[str | None, Field(title="Cluster")] = None
     credentials: Annotated[str, Field(title="Credentials")]
-    max_vms: Annotated[int, Field(alias="maxVms", title="Maxvms")]
-    min_vms: Annotated[int, Field(alias="minVms", title="Minvms")]
+    max_vms: Annotated[int, Field(alias="maxVms", ge=1, le=1000, title="Maxvms")]
+    min_vms: Annotated[int, Field(alias="minVms", ge=1, le=1000, title="Minvms")]
     name: Annotated[
         str,
         Field(
