@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from automation.errors import AnycloudError
 
 INSTALL_HINT = (
@@ -39,6 +42,27 @@ class StackMissing(AnycloudError):
 
 class EngineFailed(AnycloudError):
     default_code = "ENGINE_FAILED"
+
+
+class PluginMissing(EngineFailed):
+    """A provider plugin the stack needs is not installed, and the environment forbids
+    downloading it (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``): said before the
+    engine starts, rather than after five failed downloads or half an operation."""
+
+    default_code = "PLUGIN_MISSING"
+    http_status = 503  # as EngineMissing: the host lacks part of its engine
+
+    def __init__(self, missing: Mapping[str, str], folder: Path) -> None:
+        named = ", ".join(f"pulumi-resource-{n} {v}" for n, v in missing.items())
+        how = "; ".join(f"`pulumi plugin install resource {n} {v.removeprefix('v')} --file "
+                        f"<binary>`" for n, v in missing.items())
+        one = len(missing) == 1
+        super().__init__(
+            f"the provider plugin{'' if one else 's'} {named} {'is' if one else 'are'} not "
+            f"installed in {folder}, and PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION forbids "
+            f"downloading {'it' if one else 'them'}: install {'it' if one else 'each'} "
+            f"({how}), or name {'an installed version' if one else 'installed versions'} in "
+            "ANYCLOUD_PULUMI_PLUGINS")
 
 
 class StackTimeout(EngineFailed):

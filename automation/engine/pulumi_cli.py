@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from automation.engine.errors import PluginMissing
+
 # (path, mtime, size) of a pulumi binary -> its PulumiCommand, version already checked.
 _COMMANDS: dict[tuple[str, int, int], Any] = {}
 
@@ -56,8 +58,22 @@ def plugin_installed(name: str, version: str, kind: str = "resource",
     return folder.is_dir() and not folder.with_name(folder.name + ".partial").exists()
 
 
-def install_plugins(workspace: Any, plugins: Mapping[str, str]) -> None:
-    """``pulumi plugin install`` each resource plugin (name -> version) not yet installed."""
-    for name, version in plugins.items():
-        if not plugin_installed(name, version):
-            workspace.install_plugin(name, version)
+def acquisition_disabled(environ: Mapping[str, str]) -> bool:
+    """``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION`` read as the CLI reads it ("1" or
+    "true" in any case: ``BoolValue.Value`` in pulumi/sdk/go/common/util/env, v3.274.1)."""
+    value = environ.get("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "")
+    return value == "1" or value.lower() == "true"
+
+
+def install_plugins(workspace: Any, plugins: Mapping[str, str],
+                    environ: Mapping[str, str] | None = None) -> None:
+    """``pulumi plugin install`` each resource plugin (name -> version) not yet installed;
+    ``PluginMissing`` instead when the environment forbids downloads (the CLI's own
+    installs honour that variable; an explicit ``plugin install`` would not). ``environ``:
+    the CLI's environment, by default this process's, which the CLI inherits."""
+    env = os.environ if environ is None else environ
+    missing = {n: v for n, v in plugins.items() if not plugin_installed(n, v, environ=env)}
+    if missing and acquisition_disabled(env):
+        raise PluginMissing(missing, plugin_dir(env))
+    for name, version in missing.items():
+        workspace.install_plugin(name, version)

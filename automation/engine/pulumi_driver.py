@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from automation import instruments
-from automation.engine.errors import EngineFailed, EngineMissing, StackLocked, StackMissing
+from automation.engine.errors import (
+    EngineFailed,
+    EngineMissing,
+    PluginMissing,
+    StackLocked,
+    StackMissing,
+)
 from automation.engine.events import run_with_events
 from automation.engine.plugins import overrides, pin_provider_versions, plugin_version
 from automation.engine.pulumi_cli import command, install_plugins
@@ -340,7 +346,7 @@ class AutomationRunner:
         program = cloud_lookup_program(pending, lambda: cloud_provider(target.config))
         try:
             outputs = self._run_lookup(target, program, plugins, tmp)
-        except auto.CommandError as exc:
+        except (auto.CommandError, PluginMissing) as exc:
             needs = ", ".join(f"pulumi-resource-{n} {v}" for n, v in plugins.items())
             raise EngineFailed(
                 f"stack {target.stack_name} has {len(pending)} cloud create(s) left in flight "

@@ -67,6 +67,7 @@ class RecordingWorkspace:
 def test_only_missing_or_unfinished_plugins_are_installed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PULUMI_HOME", str(tmp_path))
+    monkeypatch.delenv("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", raising=False)
     plugins = tmp_path / "plugins"
     (plugins / "resource-kubernetes-v4.25.0-alpha.1").mkdir(parents=True)
     (plugins / "resource-random-v4.19.1").mkdir()
@@ -75,6 +76,41 @@ def test_only_missing_or_unfinished_plugins_are_installed(
     pulumi_cli.install_plugins(workspace, {"kubernetes": "v4.25.0-alpha.1",
                                            "random": "v4.19.1", "aws": "v7.1.0"})
     assert workspace.installed == [("random", "v4.19.1"), ("aws", "v7.1.0")]
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", "1"])
+def test_no_download_is_tried_where_the_environment_forbids_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """The CLI's own installs honour PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION; an
+    explicit ``plugin install`` would download anyway (five tries, then a dump of them)."""
+    from automation.engine.errors import PluginMissing
+
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path))
+    monkeypatch.setenv("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value)
+    (tmp_path / "plugins" / "resource-kubernetes-v4.25.0").mkdir(parents=True)
+    workspace: Any = RecordingWorkspace()
+    with pytest.raises(PluginMissing) as missing:
+        pulumi_cli.install_plugins(workspace, {"kubernetes": "v4.25.0", "aws": "v7.1.0",
+                                               "random": "v4.19.1"})
+    assert workspace.installed == []
+    assert missing.value.code == "PLUGIN_MISSING" and missing.value.http_status == 503
+    message = missing.value.message
+    assert message.startswith("the provider plugins pulumi-resource-aws v7.1.0, "
+                              "pulumi-resource-random v4.19.1 are not installed")
+    assert "`pulumi plugin install resource aws 7.1.0 --file <binary>`" in message
+    assert str(tmp_path / "plugins") in message
+    pulumi_cli.install_plugins(workspace, {"kubernetes": "v4.25.0"})  # nothing missing: fine
+
+
+@pytest.mark.parametrize("value", ["false", "0", "", "yes"])
+def test_other_values_leave_downloads_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         value: str) -> None:
+    """Only what the CLI reads as true turns downloads off."""
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path))
+    monkeypatch.setenv("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value)
+    workspace: Any = RecordingWorkspace()
+    pulumi_cli.install_plugins(workspace, {"aws": "v7.1.0"})
+    assert workspace.installed == [("aws", "v7.1.0")]
 
 
 def test_without_pulumi_home_the_users_own_folder(monkeypatch: pytest.MonkeyPatch) -> None:

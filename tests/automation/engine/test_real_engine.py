@@ -273,7 +273,9 @@ def test_a_node_pool_stack_on_the_real_engine_names_the_missing_plugin(
 
     with pytest.raises(EngineFailed) as failed:
         AutomationRunner(tmp_path).preview(pool_target("aws"))
-    assert "aws" in failed.value.message
+    # Said before the engine runs (the tests forbid downloads): no five failed downloads.
+    assert failed.value.code == "PLUGIN_MISSING", failed.value.message
+    assert "pulumi-resource-aws" in failed.value.message
 
 
 # -- through the CLI --------------------------------------------------------------------------
