@@ -56,13 +56,10 @@ class PluginMissing(EngineFailed):
         named = ", ".join(f"pulumi-resource-{n} {v}" for n, v in missing.items())
         how = "; ".join(f"`pulumi plugin install resource {n} {v.removeprefix('v')} --file "
                         f"<binary>`" for n, v in missing.items())
-        one = len(missing) == 1
         super().__init__(
-            f"the provider plugin{'' if one else 's'} {named} {'is' if one else 'are'} not "
-            f"installed in {folder}, and PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION forbids "
-            f"downloading {'it' if one else 'them'}: install {'it' if one else 'each'} "
-            f"({how}), or name {'an installed version' if one else 'installed versions'} in "
-            "ANYCLOUD_PULUMI_PLUGINS")
+            f"provider plugins not installed in {folder}: {named}; "
+            f"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION forbids downloading them: install "
+            f"each ({how}), or name installed versions in ANYCLOUD_PULUMI_PLUGINS")
 
 
 class StackTimeout(EngineFailed):

@@ -65,15 +65,12 @@ def acquisition_disabled(environ: Mapping[str, str]) -> bool:
     return value == "1" or value.lower() == "true"
 
 
-def install_plugins(workspace: Any, plugins: Mapping[str, str],
-                    environ: Mapping[str, str] | None = None) -> None:
+def install_plugins(workspace: Any, plugins: Mapping[str, str]) -> None:
     """``pulumi plugin install`` each resource plugin (name -> version) not yet installed;
     ``PluginMissing`` instead when the environment forbids downloads (the CLI's own
-    installs honour that variable; an explicit ``plugin install`` would not). ``environ``:
-    the CLI's environment, by default this process's, which the CLI inherits."""
-    env = os.environ if environ is None else environ
-    missing = {n: v for n, v in plugins.items() if not plugin_installed(n, v, environ=env)}
-    if missing and acquisition_disabled(env):
-        raise PluginMissing(missing, plugin_dir(env))
+    installs honour that variable; an explicit ``plugin install`` would not)."""
+    missing = {n: v for n, v in plugins.items() if not plugin_installed(n, v)}
+    if missing and acquisition_disabled(os.environ):
+        raise PluginMissing(missing, plugin_dir())
     for name, version in missing.items():
         workspace.install_plugin(name, version)

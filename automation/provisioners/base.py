@@ -21,8 +21,6 @@ class ProvisionerUnavailable(AnycloudError):
                                                  "set, or choose another provisioner")
 
 
-
-
 @dataclass(frozen=True)
 class ProvisionRequest:
     """What a deployment asks of its runtime."""

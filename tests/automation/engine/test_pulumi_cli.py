@@ -95,10 +95,9 @@ def test_no_download_is_tried_where_the_environment_forbids_it(
     assert workspace.installed == []
     assert missing.value.code == "PLUGIN_MISSING" and missing.value.http_status == 503
     message = missing.value.message
-    assert message.startswith("the provider plugins pulumi-resource-aws v7.1.0, "
-                              "pulumi-resource-random v4.19.1 are not installed")
+    assert message.startswith(f"provider plugins not installed in {tmp_path / 'plugins'}: "
+                              "pulumi-resource-aws v7.1.0, pulumi-resource-random v4.19.1;")
     assert "`pulumi plugin install resource aws 7.1.0 --file <binary>`" in message
-    assert str(tmp_path / "plugins") in message
     pulumi_cli.install_plugins(workspace, {"kubernetes": "v4.25.0"})  # nothing missing: fine
 
 
