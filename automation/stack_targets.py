@@ -13,7 +13,7 @@ from automation.app import App
 from automation.engine.runner import Expected, StackKind, StackTarget
 from automation.errors import NotFound
 from automation.ledger import schema
-from automation.ledger.records import could_name
+from automation.ledger.records import by_ref, could_name
 from automation.models import LIVE_POOL_STATES
 from automation.sealing import owner
 
@@ -42,10 +42,9 @@ def _pool_row(conn: Any, ref: str) -> Any:
     pools = schema.node_pools
     if not could_name(ref):
         raise NotFound("node pool", ref, field="node_pool")
-    pool = conn.execute(sa.select(pools).where(sa.or_(
-        pools.c.id == ref,
-        sa.and_(pools.c.name == ref, pools.c.state.in_(list(LIVE_POOL_STATES))),
-    ))).mappings().first()
+    live_by_name = sa.and_(by_ref(pools, ref), pools.c.state.in_(list(LIVE_POOL_STATES)))
+    pool = conn.execute(sa.select(pools).where(sa.or_(pools.c.id == ref, live_by_name))
+                        ).mappings().first()
     if pool is None:
         raise NotFound("node pool", ref, field="node_pool")
     return pool

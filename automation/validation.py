@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from automation.catalog.store import Catalog, ProviderCatalog, VmType
 from automation.errors import InvalidInput
+from automation.ids import ID_SHAPE_RULE, looks_like_id
 from automation.models import DNS_LABEL_PATTERN, MAX_VMS
 
 DNS_LABEL_RULE = (
@@ -26,9 +27,19 @@ KUBERNETES_RULE = "the cluster must run Kubernetes v1.35 through v1.38, the pinn
 _K8S_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?([-+].*)?")
 
 
-def check_name(field: str, value: str) -> str:
+def check_dns_label(field: str, value: str) -> str:
+    """A Kubernetes object's name (an AgentPool's namespace or name): a DNS-1123 label."""
     if not _DNS_LABEL.fullmatch(value):
         raise InvalidInput(field, value, DNS_LABEL_RULE)
+    return value
+
+
+def check_name(field: str, value: str) -> str:
+    """The name of a new record of any kind: a DNS-1123 label that is not shaped like an id
+    (references take either, so such a name would shadow another record's id)."""
+    check_dns_label(field, value)
+    if looks_like_id(value):
+        raise InvalidInput(field, value, ID_SHAPE_RULE)
     return value
 
 

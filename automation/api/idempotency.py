@@ -6,6 +6,8 @@ running anything; the same key with another body is a 422 (IDEMPOTENCY_KEY_REUSE
 first is still running, the same key is a 409 (retry after it). A request that fails leaves
 no answer behind, so the client may retry with the same key. The key is claimed in the
 ledger before the work starts, so two clients (or replicas) racing with one key run it once.
+A key is bound to the method and the path as asked (``POST /v1/credentials/rot2/rotate``,
+not the route's template): the same key and body on another record is another request.
 
 An answer holding a secret (a new token) is not kept: its replay is a 409 saying the secret
 was shown once (revoke it and make another if it was lost)."""
@@ -28,11 +30,13 @@ from automation.auth.roles import Principal
 from automation.errors import AnycloudError, Conflict, InvalidInput
 from automation.ledger import schema
 from automation.sealing import SealingKeyMissing
+from automation.services import sealed
 
 HEADER = "Idempotency-Key"
 KEEP = timedelta(hours=24)
 _KEY = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, no spaces
 _T = schema.idempotency_keys
+_ROUTE_MAX = 200  # the length of the ledger's route column
 
 
 class KeyReused(InvalidInput):
@@ -53,7 +57,7 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
     if not _KEY.fullmatch(key):
         raise InvalidInput(HEADER, key, "must be 1-255 printable ASCII characters, no spaces")
     ctx = request.app.state.ctx
-    route = f"{request.method} {request.scope['route'].path}"
+    route = _route(request)
     digests = _digests(ctx, body)
     where = sa.and_(_T.c.token_id == who.token_id, _T.c.route == route, _T.c.key == key)
     now = ctx.clock.now()
@@ -81,10 +85,22 @@ def once(request: Request, who: Principal, body: BaseModel, produce: Callable[[]
     return JSONResponse(answer, status_code=status)
 
 
+def _route(request: Request) -> str:
+    """The method and the path the request asked for, as the ledger's ``route`` column holds
+    it; a path that does not fit there (over-long, or with a NUL, which PostgreSQL's text
+    cannot hold) is held by its digest, which tells paths apart as well."""
+    path = request.scope["path"]
+    route = f"{request.method} {path}"
+    if len(route) <= _ROUTE_MAX and "\x00" not in route:
+        return route
+    return f"{request.method} sha256:{hashlib.sha256(path.encode()).hexdigest()}"
+
+
 def _digests(ctx: Any, body: BaseModel) -> list[str]:
     """What tells two requests apart. A body with a secret in it (SecretStr) is digested
-    under the server's key, never as a bare hash a guess could be checked against: the digest
-    to store first, then those under the previous keys (a retry across a key rotation)."""
+    under the ledger's own digest key (``services.sealed.digest_key``), never as a bare hash
+    a guess could be checked against: the digest to store first, then those under the
+    secrets keys the server holds (a retry of a request digested that way before)."""
     found: list[bool] = []
 
     def reveal(value: Any) -> Any:
@@ -98,7 +114,7 @@ def _digests(ctx: Any, body: BaseModel) -> list[str]:
         return [hashlib.sha256(data).hexdigest()]
     if ctx.sealing is None:
         raise SealingKeyMissing("a request that carries a secret")
-    return list(ctx.sealing.digests(data))
+    return [sealed.digest_key(ctx).digest(data), *ctx.sealing.digests(data)]
 
 
 def _replay(row: Any, key: str, digests: list[str], secret: str | None) -> JSONResponse:

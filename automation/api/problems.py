@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import MutableMapping
-from typing import Any
+from functools import cache
+from typing import Any, get_args
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from automation.errors import AnycloudError, http_status
@@ -89,11 +90,14 @@ def install(app: FastAPI) -> None:
                                                                   "header")]
             field = ".".join(loc) or "body"
             # A secret's input is never echoed back (it would land in logs and terminals),
-            # nor an unknown field's: it may be a secret sent to the wrong place (a key in
-            # a rotation's body), and the rule needs only its name.
-            hidden = "secret" in loc or e.get("type") == "extra_forbidden"
+            # whatever its type (a kubeconfig sent as a JSON object holds its token), nor an
+            # unknown field's: it may be a secret sent to the wrong place (a key in a
+            # rotation's body), and the rule needs only its name. Nor is an object or a
+            # list: it may hold either (a whole body sent as a list), and is no value to show.
+            hidden = (not secret_fields().isdisjoint(loc)
+                      or e.get("type") == "extra_forbidden")
             value = None if hidden else e.get("input")
-            found.append({"field": field, "value": value if _plain(value) else None,
+            found.append({"field": field, "value": value if _scalar(value) else None,
                           "rule": e["msg"]})
         first = found[0]
         return problem(422, "INVALID_ARGUMENT", f"{first['field']}: {first['rule']}",
@@ -151,3 +155,38 @@ def as_problem_json(document: dict[str, Any]) -> dict[str, Any]:
 
 def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, list, dict))
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+@cache
+def secret_fields() -> frozenset[str]:
+    """The names (as sent, camelCase, and snake_case) of every request body's field that
+    holds a secret: a SecretStr, or a model holding one (``secret``, ``kubeconfig``)."""
+    from pydantic.alias_generators import to_camel
+
+    from automation.models import CamelRequest
+
+    found: set[str] = set()
+    pending: list[type] = [CamelRequest]
+    while pending:
+        model = pending.pop()
+        pending += model.__subclasses__()
+        for name, info in getattr(model, "model_fields", {}).items():
+            if _holds_secret(info.annotation):
+                found |= {name, to_camel(name), *([info.alias] if info.alias else [])}
+    return frozenset(found)
+
+
+def _holds_secret(annotation: Any, seen: frozenset[type] = frozenset()) -> bool:
+    """Whether a field of this type carries a secret: SecretStr, or a model with one (a
+    union or a list of them included)."""
+    if annotation is SecretStr:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation not in seen and any(
+            _holds_secret(f.annotation, seen | {annotation})
+            for f in annotation.model_fields.values())
+    return any(_holds_secret(arg, seen) for arg in get_args(annotation))

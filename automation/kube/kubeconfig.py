@@ -27,9 +27,14 @@ class ContextTarget:
 
 
 def _named(items: Any, name: str, kind: str) -> dict[str, Any]:
+    if items is not None and not isinstance(items, list):
+        raise ValueError(f"{kind}s must be a list, not {type(items).__name__}")
     for item in items or []:
         if isinstance(item, dict) and item.get("name") == name:
-            return dict(item.get(kind) or {})
+            found = item.get(kind) or {}
+            if not isinstance(found, dict):
+                raise ValueError(f"{kind} {name!r} must be a mapping")
+            return found
     raise ValueError(f"no {kind} named {name!r}")
 
 
@@ -56,10 +61,12 @@ def read_context_target(path: Path, context: str | None = None) -> ContextTarget
     if cluster.get("certificate-authority-data"):
         try:
             ca = base64.b64decode(cluster["certificate-authority-data"], validate=True)
-        except (binascii.Error, ValueError) as exc:
+        except (binascii.Error, ValueError, TypeError) as exc:  # TypeError: not text
             raise ValueError(f"kubeconfig {path}: certificate-authority-data is not base64") \
                 from exc
     elif cluster.get("certificate-authority"):
+        if not isinstance(cluster["certificate-authority"], str):
+            raise ValueError(f"kubeconfig {path}: certificate-authority must be a file's path")
         ca_path = Path(cluster["certificate-authority"]).expanduser()
         ca_path = ca_path if ca_path.is_absolute() else path.parent / ca_path
         try:
@@ -77,16 +84,49 @@ _OUTSIDE = {"cluster": ("certificate-authority",),
             "user": ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider")}
 
 
-def check_self_contained(text: str) -> list[str]:
-    """Why a kubeconfig sent to the server cannot be used there (empty: it can): file
-    references, exec plugins and auth providers, by where they are."""
+def shape_problems(doc: dict[str, Any]) -> list[str]:
+    """What breaks a kubeconfig's shape (empty: nothing): clusters, contexts and users must
+    each be a list of mappings, each with a name and a mapping under its kind. Said by
+    where, never with the values (they may be a token)."""
+    found = []
+    for kind in ("cluster", "context", "user"):
+        items = doc.get(kind + "s")
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            found.append(f"{kind}s must be a list, not {type(items).__name__}")
+            continue
+        for i, item in enumerate(items):
+            if not (isinstance(item, dict) and isinstance(item.get("name"), str)
+                    and isinstance(item.get(kind) or {}, dict)):
+                found.append(f"{kind}s[{i}] must be a mapping with a name and a {kind} mapping")
+    return found
+
+
+def _document(text: str) -> tuple[dict[str, Any], list[str]]:
+    """The kubeconfig's document, or why it is none (by kind, never quoting the text)."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        return [f"not YAML ({exc.__class__.__name__})"]
+        return {}, [f"not YAML ({exc.__class__.__name__})"]
     if not isinstance(doc, dict) or not doc.get("contexts"):
-        return ["not a kubeconfig document (no contexts)"]
-    found = []
+        return {}, ["not a kubeconfig document (no contexts)"]
+    return doc, shape_problems(doc)
+
+
+def check_document(text: str) -> list[str]:
+    """Why a kubeconfig sent to the server is not one (empty: it is): not YAML, no
+    contexts, or a broken shape (``users: 5``)."""
+    return _document(text)[1]
+
+
+def check_self_contained(text: str) -> list[str]:
+    """Why a kubeconfig sent to the server cannot be used there (empty: it can): not a
+    kubeconfig (``check_document``), file references, exec plugins and auth providers, by
+    where they are."""
+    doc, found = _document(text)
+    if found:
+        return found
     for kind, keys in _OUTSIDE.items():
         for item in doc.get(kind + "s") or []:
             body = item.get(kind) if isinstance(item, dict) else None

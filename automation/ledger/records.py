@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from automation.errors import AnycloudError, Conflict, NotFound
+from automation.ids import looks_like_id
 from automation.ledger import schema
 
 # A check of a record, read under its row lock, before a change (the API's If-Match): it
@@ -22,6 +23,15 @@ def could_name(ref: str) -> bool:
     """Whether ``ref`` could be a stored id or name. A NUL byte never is: PostgreSQL's text
     cannot hold one (asking would fail the query), and no name rule allows one."""
     return "\x00" not in ref
+
+
+def by_ref(table: sa.Table, ref: str) -> sa.ColumnElement[bool]:
+    """The rows ``ref`` names: by id or by name, but by id alone when it is shaped like one,
+    so that a name made before names were refused that shape (or in another org) can never
+    stand in for an id."""
+    if looks_like_id(ref):
+        return table.c.id == ref
+    return sa.or_(table.c.id == ref, table.c.name == ref)
 
 
 def find_live(
@@ -38,7 +48,7 @@ def find_live(
     """The live row whose id or name is ``ref``; ``lock`` holds it until commit."""
     if not could_name(ref):
         raise NotFound(kind, ref, field=field)
-    query = sa.select(table).where(live, sa.or_(table.c.id == ref, table.c.name == ref))
+    query = sa.select(table).where(live, by_ref(table, ref))
     if scope is not None:
         query = query.where(scope)
     if lock:

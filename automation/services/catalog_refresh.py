@@ -71,6 +71,30 @@ def credential(app: App, ref: str) -> Credential:
     return Credential.model_validate(dict(row))
 
 
+def secret_of(app: App, cred: Credential) -> dict[str, str] | None:
+    """The credential's own secret, opened from its sealed row (the fields as
+    ``credential_secrets`` names them); None for a reference, whose secret is where it
+    points (a profile, a key file, a variable). A sealed secret is what the credential is:
+    the refresh reads the cloud with it, never with the server's own identity."""
+    import json
+
+    import sqlalchemy as sa
+
+    from automation.ledger import schema
+    from automation.sealing import SealingKeyMissing, owner
+
+    whose = owner("credential", cred.id)
+    with app.ledger.read() as conn:
+        blob = conn.execute(sa.select(schema.sealed_secrets.c.sealed).where(
+            schema.sealed_secrets.c.owner == whose)).scalar()
+    if blob is None:
+        return None
+    if app.sealing is None:
+        raise SealingKeyMissing(f"a catalog refresh with credential {cred.name!r}")
+    opened: dict[str, str] = json.loads(app.sealing.open(blob, whose))
+    return opened
+
+
 def default_regions(app: App, provider: str) -> tuple[str, ...]:
     """The cloud's regions with live pools; else every region of the cloud in the catalog."""
     rows = app.ledger.query(
@@ -133,7 +157,8 @@ def refresh(app: App, credentials: str, regions: tuple[str, ...] = ()) -> Refres
         raise RefreshFailed(f"catalog refresh stored nothing: cannot read {cred.provider}: "
                             f"{exc}") from exc
     try:
-        snapshot: Snapshot = fetcher.fetch(cred, chosen, app.clock.now())
+        snapshot: Snapshot = fetcher.fetch(cred, chosen, app.clock.now(),
+                                           secret=secret_of(app, cred))
     except RefreshError as exc:
         raise RefreshFailed(f"catalog refresh stored nothing: {exc}") from exc
     if snapshot.provider != cred.provider or set(snapshot.regions) != set(chosen):
@@ -149,14 +174,18 @@ def refresh(app: App, credentials: str, regions: tuple[str, ...] = ()) -> Refres
     )
 
 
-def history(app: App) -> list[dict[str, Any]]:
-    """Every stored refresh, newest first (``anycloud catalog refreshes``)."""
+def history(app: App, org_id: str | None = None) -> list[dict[str, Any]]:
+    """Every stored refresh, newest first (``anycloud catalog refreshes``); ``org_id``: only
+    those read with a credential of that org (a scoped caller sees no other org's credential
+    names or regions)."""
     from automation.catalog.overlay import sources_of, utc
 
+    in_org = "" if org_id is None else "WHERE c.org_id = :org "
     rows = app.ledger.query(
         "SELECT r.id, r.provider, c.name AS credential, r.regions, r.fetched_at, r.counts "
         "FROM catalog_refreshes r JOIN credentials c ON c.id = r.credential_id "
-        "ORDER BY r.fetched_at DESC, r.id DESC")
+        f"{in_org}ORDER BY r.fetched_at DESC, r.id DESC",
+        {} if org_id is None else {"org": org_id})
     return [{"id": r["id"], "provider": r["provider"], "credential": r["credential"],
              "regions": sources_of(r["regions"]), "fetchedAt": utc(r["fetched_at"]),
              "counts": _json(r["counts"])} for r in rows]

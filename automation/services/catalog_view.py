@@ -73,14 +73,15 @@ def refreshed(result: RefreshResult) -> CatalogRefreshed:
             compared_with=r.before) for r in result.regions])
 
 
-def refreshes(app: App) -> list[CatalogRefresh]:
-    """Every stored refresh, newest first (the newest of each region is the one in use)."""
+def refreshes(app: App, org_id: str | None = None) -> list[CatalogRefresh]:
+    """Every stored refresh, newest first (the newest of each region is the one in use);
+    ``org_id``: those made with that org's credentials only."""
     from automation.services.catalog_refresh import history
 
     return [CatalogRefresh(id=r["id"], provider=r["provider"], credential=r["credential"],
                            regions=r["regions"], counts=r["counts"],
                            fetched_at=f"{r['fetchedAt']:%Y-%m-%dT%H:%M:%SZ}")
-            for r in history(app)]
+            for r in history(app, org_id)]
 
 
 def source(found: Source | None) -> CatalogSource | None:

@@ -158,10 +158,14 @@ def _kubeconfig_file(path: Path | None, sent: SecretStr | None) -> Iterator[Path
         yield kubeconfig
         return
     from automation import memfiles
-    from automation.kube.kubeconfig import check_self_contained
+    from automation.kube.kubeconfig import check_document, check_self_contained
 
     text = sent.get_secret_value()
     shown = f"(hidden, {len(text)} characters)"
+    broken = check_document(text)
+    if broken:
+        raise InvalidInput("--kubeconfig", shown, "must be a kubeconfig document (clusters, "
+                           "contexts and users: lists of named mappings): " + "; ".join(broken))
     problems = check_self_contained(text)
     if problems:
         raise InvalidInput("--kubeconfig", shown, "must carry its certificates and token "

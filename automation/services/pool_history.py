@@ -16,7 +16,7 @@ from automation.errors import InvalidInput, NotFound
 from automation.ledger.db import Ledger
 from automation.models import PoolEvent, PoolHistory, PoolRef, VmAttemptView
 from automation.redact import redact
-from automation.services.pool_status import POOL_REF_SQL, hidden_values
+from automation.services.pool_status import POOL_REF_SQL, hidden_values, ref_params
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -57,7 +57,7 @@ def check_limit(limit: int) -> int:
 
 def _pool_row(ledger: Ledger, ref: str) -> dict[str, Any]:
     """The pool ``GET /v1/node-pools/{ref}`` would show, refused the same way."""
-    rows = ledger.query(_POOL_SQL, {"ref": ref})
+    rows = ledger.query(_POOL_SQL, ref_params(ref))
     if not rows:
         raise NotFound("node pool", ref, field="node_pool")
     if len(rows) > 1:

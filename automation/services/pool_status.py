@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from automation.errors import InvalidInput, NotFound
+from automation.ids import looks_like_id
 from automation.ledger.db import Ledger
 from automation.models import (
     Cost,
@@ -82,7 +83,13 @@ _BRAKE_ROWS_SQL = ("SELECT a.pool_id, a.state, a.node_state, a.not_ready_since, 
 # A pool's id, or the live pools of that name (on several clusters, several); the pool's
 # history (services.pool_history) resolves its ref the same way.
 POOL_REF_SQL = ("SELECT id FROM node_pools WHERE id = :ref UNION "
-            "SELECT id FROM node_pools WHERE state <> 'deleted' AND name = :ref")
+            "SELECT id FROM node_pools WHERE state <> 'deleted' AND name = :name")
+
+
+def ref_params(ref: str) -> dict[str, str | None]:
+    """The parameters of a look-up by id (``:ref``) or name (``:name``): an id-shaped ref
+    matches ids only (NULL matches no name), as ``ledger.records.by_ref`` does."""
+    return {"ref": ref, "name": None if looks_like_id(ref) else ref}
 
 
 def _utc(value: Any) -> datetime:
@@ -204,8 +211,8 @@ def list_node_pools(ledger: Ledger, cluster: str | None = None,
     where, params = _LIVE, {}
     if cluster is not None:
         found = ledger.query(
-            "SELECT id FROM clusters WHERE state <> 'deleted' AND (id = :ref OR name = :ref)",
-            {"ref": cluster},
+            "SELECT id FROM clusters WHERE state <> 'deleted' AND (id = :ref OR name = :name)",
+            ref_params(cluster),
         )
         if not found:
             raise NotFound("cluster", cluster, field="--cluster")
@@ -221,7 +228,7 @@ def node_pool_status(ledger: Ledger, ref: str, now: datetime | None = None) -> N
     """By id (any state, deleted included) or by name among live pools."""
     # The pools first, by index; then their attempts only (summing every pool's attempts to
     # read one pool's was most of the time of `node-pool status` with 1,000 pools).
-    ids = {f"id{i}": r["id"] for i, r in enumerate(ledger.query(POOL_REF_SQL, {"ref": ref}))}
+    ids = {f"id{i}": r["id"] for i, r in enumerate(ledger.query(POOL_REF_SQL, ref_params(ref)))}
     if not ids:
         raise NotFound("node pool", ref, field="node_pool")
     listed = ", ".join(f":{k}" for k in ids)

@@ -1,8 +1,10 @@
 """Rows of ``sealed_secrets``: a credential's secret or a cluster's kubeconfig, sealed under
-the server's key (``automation.sealing``) and summarised without it."""
+the server's key (``automation.sealing``) and summarised without it; and the ledger's own
+key for digesting requests that carry secrets."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +13,7 @@ import sqlalchemy as sa
 from automation.app import App
 from automation.ledger import schema
 from automation.models import SecretSummary
-from automation.sealing import SealingKey, SealingKeyMissing
+from automation.sealing import SealingKey, SealingKeyMissing, owner
 
 _T = schema.sealed_secrets
 
@@ -55,3 +57,25 @@ def held(conn: Any, whose: str) -> bool:
 
 def drop(conn: Any, whose: str) -> None:
     conn.execute(_T.delete().where(_T.c.owner == whose))
+
+
+DIGEST_KEY = owner("idempotency", "request-digest-key")
+
+
+def digest_key(app: App) -> SealingKey:
+    """The key that digests requests carrying a secret (``api.idempotency``): random, made on
+    first use and kept sealed here like any secret. A secrets-key rotation seals it again
+    without changing it, so a digest made before the rotation still matches its retry once
+    the old key has left the key file (digests under the secrets key itself would not)."""
+    key = require_key(app, "a request that carries a secret")
+    with app.ledger.read() as conn:
+        blob = conn.execute(sa.select(_T.c.sealed).where(_T.c.owner == DIGEST_KEY)).scalar()
+    if blob is not None:
+        return SealingKey(key.open(blob, DIGEST_KEY))
+    made = os.urandom(32)
+    try:
+        with app.ledger.write() as conn:
+            store(conn, key, DIGEST_KEY, made, {}, app.clock.now())
+    except sa.exc.IntegrityError:  # another request (or replica) made it first: use that one
+        return digest_key(app)
+    return SealingKey(made)

@@ -20,7 +20,7 @@ from automation.errors import Conflict, InvalidInput
 from automation.ledger import schema
 from automation.ledger.records import find_live
 from automation.models import ApiToken, IssuedToken, token_lifetime
-from automation.validation import check_name
+from automation.validation import check_dns_label, check_name
 
 _T = schema.api_tokens
 _POOL = "must be NAMESPACE/NAME of an AgentPool (an agent token acts for that pool only)"
@@ -109,8 +109,8 @@ def _check_pool(pool: str | None) -> None:
     namespace, _, name = (pool or "").partition("/")
     if not namespace or not name:
         raise InvalidInput("--pool", pool, _POOL)
-    check_name("--pool", namespace)
-    check_name("--pool", name)
+    check_dns_label("--pool", namespace)  # Kubernetes names, not ours: any label will do
+    check_dns_label("--pool", name)
 
 
 def _view(row: Any, now: datetime) -> dict[str, Any]:

@@ -52,9 +52,10 @@ def list_types(request: Request, _: Reader, provider: str | None = None,
 
 
 @router.get("/catalog/refreshes")
-def list_refreshes(request: Request, _: Reader) -> list[CatalogRefresh]:
-    """Every stored refresh, newest first (the newest of each region is the one in use)."""
-    return catalog_view.refreshes(request.app.state.ctx)
+def list_refreshes(request: Request, who: Reader) -> list[CatalogRefresh]:
+    """Every stored refresh, newest first (the newest of each region is the one in use); a
+    token scoped to an org sees those made with its org's credentials only."""
+    return catalog_view.refreshes(request.app.state.ctx, who.org_id)
 
 
 @router.post("/catalog/refreshes", status_code=201, response_model=CatalogRefreshed)

@@ -10,7 +10,7 @@ Linux on-demand capacity. boto3 is imported here only, when a refresh runs: it h
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -61,14 +61,19 @@ def _guarded(api: str, region: str, call: Callable[[], _T]) -> _T:
         raise RefreshError(f"aws {api} in {region} failed: {exc}") from exc
 
 
-def session(credential: Credential) -> boto3.Session:
-    """The credential's profile (or the default chain), then its role when it names one."""
+def session(credential: Credential, secret: Mapping[str, str] | None = None) -> boto3.Session:
+    """The credential's own access key (``secret``: its sealed one, opened), else its profile
+    (or, with neither, the default chain: a role-only credential assumes its role with the
+    server's own identity); then its role when it names one."""
     import boto3
     from botocore.exceptions import BotoCoreError
 
     ref = credential.reference
     try:
-        base = boto3.Session(profile_name=ref.get("profile"))
+        base = boto3.Session(profile_name=ref.get("profile")) if secret is None else \
+            boto3.Session(aws_access_key_id=secret["access_key_id"],
+                          aws_secret_access_key=secret["secret_access_key"],
+                          aws_session_token=secret.get("session_token"))
     except BotoCoreError as exc:  # ProfileNotFound and friends
         raise RefreshError(f"aws credential {credential.name}: {exc}") from exc
     role = ref.get("role_arn")
@@ -152,11 +157,13 @@ def _kept(spec: dict[str, Any]) -> FetchedType | None:
     )
 
 
-def fetch(credential: Credential, regions: tuple[str, ...], now: datetime) -> Snapshot:
-    """Read ``regions`` with ``credential``; a RefreshError (nothing returned) on any failure."""
+def fetch(credential: Credential, regions: tuple[str, ...], now: datetime, *,
+          secret: Mapping[str, str] | None = None) -> Snapshot:
+    """Read ``regions`` with ``credential`` (``secret``: its sealed access key, opened); a
+    RefreshError (nothing returned) on any failure."""
     if credential.provider != "aws":
         raise RefreshError(f"credential {credential.name} is for {credential.provider}, not aws")
-    aws = session(credential)
+    aws = session(credential, secret)
     pricing = aws.client("pricing", region_name=PRICING_REGION)
     types: dict[str, FetchedType] = {}
     offerings: list[FetchedOffering] = []

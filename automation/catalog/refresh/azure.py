@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -284,9 +284,11 @@ def prices_url(region: str) -> str:
 
 def fetch(credential: Credential, regions: tuple[str, ...], now: datetime, *,
           transport: Transport | None = None,
-          environ: dict[str, str] | None = None) -> Snapshot:
+          environ: dict[str, str] | None = None,
+          secret: Mapping[str, str] | None = None) -> Snapshot:
     """Read ``regions`` of Azure with ``credential`` (reference: subscription_id, tenant_id,
-    client_id; the client secret from AZURE_CLIENT_SECRET)."""
+    client_id; the client secret its own, ``secret`` opened from its sealed row, else the
+    server's AZURE_CLIENT_SECRET)."""
     if not regions:
         raise RefreshError("azure: name at least one region to refresh")
     ref = credential.reference
@@ -295,11 +297,12 @@ def fetch(credential: Credential, regions: tuple[str, ...], now: datetime, *,
     if not (subscription and tenant and client):
         raise RefreshError(f"credential {credential.name}: an azure credential needs "
                            f"subscription_id, tenant_id and client_id")
-    secret = (os.environ if environ is None else environ).get(CLIENT_SECRET_ENV)
-    if not secret:
+    client_secret = secret["client_secret"] if secret is not None else \
+        (os.environ if environ is None else environ).get(CLIENT_SECRET_ENV)
+    if not client_secret:
         raise RefreshError(f"credential {credential.name}: {CLIENT_SECRET_ENV} is not set "
-                           f"(the client secret is never stored)")
-    token = access_token(tenant, client, secret, JsonHttp("azure login", transport))
+                           f"(the credential holds no client secret of its own)")
+    token = access_token(tenant, client, client_secret, JsonHttp("azure login", transport))
     auth = {"Authorization": f"Bearer {token}"}
     arm = JsonHttp("azure compute", transport)
     retail = JsonHttp("azure retail prices", transport)

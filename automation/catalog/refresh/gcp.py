@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -294,16 +294,20 @@ def build_snapshot(type_pages: Iterable[dict[str, Any]], sku_pages: Iterable[dic
 
 
 def fetch(credential: Credential, regions: tuple[str, ...], now: datetime, *,
-          transport: Transport | None = None) -> Snapshot:
-    """Read ``regions`` of GCP with ``credential`` (reference: project, key_file)."""
+          transport: Transport | None = None,
+          secret: Mapping[str, str] | None = None) -> Snapshot:
+    """Read ``regions`` of GCP with ``credential`` (reference: project, and key_file unless
+    ``secret``, its sealed service-account key opened, carries the key itself)."""
     if not regions:
         raise RefreshError("gcp: name at least one region to refresh")
     project = credential.reference.get("project")
     key_file = credential.reference.get("key_file")
-    if not project or not key_file:
+    if not project or not (key_file or secret):
         raise RefreshError(f"credential {credential.name}: a gcp credential needs project and "
                            f"key_file")
-    key = gcp_auth.load_key(key_file)
+    key = gcp_auth.parse_key(secret["service_account_json"],
+                             f"credential {credential.name}'s sealed key") \
+        if secret is not None else gcp_auth.load_key(str(key_file))
     token = gcp_auth.access_token(key, now, JsonHttp("gcp oauth2", transport))
     auth = {"Authorization": f"Bearer {token}"}
     compute = JsonHttp("gcp compute", transport)

@@ -41,11 +41,19 @@ def load_key(path: str | Path) -> ServiceAccountKey:
     (never its content)."""
     where = f"gcp key file {path}"
     try:
-        raw = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except FileNotFoundError as err:
         raise RefreshError(f"{where}: not found") from err
     except OSError as err:
         raise RefreshError(f"{where}: cannot be read ({err.strerror})") from err
+    return parse_key(text, where)
+
+
+def parse_key(text: str, where: str) -> ServiceAccountKey:
+    """A key file's fields from its JSON (a sealed credential's key, or a file's); a
+    malformed one is a RefreshError naming ``where`` (never the content)."""
+    try:
+        raw = json.loads(text)
     except ValueError as err:
         raise RefreshError(f"{where}: not JSON") from err
     if not isinstance(raw, dict) or raw.get("type") != "service_account":

@@ -168,3 +168,67 @@ def test_a_private_server_url_is_refused_unless_allowed(
     made = register(http, callers["admin"], serverUrl=url, allowPrivateAddress=True)
     assert made.status_code == 201, made.text
     assert made.json()["serverUrl"] == url and made.json()["state"] == "ready"
+
+
+def _as_yaml_object() -> Any:
+    import yaml
+
+    return yaml.safe_load(kubeconfig())
+
+
+@pytest.mark.parametrize("sent", [_as_yaml_object(), [kubeconfig()], {"k": [kubeconfig()]}],
+                         ids=["object", "list", "nested"])
+def test_a_kubeconfig_of_another_type_is_never_echoed(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]], sent: Any) -> None:
+    """A kubeconfig sent as JSON (an object, a list) is refused without its token in the
+    answer, on register and on update; a whole body sent as a list too."""
+    before = snapshot(keyed)
+    admin = callers["admin"]
+    made = register(http, admin, kubeconfig=sent)
+    assert made.status_code == 422 and made.json()["field"] == "kubeconfig", made.text
+    updated = http.put("/v1/clusters/prod/kubeconfig", json={"kubeconfig": sent},
+                       headers=admin)
+    assert updated.status_code == 422, updated.text
+    listed = http.post("/v1/clusters", json=[{"name": "prod", "kubeconfig": kubeconfig()}],
+                       headers=admin)
+    assert listed.status_code == 422, listed.text
+    for answer in (made, updated, listed):
+        assert TOKEN not in answer.text and CA_DATA not in answer.text
+    assert snapshot(keyed) == before
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (kubeconfig().replace("users:\n- name: admin\n  user:\n", "users: 5\n")
+     .replace(f"    token: {TOKEN}\n", ""), "users must be a list, not int"),
+    (kubeconfig().replace("- name: admin\n  user:\n", "- 7\n- name: admin\n  user:\n"),
+     "users[0] must be a mapping"),
+    (kubeconfig().replace("contexts:\n- name: prod\n", "contexts:\n- name: [prod]\n"),
+     "contexts[0] must be a mapping with a name"),
+])
+def test_a_kubeconfig_of_a_broken_shape_is_a_400(
+        keyed: App, http: TestClient, callers: dict[str, dict[str, str]], text: str,
+        why: str) -> None:
+    before = snapshot(keyed)
+    refused = register(http, callers["admin"], kubeconfig=text)
+    assert refused.status_code == 400, refused.text
+    problem = refused.json()
+    assert problem["field"] == "--kubeconfig" and why in problem["rule"]
+    assert problem["value"].startswith("(hidden") and TOKEN not in refused.text
+    assert snapshot(keyed) == before
+
+
+def test_reading_a_kubeconfig_of_a_broken_shape_names_what_is_broken(tmp_path: Path) -> None:
+    """The file's reader (embedded mode reads the file itself): a ValueError naming what is
+    broken, never a TypeError."""
+    from automation.kube.kubeconfig import read_context_target
+
+    path = tmp_path / "config"
+    for text, why in (("current-context: prod\nclusters: 5\ncontexts:\n- name: prod\n"
+                       "  context:\n    cluster: prod\n", "clusters must be a list"),
+                      (kubeconfig().replace(f"certificate-authority-data: {CA_DATA}",
+                                            "certificate-authority-data: 5"), "not base64"),
+                      (kubeconfig().replace(f"certificate-authority-data: {CA_DATA}",
+                                            "certificate-authority: [1]"), "a file's path")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=why):
+            read_context_target(path)

@@ -125,3 +125,43 @@ def test_two_clients_racing_with_one_key_create_once(world: App, api: FastAPI,
     for a in answers:
         if a.status_code == 409:
             assert a.json()["code"] == "IDEMPOTENCY_KEY_IN_USE"
+
+
+def test_a_key_is_bound_to_the_path_not_the_route(app: App, http: TestClient,
+                                                   callers: dict[str, dict[str, str]]) -> None:
+    """The same key and body on another record's rotate runs for that record: it is not
+    ``rot1``'s answer replayed (which left ``rot2`` unrotated)."""
+    from automation.sealing import SealingKey
+    from tests.automation.api.test_api_credentials import AWS, AWS_SECRET
+
+    app.sealing = SealingKey(bytes(range(32)))
+    admin = callers["admin"]
+    for name in ("rot1", "rot2"):
+        assert http.post("/v1/credentials", json=AWS | {"name": name},
+                         headers=admin).status_code == 201
+    body = {"secret": {"accessKeyId": "AKIAIOSFODNN7EXAMPL2", "secretAccessKey": AWS_SECRET[::-1]}}
+    answers = {name: http.post(f"/v1/credentials/{name}/rotate", json=body,
+                               headers=keyed(admin, "rotate-1")) for name in ("rot1", "rot2")}
+    for name, answer in answers.items():
+        assert answer.status_code == 200, answer.text
+        assert "idempotency-replayed" not in answer.headers
+        assert answer.json()["name"] == name and answer.json()["secret"]["rotatedAt"]
+    again = http.post("/v1/credentials/rot2/rotate", json=body, headers=keyed(admin, "rotate-1"))
+    assert again.headers["idempotency-replayed"] == "true" and again.json()["name"] == "rot2"
+    with app.ledger.read() as conn:
+        routes = set(conn.execute(sa.select(schema.idempotency_keys.c.route)).scalars())
+    assert routes == {"POST /v1/credentials/rot1/rotate", "POST /v1/credentials/rot2/rotate"}
+
+
+def test_a_path_the_ledger_cannot_hold_is_held_by_its_digest(
+        app: App, http: TestClient, callers: dict[str, dict[str, str]]) -> None:
+    """A path that does not fit the route column (or holds a NUL, which PostgreSQL's text
+    cannot) still claims its key, and answers as it would without one."""
+    from automation.sealing import SealingKey
+    from tests.automation.api.test_api_credentials import AWS
+
+    app.sealing = SealingKey(bytes(range(32)))
+    for ref in ("x" * 300, "a%00b"):
+        answer = http.post(f"/v1/credentials/{ref}/rotate", json={"secret": AWS["secret"]},
+                           headers=keyed(callers["admin"], "long"))
+        assert answer.status_code == 404, answer.text

@@ -66,3 +66,28 @@ def test_remote_mode_sends_the_keys_id_only(app: App, tmp_path: Path,
     finally:
         server.stop()
     assert _all_open_under(app.ledger, NEW) == 3
+
+
+def test_a_retry_from_before_a_rotation_is_replayed_after_it(app: App, http: Any,
+                                                              callers: dict[str, Any]) -> None:
+    """A POST carrying a secret, retried once the rotation is over and the old key has left
+    the key file: its replay, not IDEMPOTENCY_KEY_REUSED (its digest was made under the old
+    key, which is gone)."""
+    from tests.automation.api.test_api_credentials import AWS, AWS_SECRET
+
+    admin, keyed = callers["admin"], callers["admin"] | {"Idempotency-Key": "before"}
+    app.sealing = OLD
+    first = http.post("/v1/credentials", json=AWS, headers=keyed)
+    assert first.status_code == 201, first.text
+    app.sealing = SealingKey(NEW.raw, (OLD,))  # the key file: the new key first, then the old
+    done = http.post("/v1/secrets-key/rotate", headers=admin,
+                     json={"keyId": NEW.key_id.hex(), "settleSeconds": 0})
+    assert done.status_code == 200 and done.json()["unreadable"] == 0, done.text
+    app.sealing = SealingKey(NEW.raw)  # the old key has left the file
+    again = http.post("/v1/credentials", json=AWS, headers=keyed)
+    assert again.status_code == 201, again.text
+    assert again.headers["idempotency-replayed"] == "true" and again.json() == first.json()
+    other = AWS | {"secret": {"accessKeyId": "AKIAIOSFODNN7EXAMPLE",
+                              "secretAccessKey": AWS_SECRET[::-1]}}
+    reused = http.post("/v1/credentials", json=other, headers=keyed)
+    assert reused.status_code == 422 and reused.json()["code"] == "IDEMPOTENCY_KEY_REUSED"

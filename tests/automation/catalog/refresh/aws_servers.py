@@ -54,6 +54,8 @@ class PricingServer:
     url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
     fail: tuple[int, dict[str, Any]] | None = None  # status and error body to answer with
+    # The access key id each request was signed with (its SigV4 credential scope).
+    signed_by: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -67,6 +69,8 @@ def pricing_server() -> Iterator[PricingServer]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append({"target": self.headers.get("X-Amz-Target"), **body})
+            scope = self.headers.get("Authorization", "").partition("Credential=")[2]
+            state.signed_by.append(scope.split("/")[0])
             if state.fail is not None:
                 self._answer(*state.fail)
                 return

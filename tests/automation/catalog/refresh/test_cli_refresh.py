@@ -153,10 +153,11 @@ def test_other_clouds_dispatch_to_their_fetcher(app: App, run: Any,
     from automation.catalog.refresh.model import FetchedOffering, FetchedType, Snapshot
 
     module = importlib.import_module(f"automation.catalog.refresh.{provider}")
-    asked: list[tuple[str, tuple[str, ...]]] = []
+    asked: list[tuple[str, tuple[str, ...], Any]] = []
 
-    def fetch(cred: Any, regions: tuple[str, ...], now: datetime) -> Snapshot:
-        asked.append((cred.name, regions))
+    def fetch(cred: Any, regions: tuple[str, ...], now: datetime, *,
+              secret: Any = None) -> Snapshot:
+        asked.append((cred.name, regions, secret))
         return Snapshot(provider=provider, regions=regions, types=(
             FetchedType(name=vm_type, arch="x86_64", vcpus=4, memory_gib=16.0),),
             offerings=(FetchedOffering(vm_type, region, None, 0.5),),
@@ -166,10 +167,63 @@ def test_other_clouds_dispatch_to_their_fetcher(app: App, run: Any,
     credential(app, f"team-{provider}", provider)
     out = ok_json(run("catalog", "refresh", "--credentials", f"team-{provider}",
                       "--region", region, "--json"))
-    assert asked == [(f"team-{provider}", (region,))]
+    assert asked == [(f"team-{provider}", (region,), None)]  # a reference: no secret of ours
     [changes] = out["regions"]
     assert changes["offerings"] == 1 and changes["prices"] == 1
     assert len(changes["goneOfferings"]) > 10  # the shipped region offered many more
     shown = ok_json(run("catalog", "show", vm_type, "--json"))
     there = next(o for o in shown["offerings"] if o["region"] == region)
     assert there["priceUsdHour"] == 0.5
+
+
+SEALED_KEY = "AKIASEALEDKEY0000001"
+SEALED_SECRET = ("SealedSecret" * 4)[:40]
+SERVER_KEY = "AKIASERVERSOWNKEY001"
+
+
+def test_a_sealed_credential_reads_the_cloud_with_its_own_keys(
+        app: App, pricing: PricingServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A credential whose access key the server holds sealed: the refresh signs with that
+    key, never with the server's own identity (here in AWS_ACCESS_KEY_ID)."""
+    import os
+
+    from pydantic import SecretStr
+
+    from automation.catalog.refresh import aws
+    from automation.models import SecretMaterial
+    from automation.sealing import SealingKey
+    from automation.services import credentials
+
+    app.sealing = SealingKey(os.urandom(32))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", SERVER_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-servers-own-secret")
+    made = credentials.new_credential(app, credentials.NewCredential(
+        "sealed-aws", "aws", secret=SecretMaterial(access_key_id=SecretStr(SEALED_KEY),
+                                                   secret_access_key=SecretStr(SEALED_SECRET))))
+    done = refresh_run.refresh(app, "sealed-aws", ("us-east-1",))
+    assert done.credential == "sealed-aws" and done.regions[0].prices == 3
+    assert pricing.signed_by and set(pricing.signed_by) == {SEALED_KEY}
+    # The whole key pair is the credential's: the session the fetcher signs with holds both.
+    keys = aws.session(made, refresh_run.secret_of(app, made)).get_credentials()
+    assert keys is not None and (keys.access_key, keys.secret_key) == (SEALED_KEY, SEALED_SECRET)
+
+
+def test_a_sealed_credential_without_the_key_stores_nothing(
+        app: App, pricing: PricingServer) -> None:
+    import os
+
+    from pydantic import SecretStr
+
+    from automation.models import SecretMaterial
+    from automation.sealing import SealingKey, SealingKeyMissing
+    from automation.services import credentials
+
+    app.sealing = SealingKey(os.urandom(32))
+    credentials.new_credential(app, credentials.NewCredential(
+        "sealed-aws", "aws", secret=SecretMaterial(access_key_id=SecretStr(SEALED_KEY),
+                                                   secret_access_key=SecretStr(SEALED_SECRET))))
+    app.sealing = None
+    before = snapshot(app)
+    with pytest.raises(SealingKeyMissing):
+        refresh_run.refresh(app, "sealed-aws", ("us-east-1",))
+    assert pricing.signed_by == [] and snapshot(app) == before
