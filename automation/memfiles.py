@@ -3,15 +3,19 @@
 The Kubernetes client and the kubernetes provider plugin take a kubeconfig by path. A
 kubeconfig the server holds sealed is opened into a file on a memory-backed filesystem
 (tmpfs: never written to a disk), in a directory only this user can enter, mode 0600, and
-removed when its cluster is. The directory is ``ANYCLOUD_RUNTIME_DIR``, else
+removed when its cluster is, and when the process that wrote it exits (``serve`` stopped by
+SIGTERM or SIGINT included): tmpfs outlives a process, so a file left there would hold the
+secret until the next reboot. The directory is ``ANYCLOUD_RUNTIME_DIR``, else
 ``/dev/shm/anycloud-<uid>``; a directory that is not memory-backed is refused.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import stat
+import threading
 from pathlib import Path
 
 from automation.errors import AnycloudError
@@ -70,9 +74,16 @@ def memory_dir() -> Path:
     return path
 
 
+# The files this process wrote, each with the inode it wrote: removed when it exits, unless
+# another process (an API worker, the control loop) replaced the file since (its own copy).
+_WRITTEN: dict[Path, int] = {}
+_WRITTEN_LOCK = threading.Lock()
+_at_exit = False  # remove_written is registered with atexit
+
+
 def write_private(name: str, data: bytes) -> Path:
     """``data`` at ``<memory dir>/<name>``, mode 0600, replaced atomically (a reader never
-    sees half a file)."""
+    sees half a file); removed when this process exits."""
     folder = memory_dir()
     final = folder / name
     partial = folder / f".{name}.{secrets.token_hex(4)}"
@@ -80,6 +91,8 @@ def write_private(name: str, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+            inode = os.fstat(out.fileno()).st_ino
+        _remember(final, inode)
         os.replace(partial, final)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -88,4 +101,33 @@ def write_private(name: str, data: bytes) -> Path:
 
 
 def remove(name: str) -> None:
-    (memory_dir() / name).unlink(missing_ok=True)
+    path = memory_dir() / name
+    path.unlink(missing_ok=True)
+    with _WRITTEN_LOCK:
+        _WRITTEN.pop(path, None)
+
+
+def _remember(path: Path, inode: int) -> None:
+    global _at_exit
+    with _WRITTEN_LOCK:
+        if not _at_exit:
+            atexit.register(remove_written)
+            _at_exit = True
+        _WRITTEN[path] = inode
+
+
+def remove_written() -> None:
+    """Remove every file this process wrote that still holds what it wrote (what another
+    process wrote in its place since is that process's to remove)."""
+    global _at_exit
+    with _WRITTEN_LOCK:
+        written = dict(_WRITTEN)
+        _WRITTEN.clear()
+        atexit.unregister(remove_written)
+        _at_exit = False
+    for path, inode in written.items():
+        try:
+            if path.stat().st_ino == inode:
+                path.unlink()
+        except FileNotFoundError:
+            continue

@@ -7,7 +7,14 @@ keys (a JWKS), never against a secret the two share.
 - Claims: ``iss`` (``anycloud``), ``aud`` (the runtime's audience URL), ``sub`` (the
   deployment's provision id, which a move keeps), ``iat``, ``nbf``, ``exp`` and a ``jti``.
 - ``verify`` is the runtime's side: the signature under a published key, the audience, the
-  issuer and the lifetime, each refused with a ``RUNTIME_TOKEN_REFUSED`` naming which.
+  issuer and the lifetime, and (``subject``) the deployment, each refused with a
+  ``RUNTIME_TOKEN_REFUSED`` naming which.
+
+``aud`` names a runtime, not a tenant: a runtime that several deployments share (a static
+runtime's slots, whatever their orgs) gets tokens for each of them under one audience, so it
+must also check ``sub`` against the deployment (instance) the request acts on, or a member
+of one org could use its own deployment's token on another org's. ``aud`` stays the
+runtime's own audience, as Rill's runtimes verify it.
 """
 
 from __future__ import annotations
@@ -79,10 +86,12 @@ def issue(key: SigningKey, *, audience: str, subject: str, now: datetime,
                       algorithms=[ALGORITHM])
 
 
-def verify(token: str, jwks: dict[str, Any], *, audience: str, now: datetime
-           ) -> dict[str, Any]:
+def verify(token: str, jwks: dict[str, Any], *, audience: str, now: datetime,
+           subject: str | None) -> dict[str, Any]:
     """The claims of ``token`` when a key of ``jwks`` signed it for ``audience`` and it is
-    within its lifetime at ``now``; RuntimeTokenRefused naming the failed check otherwise."""
+    within its lifetime at ``now``; RuntimeTokenRefused naming the failed check otherwise.
+    ``subject``: the provision id of the deployment the request acts on, which the token
+    must name (None only where the runtime serves that one deployment alone)."""
     try:
         keys = KeySet.import_key_set(jwks)  # type: ignore[arg-type]
         decoded = jwt.decode(token, keys, algorithms=[ALGORITHM])
@@ -96,6 +105,10 @@ def verify(token: str, jwks: dict[str, Any], *, audience: str, now: datetime
     if claims.get("aud") != audience:
         raise RuntimeTokenRefused("aud", claims.get("aud"),
                                   f"must be this runtime's audience {audience!r}")
+    if subject is not None and claims.get("sub") != subject:
+        raise RuntimeTokenRefused("sub", claims.get("sub"),
+                                  f"must be the deployment acted on ({subject!r}): a token "
+                                  "is for its own deployment, not the runtime's others")
     at = int(now.timestamp())
     exp, nbf = claims.get("exp"), claims.get("nbf", claims.get("iat"))
     if not isinstance(exp, int) or at > exp + LEEWAY_SECONDS:

@@ -474,10 +474,12 @@ def api_client(endpoint: Any) -> ApiClient:
 
 
 def remote_token(endpoint: Any) -> str:
-    """Remote mode's token (``anycloud login`` or ANYCLOUD_TOKEN), or Unauthenticated."""
+    """Remote mode's token (``anycloud login`` or ANYCLOUD_TOKEN), or Unauthenticated; refused
+    before anything is sent when it would cross a network in the clear (no --insecure)."""
     from automation.client.config import TOKEN_ENV
     from automation.errors import Unauthenticated
 
+    endpoint.check_transport()
     if not endpoint.token:
         raise Unauthenticated(f"no token for {endpoint.url}: run anycloud login (or set "
                               f"{TOKEN_ENV})", field="token",

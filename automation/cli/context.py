@@ -20,7 +20,7 @@ def endpoint_from(ctx: click.Context) -> Endpoint:
     if "endpoint" not in root.obj:
         from automation.client.config import resolve
 
-        root.obj["endpoint"] = resolve(root.obj.get("api"))
+        root.obj["endpoint"] = resolve(root.obj.get("api"), bool(root.obj.get("insecure")))
     found: Endpoint = root.obj["endpoint"]
     return found
 

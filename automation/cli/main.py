@@ -94,8 +94,14 @@ def _usage_error_as_json(exc: click.exceptions.UsageError) -> NoReturn:
     help="This command only: the control plane's API (remote mode), or local (embedded); "
          "default: ANYCLOUD_API_URL, else what `anycloud api use` chose, else local.",
 )
+@click.option(
+    "--insecure", is_flag=True,
+    help="This command only: send the API token over plain HTTP to another machine (refused "
+         "otherwise: anyone on the way could read it). `anycloud api use URL --insecure` "
+         "keeps it for that URL.",
+)
 @click.pass_context
-def cli(ctx: click.Context, home: str | None, api: str | None) -> None:
+def cli(ctx: click.Context, home: str | None, api: str | None, insecure: bool) -> None:
     """Pools of compute on any cloud, joined to one K3s cluster."""
-    ctx.obj = {"home": home, "api": api}
+    ctx.obj = {"home": home, "api": api, "insecure": insecure}
 

@@ -251,6 +251,10 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
     def _stop(*_: object) -> None:
         stop["now"] = True
 
+    # From the start: a SIGTERM during set-up still stops it in order, and the process exits
+    # normally, so the kubeconfigs it opened in memory are removed (automation.memfiles).
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     home = ctx.find_root().obj.get("home")
     if api_listen is not None:
         from automation import instruments
@@ -275,8 +279,6 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
         beside = _api(app, api_listen, tls_cert, tls_key, workers=api_workers, home=home,
                       handed=handed)
         beside += _agent_pools(ctx, operator_config, broker_listen, app.ledger)
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
         if handed is None:
             info("no control loop in this process (--no-control-loop); SIGTERM to stop")
         parent = os.getppid()
@@ -289,8 +291,6 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
     beside = _api(reconciler.app, api_listen, tls_cert, tls_key, reconciler.ports.runner,
                   workers=api_workers, home=home)
     beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}) with the "
          f"{reconciler.ports.runner.engine} engine; SIGTERM to stop")
     if reconciler.ports.runner.engine == "mock":

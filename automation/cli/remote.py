@@ -21,26 +21,44 @@ def api() -> None:
 @click.argument("url")
 @click.option("--ca-file", type=InputPath(dir_okay=False, exists=True),
               help="The CA that signed the server's certificate (PEM), if not a public one.")
+@click.option("--insecure", is_flag=True,
+              help="The URL is plain HTTP to another machine and the token may go there in "
+                   "the clear (kept for this URL; refused without it).")
 @json_option
 @handle_errors
-def use(url: str, ca_file: str | None, as_json: bool) -> None:
+@click.pass_context
+def use(ctx: click.Context, url: str, ca_file: str | None, insecure: bool,
+        as_json: bool) -> None:
     """Send commands to the API at URL from now on (checked first: it must answer), or back to
-    the local ledger with `local`. A new URL forgets the token of the old one."""
+    the local ledger with `local`. A new URL forgets the token of the old one. Plain HTTP
+    to another machine needs --insecure: the token would cross the network in the clear."""
     import os
 
-    from automation.client.config import LOCAL, check_url, read_config, write_config
+    from automation.client.config import (
+        INSECURE,
+        LOCAL,
+        check_transport,
+        check_url,
+        read_config,
+        write_config,
+    )
 
+    done: dict[str, object]
     if url == LOCAL:
-        path = write_config({"apiUrl": None, "caFile": None, "token": None})
+        path = write_config({"apiUrl": None, "caFile": None, "token": None, INSECURE: None})
         done = {"mode": "embedded", "apiUrl": None, "configFile": str(path)}
     else:
         url = check_url(url, "URL")
+        insecure = insecure or bool(ctx.find_root().obj.get("insecure"))
+        check_transport(url, insecure, "URL")
         _reachable(url, os.path.abspath(ca_file) if ca_file else None)
         same = read_config().get("apiUrl") == url
         path = write_config({"apiUrl": url,
                              "caFile": os.path.abspath(ca_file) if ca_file else None,
+                             INSECURE: "true" if insecure else None,
                              **({} if same else {"token": None})})
-        done = {"mode": "remote", "apiUrl": url, "configFile": str(path)}
+        done = {"mode": "remote", "apiUrl": url, "configFile": str(path),
+                "insecure": insecure}
     if as_json:
         print_json(done)
     elif url == LOCAL:
@@ -122,7 +140,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         finally:
             client.close()
         out |= {"identity": me["name"], "role": me["role"], "tokenSource": endpoint.token_source,
-                "serverVersion": me["serverVersion"]}
+                "insecure": endpoint.insecure, "serverVersion": me["serverVersion"]}
     if as_json:
         print_json(out)
     else:

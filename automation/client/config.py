@@ -4,10 +4,16 @@ control plane's API, and the token it sends there.
 The choice comes from, first to last: the ``--api`` flag, ``ANYCLOUD_API_URL``, the config file
 (``ANYCLOUD_CLI_CONFIG``, default ``$XDG_CONFIG_HOME/anycloud/config.json``, i.e.
 ``~/.config/anycloud/config.json``), written by ``anycloud api use`` and ``anycloud login``
-with mode 0600 (it holds the token). The token: ``ANYCLOUD_TOKEN``, else the config file."""
+with mode 0600 (it holds the token). The token: ``ANYCLOUD_TOKEN``, else the config file.
+
+The token goes over HTTPS, or in the clear to this machine's loopback only: plain HTTP to
+another host is refused unless the user says ``--insecure`` (for one command, or with
+``anycloud api use URL --insecure`` for that URL), since whoever sees the request can act
+as the token's owner."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from dataclasses import dataclass
@@ -21,6 +27,7 @@ URL_ENV = "ANYCLOUD_API_URL"
 TOKEN_ENV = "ANYCLOUD_TOKEN"
 CONFIG_ENV = "ANYCLOUD_CLI_CONFIG"
 LOCAL = "local"
+INSECURE = "insecure"  # the config file's key: "true" lets its apiUrl's token go in the clear
 Source = Literal["flag", "env", "config file", "default"]
 
 
@@ -74,6 +81,37 @@ def check_url(url: str, field: str = "URL") -> str:
     return url.rstrip("/").removesuffix("/v1")
 
 
+def is_loopback(host: str | None) -> bool:
+    """This machine only: ``localhost``, 127.0.0.0/8 or ::1 (an IPv4 one mapped into v6
+    too). A request to it never crosses a network."""
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def in_the_clear(url: str) -> bool:
+    """Plain HTTP to another machine: what is sent can be read (and replayed) on the way."""
+    parts = urlsplit(url)
+    return parts.scheme != "https" and not is_loopback(parts.hostname)
+
+
+def check_transport(url: str, insecure: bool, field: str) -> None:
+    """Refuse to send a token in the clear over a network unless the user said so."""
+    if insecure or not in_the_clear(url):
+        return
+    raise InvalidInput(field, url, "is plain HTTP to another machine: the API token is sent "
+                       "only over HTTPS (or to this machine's loopback), since anyone on the "
+                       "way could read it and act as you; use https://, or say --insecure "
+                       "(for one command, or `anycloud api use URL --insecure` to keep it)")
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Remote mode's settings; ``url`` None means embedded mode."""
@@ -83,9 +121,19 @@ class Endpoint:
     token: str | None
     token_source: Literal["env", "config file"] | None
     ca_file: str | None
+    insecure: bool = False  # the user accepts sending the token over plain HTTP
+
+    @property
+    def field(self) -> str:
+        """Where the URL came from, as the user would name it in an error."""
+        return {"flag": "--api", "env": URL_ENV}.get(self.source, "apiUrl")
+
+    def check_transport(self) -> None:
+        if self.url is not None:
+            check_transport(self.url, self.insecure, self.field)
 
 
-def resolve(flag: str | None) -> Endpoint:
+def resolve(flag: str | None, insecure: bool = False) -> Endpoint:
     config = read_config()
     url: str | None
     source: Source
@@ -101,6 +149,9 @@ def resolve(flag: str | None) -> Endpoint:
         url = None
     elif url is not None:
         url = check_url(url, {"flag": "--api", "env": URL_ENV}.get(source, "apiUrl"))
+        # The config file's consent is for its own URL, not for one a flag or variable names.
+        insecure = insecure or (config.get(INSECURE) == "true"
+                                and url == _stored_url(config.get("apiUrl")))
     token_source: Literal["env", "config file"] | None = None
     token = os.environ.get(TOKEN_ENV, "").strip() or None
     if token:
@@ -108,4 +159,11 @@ def resolve(flag: str | None) -> Endpoint:
     elif config.get("token"):
         token, token_source = config["token"], "config file"
     return Endpoint(url=url, source=source, token=token, token_source=token_source,
-                    ca_file=config.get("caFile"))
+                    ca_file=config.get("caFile"), insecure=url is not None and insecure)
+
+
+def _stored_url(url: str | None) -> str | None:
+    try:
+        return check_url(url) if url and url != LOCAL else None
+    except InvalidInput:
+        return None

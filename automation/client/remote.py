@@ -321,10 +321,10 @@ class Remote:
 
     def _secrets_may_go(self) -> None:
         """A secret goes over TLS, or to this machine; never in the clear over a network."""
-        from urllib.parse import urlsplit
+        from automation.client.config import in_the_clear
 
-        url = urlsplit(self.client.base_url)
-        if url.scheme != "https" and url.hostname not in ("127.0.0.1", "::1", "localhost"):
+        # --insecure does not lift this: it is about the API token, not a cloud's secret.
+        if in_the_clear(self.client.base_url):
             from automation.errors import InvalidInput
 
             raise InvalidInput("api", self.client.base_url, "is plain HTTP: a secret is sent "

@@ -270,9 +270,14 @@ class AddonEnsurer:
     def preview_target(self, cluster_row: ClusterRow, port: object) -> StackTarget:
         """Read-only: the add-on stack as this step would apply it now (which cluster records
         it adopts from, whether it manages the RuntimeClass). A plan that writes nothing
-        (a foreign object in the way) raises with its diagnostic."""
+        (a foreign object in the way) raises with its diagnostic; a cluster not read raises
+        ClusterUnavailable without its address or kubeconfig's path (whoever asked for the
+        preview sees the message)."""
         desired = self.desired(cluster_row)
-        observed = _addon_port(port).addon_objects(str(cluster_row["id"]))
+        try:
+            observed = _addon_port(port).addon_objects(str(cluster_row["id"]))
+        except ClusterUnavailable as exc:
+            raise ClusterUnavailable(_without_location(str(exc), cluster_row)) from exc
         plan = self._plan(cluster_row, observed, desired, tuple(self.adoptable(cluster_row)))
         if plan.diagnostic is not None:
             raise EngineFailed(plan.diagnostic, code="ADDONS_BLOCKED")
@@ -408,6 +413,15 @@ def _addon_port(port: object) -> AddonPort:
     if not isinstance(port, AddonPort):
         raise TypeError(f"{type(port).__name__} does not implement the add-on port methods")
     return port
+
+
+def _without_location(message: str, cluster_row: ClusterRow) -> str:
+    """``message`` with the cluster's API server and kubeconfig path (and any other address
+    or path) replaced by what they were, as ``node-pool status`` shows errors."""
+    from automation.redact import cluster_values, redact
+
+    hide = cluster_values(cluster_row.get("server_url"), cluster_row.get("kubeconfig_path"))
+    return redact(message, hide) or message
 
 
 def _denied(exc: ClusterForbidden) -> str:

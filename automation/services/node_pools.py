@@ -50,11 +50,14 @@ class CreateNodePool:
     cluster: str | None = None
 
 
-def _resolve_cluster(conn: Connection, ref: str | None) -> RowMapping:
+def _resolve_cluster(conn: Connection, ref: str | None, *, lock: bool = False) -> RowMapping:
+    """``lock``: hold the cluster's row until commit (what ``cluster move`` takes first)."""
     live = clusters.c.state != ClusterState.DELETED
     if ref is not None:
-        return find_live(conn, clusters, ref, live=live, kind="cluster", field="--cluster")
-    rows = conn.execute(sa.select(clusters).where(live).order_by(clusters.c.name)).mappings().all()
+        return find_live(conn, clusters, ref, live=live, kind="cluster", field="--cluster",
+                         lock=lock)
+    query = sa.select(clusters).where(live).order_by(clusters.c.name)
+    rows = conn.execute(query.with_for_update() if lock else query).mappings().all()
     if not rows:  # the seed's code for "no ready cluster", as for a pending one
         raise Conflict(
             "node pools are unavailable until a cluster is registered and ready: "
@@ -75,7 +78,10 @@ def create_node_pool(app: App, req: CreateNodePool) -> NodePool:
     count = check_vm_counts(req.min_vms, req.max_vms)
     now = app.clock.now()
     with app.ledger.write() as conn:
-        cluster = _resolve_cluster(conn, req.cluster)
+        # Locked first, before the credential (the order `cluster move` takes them in): a
+        # move running meanwhile finishes before this reads the cluster's org, so the pool
+        # never keeps the org the cluster is leaving (SQLite: the write transaction).
+        cluster = _resolve_cluster(conn, req.cluster, lock=True)
         if cluster["state"] != ClusterState.READY:
             raise Conflict(
                 f"node pools are unavailable until cluster {cluster['name']!r} is ready "

@@ -6,6 +6,10 @@ projects' deployments (only its project's, when the token names one). Admins, un
 tokens and embedded mode see everything. A record out of scope is answered exactly as one
 that does not exist (``NotFound``), so its existence is not disclosed.
 
+A project scope is about deployments: a project-scoped member reads its org's node pools
+(where its deployments may run, and what they cost) but does not create or delete them,
+as they serve every project of the org (``org_wide``).
+
 The routes resolve a reference here first and hand the services the record's id, so a name a
 tenant gives can never be resolved to another tenant's record of the same name.
 """
@@ -113,6 +117,17 @@ def sole(app: App, who: Principal | None, kind: Kind, *, field: str) -> str | No
         raise InvalidInput(field, None, f"name the {kind}: your org has "
                            + (f"several ({', '.join(r.name for r in rows)})" if rows else "none"))
     return str(rows[0].id)
+
+
+def org_wide(who: Principal, doing: str) -> None:
+    """Refuse a project-scoped token what changes a record its whole org shares (``doing``:
+    e.g. "create a node pool"); anyone else goes on to the usual scope checks."""
+    if who.project_id is not None:
+        raise PermissionDenied(
+            f"token {who.name!r} is scoped to one project: it may not {doing}, which every "
+            "project of its org shares", field="scope", value=who.project_id,
+            rule="a project-scoped token acts on its project's deployments only; node pools "
+                 "are the org's (an org-scoped or unscoped member's)")
 
 
 def org_of_new_project(app: App, who: Principal, ref: str, *, field: str) -> str:

@@ -258,7 +258,9 @@ async def _form(request: Request) -> dict[str, str]:
 @router.post("/login")
 async def login(request: Request, _: Public) -> Response:
     """The token of the form, checked as the API checks it (and for the viewer role); a
-    session cookie that holds it sealed. The form's CSRF token must match its cookie."""
+    session cookie that holds it sealed. The form's CSRF token must match its cookie. A
+    token scoped to an org logs in too: every page reads through ``services.tenancy``, so
+    it sees its org's pools and deployments alone, as the API would show it."""
     form = await _form(request)
     if not login_csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), form.get("csrf")):
         return PlainTextResponse("CSRF check failed: reload the log-in page", 403,
@@ -268,7 +270,7 @@ async def login(request: Request, _: Public) -> Response:
     token = form.get("token", "").strip()
     try:
         who = token_auth.authenticate(ctx.ledger, token, now)
-        authorize(who, Access.READ, fleet=True)
+        authorize(who, Access.READ)  # what every page asks of a session's token
     except AnycloudError as exc:
         return _login_form(request, f"token refused: {exc}", status=401)
     out = RedirectResponse(f"{PREFIX}/", status_code=303, headers=_HEADERS)

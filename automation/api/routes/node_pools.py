@@ -32,7 +32,7 @@ from automation.services.ingress_status import pool_status_with_ingress
 from automation.services.pool_history import DEFAULT_LIMIT, read_pool_history
 from automation.services.pool_status import list_node_pools
 from automation.services.stack_engine import stack_runner
-from automation.services.tenancy import only_visible, resolve, sole, visible_ids
+from automation.services.tenancy import only_visible, org_wide, resolve, sole, visible_ids
 
 router = v1("node pools")
 
@@ -47,6 +47,7 @@ def create_node_pool(request: Request, body: NewNodePool, who: Member) -> Respon
     with the same key and body answers the first result and creates nothing. A scoped
     token's cluster and credential are its org's (the pool is the cluster's org's)."""
     ctx = request.app.state.ctx
+    org_wide(who, "create a node pool")
     cluster = (resolve(ctx, who, "cluster", body.cluster, field="cluster")
                if body.cluster is not None else sole(ctx, who, "cluster", field="cluster"))
     scoped = body.model_copy(update={
@@ -94,7 +95,9 @@ def pool_history(request: Request, ref: str, who: Reader,
 def delete_pool(request: Request, response: Response, ref: str, who: Member,
                 if_match: etags.IfMatch = None) -> NodePool:
     """Refused (409) while work targets the pool; the control loop releases its VMs."""
-    gone = node_pools.delete_node_pool(request.app.state.ctx, _pool(request, who, ref),
+    pool = _pool(request, who, ref)  # out of scope: 404 first, as for any record
+    org_wide(who, "delete a node pool")
+    gone = node_pools.delete_node_pool(request.app.state.ctx, pool,
                                        etags.expectation(if_match, NodePool.model_validate))
     etags.tag(response, gone)
     return gone

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
+from fastapi import Request, Response
 
 from automation.api.routers import v1
 from automation.api.security import Admin, Member, Public, Reader
@@ -21,10 +21,11 @@ router = v1("deployments")
 
 
 @router.post("/deployments/{ref}/token")
-def deployment_token(request: Request, ref: str, who: Member,
+def deployment_token(request: Request, response: Response, ref: str, who: Member,
                      body: NewRuntimeToken | None = None) -> RuntimeToken:
     """A short-lived token its runtime accepts: ``aud`` the runtime's audience URL, ``sub``
     the deployment's provision id. Shown once, never stored."""
+    response.headers["Cache-Control"] = "no-store"  # no cache or proxy keeps the token
     ttl = body.ttl_seconds if body else None
     ctx = request.app.state.ctx
     return runtime_tokens.deployment_token(

@@ -37,9 +37,11 @@ def create_token(request: Request, body: NewToken, who: Admin) -> Response:
     """The token is in this answer only; the server keeps its hash (so a retry with the same
     Idempotency-Key is a 409, not the token again)."""
     expires = timedelta(seconds=body.expires_in_seconds) if body.expires_in_seconds else None
-    return once(request, who, body, lambda: tokens.create_token(
+    answer = once(request, who, body, lambda: tokens.create_token(
         request.app.state.ctx, body.name, body.role, by=who.name, expires_in=expires,
         pool=body.pool, org=body.org, project=body.project), status=201, secret="token")
+    answer.headers["Cache-Control"] = "no-store"  # no cache or proxy keeps the token
+    return answer
 
 
 @router.delete("/tokens/{name:path}")  # agent tokens are named agentpool/NS/NAME

@@ -102,3 +102,58 @@ def test_if_match_on_the_provisioner_choices(world: App, http: TestClient,
         stale = http.post(change, json={"provisioner": None},
                           headers=admin | {"If-Match": etag})
         assert stale.status_code == 412 and snapshot(world) == before, stale.text
+
+
+def test_an_answer_that_carries_a_new_token_is_never_cached(
+        world: App, http: TestClient, running: dict[str, str],
+        callers: dict[str, dict[str, str]]) -> None:
+    """The only answers that hold a usable token (a new API token, a runtime's token) say
+    ``Cache-Control: no-store``: no browser, proxy or client cache keeps a copy."""
+    import os
+
+    from automation.sealing import SealingKey
+
+    world.sealing = SealingKey(os.urandom(32))
+    runtime = http.post("/v1/deployments/api/token", headers=running)
+    assert runtime.status_code == 200 and runtime.json()["token"], runtime.text
+    admin = callers["admin"]
+    made = [http.post("/v1/tokens", json={"name": "ci", "role": "member"}, headers=admin),
+            http.post("/v1/tokens", json={"name": "cd", "role": "member"},
+                      headers=admin | {"Idempotency-Key": "k-1"})]
+    for answer in (runtime, *made):
+        assert answer.is_success and answer.json()["token"], answer.text
+        assert answer.headers.get("cache-control") == "no-store", answer.headers
+
+
+def test_a_shared_runtimes_token_opens_its_own_deployment_alone(
+        world: App, http: TestClient, running: dict[str, str],
+        callers: dict[str, dict[str, str]]) -> None:
+    """Two orgs' deployments on one static runtime get tokens of the same ``aud`` (the
+    runtime's); the verifier tells them apart by ``sub``: a token of one org's deployment is
+    refused for the other's."""
+    import os
+
+    from automation.auth.runtime_tokens import RuntimeTokenRefused, verify
+    from automation.sealing import SealingKey
+    from automation.services.tokens import create_token
+    from tests.automation.api.conftest import bearer
+
+    world.sealing = SealingKey(os.urandom(32))
+    assert http.post("/v1/orgs", json={"name": "rival"}, headers=callers["admin"]).is_success
+    rival = bearer(create_token(world, "rival-dev", "member", by="t", org="rival").token)
+    assert http.post("/v1/projects", json={"name": "shop", "org": "rival"},
+                     headers=rival).is_success
+    made = http.post("/v1/deployments", json={"name": "cart", "project": "shop",
+                                              "start": True}, headers=rival)
+    assert made.status_code == 201 and made.json()["state"] == "running", made.text
+    ours = http.post("/v1/deployments/api/token", headers=running).json()
+    theirs = http.post("/v1/deployments/cart/token", headers=rival).json()
+    assert ours["audience"] == theirs["audience"] == "https://a1.example"
+    jwks = http.get("/v1/.well-known/jwks.json").json()
+    now = world.clock.now()
+    assert verify(theirs["token"], jwks, audience="https://a1.example", now=now,
+                  subject=theirs["subject"])["sub"] == theirs["subject"]
+    with pytest.raises(RuntimeTokenRefused) as refused:
+        verify(theirs["token"], jwks, audience="https://a1.example", now=now,
+               subject=ours["subject"])
+    assert (refused.value.field, refused.value.value) == ("sub", theirs["subject"])

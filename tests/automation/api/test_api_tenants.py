@@ -475,3 +475,49 @@ def test_a_cluster_moves_with_its_pools_and_credentials_to_another_org(
     alone = http.post("/v1/credentials/spare/move", json={"org": "beta"}, headers=admin)
     assert alone.status_code == 200 and alone.json()["credentials"] == ["spare"]
     assert http.get("/v1/credentials/spare", headers=callers["beta-member"]).status_code == 200
+
+
+def test_a_cluster_moves_only_if_still_as_read(app: App, http: TestClient,
+                                               tenants: dict[str, Any]) -> None:
+    """``cluster move`` takes If-Match as the other moves do: checked under the cluster's
+    row lock, a stale ETag is a 412 and nothing moves."""
+    admin = tenants["callers"]["admin"]
+    read = http.get("/v1/clusters/alpha-k3s", headers=admin).headers["ETag"]
+    assert http.post("/v1/clusters/alpha-k3s/refresh", headers=admin).status_code == 200
+    before = snapshot(app)
+    stale = http.post("/v1/clusters/alpha-k3s/move", json={"org": "beta"},
+                      headers={**admin, "If-Match": read})
+    assert stale.status_code == 412 and stale.json()["field"] == "If-Match", stale.text
+    assert snapshot(app) == before
+    current = http.get("/v1/clusters/alpha-k3s", headers=admin).headers["ETag"]
+    moved = http.post("/v1/clusters/alpha-k3s/move", json={"org": "beta"},
+                      headers={**admin, "If-Match": current})
+    assert moved.status_code == 200 and moved.json()["clusters"] == ["alpha-k3s"], moved.text
+
+
+def test_a_project_scoped_member_reads_its_orgs_pools_and_changes_none(
+        app: App, http: TestClient, tenants: dict[str, Any]) -> None:
+    """A project scope is about deployments: the org's node pools serve all its projects,
+    so a project-scoped member sees them but neither creates nor deletes one (403 naming
+    the scope, nothing changed); an org-scoped member still does both."""
+    admin = tenants["callers"]["admin"]
+    spare = {"name": "alpha-spare", "cluster": "alpha-k3s", "credentials": "alpha-aws",
+             "region": "us-east-1", "vmType": "m7i.large", "minVms": 1, "maxVms": 1}
+    assert http.post("/v1/node-pools", json=spare, headers=admin).status_code == 201
+    web = bearer(create_token(app, "web-dev", "member", by="t", project="alpha-web").token)
+    assert {p["name"] for p in http.get("/v1/node-pools", headers=web).json()["items"]} == {
+        "alpha-gpu", "alpha-spare"}
+    assert http.get("/v1/node-pools/alpha-spare", headers=web).status_code == 200
+    before = snapshot(app)
+    for method, path, body in (("POST", "/v1/node-pools", {**spare, "name": "alpha-more"}),
+                               ("DELETE", "/v1/node-pools/alpha-spare", None)):
+        refused = http.request(method, path, json=body, headers=web)
+        assert refused.status_code == 403, (path, refused.text)
+        assert (refused.json()["field"], refused.json()["code"]) == ("scope",
+                                                                     "PERMISSION_DENIED")
+    # Another org's pool answers as a missing one, as for any record out of scope.
+    theirs = http.delete("/v1/node-pools/beta-gpu", headers=web)
+    assert theirs.status_code == 404 and "beta" not in theirs.text.replace("beta-gpu", "")
+    assert snapshot(app) == before
+    member = tenants["callers"]["alpha-member"]
+    assert http.delete("/v1/node-pools/alpha-spare", headers=member).status_code == 200

@@ -193,11 +193,13 @@ def test_remote_mode_sends_a_key_files_contents_and_refuses_local_references(
                         "--client-id", "00000000-0000-0000-0000-000000000003", "--json",
                         AZURE_CLIENT_SECRET=""), "INVALID_ARGUMENT")
     assert error["field"] == "AZURE_CLIENT_SECRET"
-    # Plain HTTP to another machine: the secret is not sent at all.
-    error = refused(run("credentials", "new", "x", "--provider", "aws", "--access-key-id",
-                        "AKIAIOSFODNN7EXAMPLE", "--json", AWS_SECRET_ACCESS_KEY=AWS_SECRET,
+    # Plain HTTP to another machine: the secret is not sent at all, even where the user
+    # lets the token go in the clear (--insecure).
+    error = refused(run("--insecure", "credentials", "new", "x", "--provider", "aws",
+                        "--access-key-id", "AKIAIOSFODNN7EXAMPLE", "--json",
+                        AWS_SECRET_ACCESS_KEY=AWS_SECRET,
                         ANYCLOUD_API_URL="http://api.example.invalid"), "INVALID_ARGUMENT")
-    assert error["field"] == "api" and "only over HTTPS" in error["rule"]
+    assert error["field"] == "api" and "a secret is sent only over HTTPS" in error["rule"]
     assert snapshot(app) == before
 
 
@@ -324,9 +326,11 @@ def test_runtime_tokens_in_both_modes(mode: tuple[str, Run, App], server: tuple[
     jwks = ok(run("deployment", "jwks", **cli_key))
     assert [k["kid"] for k in jwks["keys"]] == [issued["keyId"]]
     now = datetime.fromisoformat(issued["expiresAt"]) - timedelta(seconds=60)  # its clock
-    verify(issued["token"], jwks, audience="https://a1.example/aud", now=now)
+    mine = made["provisionId"]
+    verify(issued["token"], jwks, audience="https://a1.example/aud", now=now, subject=mine)
     with pytest.raises(RuntimeTokenRefused):
-        verify(issued["token"], jwks, audience="https://b1.example/aud", now=now)
+        verify(issued["token"], jwks, audience="https://b1.example/aud", now=now,
+               subject=mine)
     plain = run("deployment", "token", "api", **cli_key)  # the token alone on stdout
     assert plain.exit_code == 0 and plain.stdout.count(".") == 2 and "\n" not in \
         plain.stdout.strip() and "https://a1.example/aud" in plain.stderr
@@ -340,9 +344,10 @@ def test_runtime_tokens_in_both_modes(mode: tuple[str, Run, App], server: tuple[
     moved = ok(run("deployment", "token", "api", "--json", **cli_key))
     assert (moved["audience"], moved["subject"]) == ("https://b1.example/aud",
                                                       made["provisionId"])
-    verify(moved["token"], jwks, audience="https://b1.example/aud", now=now)
+    verify(moved["token"], jwks, audience="https://b1.example/aud", now=now, subject=mine)
     with pytest.raises(RuntimeTokenRefused):
-        verify(moved["token"], jwks, audience="https://a1.example/aud", now=now)
+        verify(moved["token"], jwks, audience="https://a1.example/aud", now=now,
+               subject=mine)
     # The private key is in the ledger only sealed; a token is never stored.
     ledger = str(snapshot(app))
     assert "PRIVATE KEY" not in ledger and issued["token"] not in ledger
@@ -400,7 +405,8 @@ def test_api_use_login_status_and_back_to_local(server: tuple[str, App],
     # As `serve` prints it (…/v1) or without the path: the same base URL is kept.
     assert ok(invoke(env, "api", "use", f"{url}/v1/", "--json"))["apiUrl"] == url
     used = ok(invoke(env, "api", "use", url, "--json"))
-    assert used == {"mode": "remote", "apiUrl": url, "configFile": env["ANYCLOUD_CLI_CONFIG"]}
+    assert used == {"mode": "remote", "apiUrl": url, "configFile": env["ANYCLOUD_CLI_CONFIG"],
+                    "insecure": False}
     config = Path(env["ANYCLOUD_CLI_CONFIG"])
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     refused(invoke(env, "node-pool", "list", "--json"), "UNAUTHENTICATED")
@@ -439,6 +445,65 @@ def test_api_use_refuses_what_it_cannot_reach_and_keeps_the_old_choice(
                            "--json"), "INVALID_ARGUMENT")
     assert error["field"] == "caFile"
     assert Path(env["ANYCLOUD_CLI_CONFIG"]).read_text() == before
+
+
+ELSEWHERE = "http://api.example.invalid"  # plain HTTP to another machine (never resolves)
+
+
+def test_the_token_goes_in_the_clear_only_to_loopback_or_with_insecure(
+        server: tuple[str, App], env: dict[str, str]) -> None:
+    url, app = server
+    token = create_token(app, "alice", "member", by="test").token
+    config = Path(env["ANYCLOUD_CLI_CONFIG"])
+    # Plain HTTP to another machine: refused before anything is sent, naming where the URL
+    # came from and why; an HTTPS URL or --insecure would go (and then finds no server).
+    for args, extra, field in (
+            ((), {"ANYCLOUD_API_URL": ELSEWHERE}, "ANYCLOUD_API_URL"),
+            (("--api", ELSEWHERE), {}, "--api")):
+        error = refused(invoke(env | extra | {"ANYCLOUD_TOKEN": token}, *args, "node-pool",
+                               "list", "--json"), "INVALID_ARGUMENT")
+        assert (error["field"], error["value"]) == (field, ELSEWHERE), error
+        assert "the API token is sent only over HTTPS" in error["rule"], error
+        assert "--insecure" in error["rule"]
+    sent = invoke(env | {"ANYCLOUD_TOKEN": token}, "--insecure", "--api", ELSEWHERE,
+                  "node-pool", "list", "--json")
+    refused(sent, "UNAVAILABLE", 1)  # it tried: the user said so
+    refused(invoke(env, "api", "use", ELSEWHERE, "--json"), "INVALID_ARGUMENT")
+    refused(invoke(env, "--api", ELSEWHERE, "login", "--json", stdin=token + "\n"),
+            "INVALID_ARGUMENT")
+    assert not config.exists()  # nothing kept
+    # The config file's consent (what `api use URL --insecure` writes) is for its URL alone.
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"apiUrl": ELSEWHERE, "token": token, "insecure": "true"}))
+    refused(invoke(env, "node-pool", "list", "--json"), "UNAVAILABLE", 1)
+    assert ok(invoke(env, "api", "use", "local", "--json"))["mode"] == "embedded"
+    assert json.loads(config.read_text()) == {}
+    config.write_text(json.dumps({"apiUrl": ELSEWHERE, "token": token, "insecure": "true"}))
+    error = refused(invoke(env | {"ANYCLOUD_API_URL": "http://other.example.invalid"},
+                           "node-pool", "list", "--json"), "INVALID_ARGUMENT")
+    assert error["field"] == "ANYCLOUD_API_URL"
+    # Loopback is this machine: plain HTTP is fine there, and `api use --insecure` is kept.
+    used = ok(invoke(env, "api", "use", url, "--insecure", "--json"))
+    assert used["insecure"] is True and json.loads(config.read_text())["insecure"] == "true"
+    ok(invoke(env, "login", "--json", stdin=token + "\n"))
+    assert ok(invoke(env, "api", "status", "--json"))["insecure"] is True
+    assert ok(invoke(env, "api", "use", url, "--json"))["insecure"] is False
+    assert "insecure" not in json.loads(config.read_text())
+    assert ok(invoke(env, "node-pool", "list", "--json")) == []
+
+
+@pytest.mark.parametrize(("url", "clear"), [
+    ("http://127.0.0.1:8443", False), ("http://127.3.4.5", False), ("http://localhost:1", False),
+    ("http://LOCALHOST", False), ("http://[::1]:8443", False),
+    ("http://[::ffff:127.0.0.1]:8443", False), ("https://cp.example.com", False),
+    ("https://10.0.0.1", False), ("http://cp.example.com", True), ("http://10.0.0.1:8443", True),
+    ("http://128.0.0.1", True), ("http://[::2]:8443", True),
+    ("http://localhost.example.com", True), ("http://127.0.0.1.nip.io", True),
+])
+def test_what_counts_as_in_the_clear(url: str, clear: bool) -> None:
+    from automation.client.config import in_the_clear
+
+    assert in_the_clear(url) is clear
 
 
 def test_cost_in_both_modes(mode: tuple[str, Run, App]) -> None:

@@ -54,12 +54,14 @@ def test_the_old_key_stays_published_while_a_token_it_signed_can_be_accepted(
     last_accepted = rotated_at + timedelta(seconds=LEEWAY_SECONDS) + MAX_TTL + timedelta(
         seconds=LEEWAY_SECONDS)
     clock.advance(last_accepted - clock.now())
-    assert verify(late, runtime_tokens.jwks(keyed), audience=AUDIENCE, now=clock.now())
+    assert verify(late, runtime_tokens.jwks(keyed), audience=AUDIENCE, now=clock.now(),
+                  subject="p")
     clock.advance(timedelta(seconds=1))  # past it: the old key leaves the key set
     assert _kids(keyed) == [new.kid]
     assert [v.state for v in runtime_tokens.signing_keys(keyed)] == ["signing", "retired"]
     assert verify(issue(new, audience=AUDIENCE, subject="p", now=clock.now()),
-                  runtime_tokens.jwks(keyed), audience=AUDIENCE, now=clock.now())
+                  runtime_tokens.jwks(keyed), audience=AUDIENCE, now=clock.now(),
+                  subject="p")
     # The next rotation retires it for good: marked, its private half gone.
     clock.advance(timedelta(minutes=1))
     newest = rotate_signing_key(keyed)
@@ -105,7 +107,7 @@ def test_tokens_issued_while_keys_rotate_all_verify(keyed: App) -> None:
     jwks = runtime_tokens.jwks(keyed)
     assert len(jwks["keys"]) == 4  # three rotations after the first key, none expired yet
     for token in tokens:
-        verify(token, jwks, audience=AUDIENCE, now=keyed.clock.now())
+        verify(token, jwks, audience=AUDIENCE, now=keyed.clock.now(), subject="p")
 
 
 def test_keys_rotate_in_both_modes(run: Any, in_each_mode: str,

@@ -415,3 +415,36 @@ def test_unbuildable_objects_are_a_diagnostic(world: World) -> None:
     diag = world.ensurer(row, world.sim)
     assert diag is not None and "kubeconfig_path is required" in diag
     assert world.sim.journal == [] and world.sim.reads == []
+
+
+def test_a_preview_of_a_cluster_not_read_does_not_say_where_it_is(
+        app: App, probe: ScriptedProbe, tmp_path: Path) -> None:
+    """The add-on preview reads the cluster first; when that fails, the error its caller
+    sees (any reader, through the API) names neither the API server nor the kubeconfig."""
+    import base64
+
+    from automation.errors import AnycloudError
+    from automation.services.rollout import preview_addons
+
+    server = "https://k3s-prod.example.invalid:6443"  # never resolves: fails at once
+    probe.server_url = server
+    kubeconfig = tmp_path / "secret-place" / "prod.yaml"
+    kubeconfig.parent.mkdir()
+    ca = base64.b64encode(DEMO_CA.read_bytes()).decode()
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: prod\n"
+        f"clusters:\n- name: prod\n  cluster:\n    server: {server}\n"
+        f"    certificate-authority-data: {ca}\n"
+        "contexts:\n- name: prod\n  context:\n    cluster: prod\n    user: admin\n"
+        "users:\n- name: admin\n  user:\n    token: t0ken\n")
+    clusters.register_cluster(app, clusters.RegisterCluster(
+        name="prod", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1",
+        ca_file=DEMO_CA, offline=True))
+    runner = MockEngineRunner(tmp_path / "home")
+    with pytest.raises(AnycloudError) as caught:
+        preview_addons(app, lambda: runner, "prod")
+    shown = str(caught.value)
+    assert caught.value.code == "CLUSTER_UNAVAILABLE" and "cluster not read" in shown, shown
+    for where in ("k3s-prod", "example.invalid", "6443", "secret-place"):
+        assert where not in shown, shown
+    assert "<api-server>" in shown or "<host>" in shown, shown

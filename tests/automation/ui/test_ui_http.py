@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from html import escape
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -14,11 +15,11 @@ from fastapi.testclient import TestClient
 from automation.app import App
 from automation.ledger import schema
 from automation.models import NewNodePool
-from automation.services import node_pools
+from automation.services import clusters, credentials, node_pools, projects
 from automation.services.tokens import create_token, revoke_token
 from automation.ui.sessions import LOGIN_CSRF_COOKIE, SESSION_COOKIE
 from tests.automation.api.conftest import POOL
-from tests.automation.conftest import snapshot
+from tests.automation.conftest import DEMO_CA, snapshot
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -97,6 +98,30 @@ def test_a_bad_token_is_refused(world: App, browser: TestClient,
         assert done.status_code == 401, (caller, done.text)
         assert "token refused" in done.text and token not in done.text
         assert SESSION_COOKIE not in done.cookies
+
+
+def test_a_token_scoped_to_an_org_logs_in_and_sees_that_org_alone(
+        pooled: App, browser: TestClient, kubeconfig: Path) -> None:
+    """The README says a scoped token uses the dashboard: its log-in is not refused, and
+    its pages hold its org's pools alone (another org's answers as a missing one)."""
+    projects.create_org(pooled, "acme")
+    clusters.register_cluster(pooled, clusters.RegisterCluster(
+        name="acme-k3s", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1",
+        ca_file=DEMO_CA, offline=True, org="acme"))
+    credentials.new_credential(pooled, credentials.NewCredential(
+        "acme-aws", "aws", {"profile": "acme"}, org="acme"))
+    node_pools.create_node_pool(pooled, node_pools.CreateNodePool(
+        name="acme-cpu", cluster="acme-k3s", credentials="acme-aws", region="us-east-1",
+        vm_type="m7i.large", min_vms=1, max_vms=1))
+    token = create_token(pooled, "acme-wall", "viewer", by="test", org="acme").token
+    _login(browser, token)
+    page = browser.get("/ui/")
+    assert page.status_code == 200 and "acme-cpu" in page.text, page.text[:500]
+    assert "acme-wall (viewer)" in page.text
+    fragment = browser.get("/ui/fragments/pools")
+    for shown in (page.text, fragment.text):
+        assert "gpu" not in shown.replace("acme-", "")  # the default org's pool
+    assert browser.get(f"/ui/pools/{_pool_id(pooled)}").status_code == 404
 
 
 def test_csrf_missing_or_wrong_is_refused_and_changes_nothing(pooled: App,
