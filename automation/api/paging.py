@@ -47,18 +47,28 @@ def _encode(key: Sequence[Any], filters: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _decode(token: str, filters: dict[str, Any]) -> list[Any]:
+def _decode(token: str, filters: dict[str, Any], like: Sequence[Any] | None) -> list[Any]:
+    """The key a token holds, of the shape of ``like`` (a key of the list's own; None: the
+    list is empty, nothing is compared)."""
     try:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         key, digest = data["k"], data["f"]
         if not isinstance(key, list):
             raise ValueError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise InvalidInput("pageToken", token, "must be a nextPageToken this API gave") from None
     if digest != _digest(filters):
         raise InvalidInput("pageToken", token, "belongs to a list with other filters: "
                            "give the same filters as the first page")
+    if like is not None and not _same_shape(key, like):
+        # A forged key (another length, a list for a name) cannot be compared to the list's.
+        raise InvalidInput("pageToken", token, "must be a nextPageToken this API gave")
     return key
+
+
+def _same_shape(key: list[Any], like: Sequence[Any]) -> bool:
+    return len(key) == len(like) and all(type(k) is type(o) for k, o in zip(key, like,
+                                                                             strict=True))
 
 
 def page_of(page: type[P], items: Sequence[T], key: Callable[[T], Sequence[Any]], *,
@@ -69,7 +79,7 @@ def page_of(page: type[P], items: Sequence[T], key: Callable[[T], Sequence[Any]]
         raise InvalidInput("pageSize", page_size, f"must be between 1 and {MAX_PAGE_SIZE}")
     ordered = sorted(items, key=lambda i: list(key(i)))
     if page_token:
-        after = _decode(page_token, filters)
+        after = _decode(page_token, filters, key(ordered[0]) if ordered else None)
         ordered = [i for i in ordered if list(key(i)) > after]
     chosen = ordered[:page_size]
     more = len(ordered) > page_size
