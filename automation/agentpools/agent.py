@@ -2,8 +2,9 @@
 
 It registers with the broker (its id is its pod name), then three things run at once:
 - the *work poller* long-polls ``GET /v1/agents/{id}/work`` and starts each session it is
-  given: the command, in a fresh directory ``<data dir>/<session id>``, stdin closed, in a
-  process group of its own;
+  given: the command, in a fresh directory ``<sessions root>/<session id>``, stdin closed, in
+  a process group of its own, as another user than the agent's and with a clean environment
+  (``sandbox.py``: nothing of the agent's, its token least of all, reaches a session);
 - the *heartbeat* reports every ``heartbeat_interval`` which sessions run (slot use) and
   stops those the broker names in ``cancel`` (released by their client, or given up);
 - per session, reader threads pass stdout and stderr to a poster that sends them to the
@@ -46,11 +47,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from automation.agentpools.client import BrokerClient, BrokerUnreachable
+from automation.agentpools.config import SandboxConfig
+from automation.agentpools.sandbox import Sandbox, SessionRefused, prepare
 from automation.agentpools.wire import AgentRetired, Session
 from automation.errors import AnycloudError, NotFound, Unauthenticated
 
@@ -70,6 +73,7 @@ class AgentSettings:
     grace: float = 25.0
     work_wait: float = 10.0
     keep_session_dirs: bool = False
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
 class SessionRun:
@@ -116,25 +120,25 @@ class SessionRun:
         finally:
             self.done.set()
             self.agent.forget(self)
-            workdir = self.agent.settings.data_dir / self.id
+            workdir = self.agent.sandbox.root / self.id
             if not self.agent.settings.keep_session_dirs:
                 shutil.rmtree(workdir, ignore_errors=True)
 
     def _run_and_release(self) -> None:
-        agent, sid = self.agent, self.id
+        agent, sid, box = self.agent, self.id, self.agent.sandbox
         try:
-            workdir = agent.settings.data_dir / sid
-            workdir.mkdir(parents=True, exist_ok=False, mode=0o700)
-            env = dict(os.environ, ANYCLOUD_SESSION_ID=sid, ANYCLOUD_POOL=agent.settings.pool,
-                       ANYCLOUD_SESSION_DIR=str(workdir))
+            workdir = box.session_dir(sid)
             with self._lock:
                 if self._stopping:
                     raise OSError("cancelled before it started")
                 self.proc = subprocess.Popen(
-                    self.session.command, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        except OSError as exc:
-            why = f"cannot run {self.session.command[0]!r}: {exc.strerror or exc}"
+                    self.session.command, cwd=workdir, env=box.env(sid, agent.settings.pool,
+                                                                   workdir),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True, **box.popen_user())
+        except (OSError, SessionRefused) as exc:
+            why = (f"refused: {exc}" if isinstance(exc, SessionRefused) else
+                   f"cannot run {self.session.command[0]!r}: {exc.strerror or exc}")
             agent.log("session", f"session {sid}: {why}", {"session": sid})
             agent.retry(lambda: agent.client.finish(sid, agent.settings.agent_id, None,
                                                     error=why))
@@ -222,6 +226,14 @@ class Agent:
         # is told 404 must not register it again, or the pool would keep a ready agent
         # whose process has exited.
         self.left = threading.Event()
+        self._sandbox: Sandbox | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """How sessions run, settled at the start of ``run``."""
+        if self._sandbox is None:
+            raise RuntimeError("the agent has not started: no sandbox yet")
+        return self._sandbox
 
     # the broker, patiently
 
@@ -286,7 +298,22 @@ class Agent:
     # the three loops
 
     def run(self) -> int:
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        s = self.settings
+        # Refused here, before registering, when the config cannot be honoured (exit 2).
+        self._sandbox = prepare(s.sandbox, s.data_dir, s.agent_id)
+        try:
+            return self._serve()
+        finally:
+            trouble = self._sandbox.release()
+            if trouble:
+                self.log("sandbox", f"could not unmount {self._sandbox.mounted}: {trouble}", {})
+
+    def _serve(self) -> int:
+        who = (f"uid {self.sandbox.uid}" if self.sandbox.uid is not None
+               else "the agent's own user (unsafe)")
+        self.log("sandbox", self.sandbox.refusal or f"sessions run as {who} in "
+                 f"{self.sandbox.root}/<session id>", {"root": str(self.sandbox.root),
+                                                        "uid": self.sandbox.uid})
         try:
             self.register()
         except AgentRetired:  # a container restarted in a pod being deleted: logged

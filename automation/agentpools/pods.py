@@ -13,6 +13,10 @@ What the operator adds to the pool's template (and why):
   environment (what ``anycloud agent`` reads) unless the template sets them;
 - ``ANYCLOUD_AGENT_TOKEN`` from the pool's Secret ``<pool>-agent-token`` (key ``token``): the
   broker's agent token for this pool only, minted by the operator (``token_secret``);
+- ``automountServiceAccountToken: false`` unless the template sets it: the agent needs no
+  Kubernetes token (its namespace comes from ``POD_NAMESPACE``), and a mounted one is
+  readable by every session (a projected token's file is mode 0644), which would hand the
+  pod's service account to whoever runs a command;
 - ``ANYCLOUD_BROKER``, the broker's address from the operator's config (``broker.address``),
   unless the template sets it: a template needs no ConfigMap of ours then, and a ConfigMap it
   mounts for its own reasons (the seed's ``/run/velda``) is left alone;
@@ -238,6 +242,7 @@ def render_pod(pool: dict[str, Any], *, node_pool: NodePoolRef | None = None,
     index = pod_spec["containers"].index(container)
     _pool_arg(container, name, f"spec.template.spec.containers[{index}]")
     _env(container, slots, name, broker)
+    pod_spec.setdefault("automountServiceAccountToken", False)
     if config_map is not None:
         _config_mount(pod_spec, container, config_map)
     if node_pool is not None:

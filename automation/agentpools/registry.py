@@ -109,11 +109,16 @@ class Registry:
             _lock_pool(conn, pool)
             old = conn.execute(sa.select(agents).where(agents.c.id == agent)
                                .with_for_update()).mappings().first()
+            # Another pool's agent is never named to the caller (issue 52): its agent token
+            # is this pool's, and learns no other pool's name.
+            elsewhere = old is not None and old["pool"] != pool
             if old is not None and old["state"] == "retired":
-                raise AgentRetired(agent, old["pool"])
-            if old is not None and old["pool"] != pool and old["state"] != "gone":
+                raise AgentRetired(agent, old["pool"], message=None if not elsewhere else (
+                    f"agent id {agent!r} was retired (its pod is being deleted, or its pool "
+                    "was): it takes no more sessions"))
+            if elsewhere and old is not None and old["state"] != "gone":
                 raise Conflict(
-                    f"agent {agent!r} is registered in pool {old['pool']!r}", field="agent",
+                    f"agent id {agent!r} is taken by an agent of another pool", field="agent",
                     value=agent, rule="an agent serves one pool: give it another pod name")
             fresh = dict(pool=pool, pod_name=pod, slots=slots, busy_slots=0,
                          reported_busy_slots=0, state="ready", registered_at=now,
@@ -312,15 +317,16 @@ class Registry:
 
     # sessions
 
-    def acquire(self, pool: str, command: Sequence[str]) -> Session:
+    def acquire(self, pool: str, command: Sequence[str], owner: str | None = None) -> Session:
         """Ask the pool for a slot to run ``command``: the session comes back running on an
-        agent, or pending (it is assigned, in arrival order, when a slot frees)."""
+        agent, or pending (it is assigned, in arrival order, when a slot frees). ``owner``:
+        the id of the API token that asks (``owner_of``)."""
         check_pool(pool)
         argv = check_command(command)
         deadline = time.monotonic() + self.pool_grace
         while True:
             try:
-                return self._acquire(pool, argv)
+                return self._acquire(pool, argv, owner)
             except _NotRecordedYet as exc:
                 # Perhaps applied a moment ago: wait for the operator, outside any lock.
                 if time.monotonic() >= deadline:
@@ -328,7 +334,7 @@ class Registry:
                                              "the operator to record it)") from None
                 time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
-    def _acquire(self, pool: str, argv: list[str]) -> Session:
+    def _acquire(self, pool: str, argv: list[str], owner: str | None) -> Session:
         now = self.clock.now()
         sid = new_id("se")
         with self.ledger.write() as conn:
@@ -336,7 +342,7 @@ class Registry:
                 _check_served(conn, pool)
             conn.execute(sessions.insert().values(id=sid, pool=pool, state="pending",
                                                   command=argv, created_at=now,
-                                                  client_seen_at=now))
+                                                  client_seen_at=now, owner_token_id=owner))
             _assign(conn, pool, now)
             return _session(conn, sid)
 
@@ -352,6 +358,16 @@ class Registry:
                     client_seen_at=self.clock.now()))
                 return _session(conn, session_id)
         return found
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The id of the token that started the session (None: from before owners);
+        NotFound when there is no such session."""
+        with self.ledger.read() as conn:
+            owner = conn.execute(sa.select(sessions.c.owner_token_id).where(
+                sessions.c.id == session_id)).first()
+        if owner is None:
+            raise NotFound("session", session_id, field="session")
+        return owner[0]  # type: ignore[no-any-return]
 
     def expire_pending(self, now: datetime, client_gone_after: timedelta) -> list[str]:
         """Cancel pending sessions whose client has not asked for them (acquire, or a poll

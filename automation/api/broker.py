@@ -11,11 +11,16 @@ is being deleted, or its pool was, and it may not register again under that id.
 
 Every endpoint but ``/v1/healthz`` takes ``Authorization: Bearer <token>`` (issue 20): 401
 (code UNAUTHENTICATED) with no token or one that is malformed, unknown, revoked or expired;
-403 (PERMISSION_DENIED) for a role the route does not take. The agent endpoints take only the
-agent token of the pool concerned (the operator mints one per AgentPool into a Secret its pods
-read), so an agent of one pool can neither register in, take work from, post output to nor
-read another; sessions need a member token (or admin); the pool view a viewer's, or the
-pool's own agent's. Each route's gate (``automation.api.security``) says which.
+403 (PERMISSION_DENIED) for a role the route does not take, or a token scoped to an org or a
+project (the broker is the whole control plane's: ``automation.api.security``). The agent
+endpoints take only the agent token of the pool concerned (the operator mints one per
+AgentPool into a Secret its pods read), so an agent of one pool can neither register in, take
+work from, post output to nor read another; an agent or session id of another pool is
+answered 404, exactly as a missing one (issue 52: its existence and pool are not told).
+Sessions need a member token (or admin), and a session is its starter's: only the token that
+started it, or an admin, reads it, reads its output or cancels it; anyone else is told 404, as
+for a missing session. The pool view takes a viewer's token, or the pool's own agent's. Each
+route's gate (``automation.api.security``) says which.
 
 Long polls (``?wait=S``, at most 60 s): the handler re-reads the ledger when this process
 changed something and at least every ``poll_interval`` seconds (another replica, or another
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeVar
@@ -64,19 +70,22 @@ from automation.agentpools.wire import (
     PoolView,
     Session,
 )
-from automation.api import problems
+from automation.api import limits, problems
+from automation.api.front_door import FrontDoor
+from automation.api.limits import Limiter
 from automation.api.routers import v1
 from automation.api.security import (
     PREFIX,
-    Member,
     PoolAgent,
     PoolAgentOrMember,
     PoolReader,
     Public,
+    SessionClient,
     route_access,
 )
 from automation.auth import tokens
 from automation.auth.roles import Access, Principal, authorize
+from automation.errors import NotFound
 
 T = TypeVar("T")
 MAX_WAIT = 60.0
@@ -227,13 +236,33 @@ class Broker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), timeout=min(self.poll_interval, left))
 
+        # Out of its pool an agent is told 404, as for an id that does not exist: a 403
+        # would tell it that the agent or session is there, and in which pool.
+
+        def agents_only(who: Principal) -> None:
+            if who.role != "agent":  # refused before anything is read, naming its role
+                authorize(who, Access.AGENT)
+
         async def agent_of_agent(who: Principal, agent_id: str) -> None:
             """The caller is the agent token of the pool ``agent_id`` is registered in."""
-            authorize(who, Access.AGENT, pool=await call(registry.pool_of_agent, agent_id))
+            agents_only(who)
+            if await call(registry.pool_of_agent, agent_id) != who.scope:
+                raise NotFound("agent", agent_id, field="agent")
 
         async def agent_of_session(who: Principal, session_id: str) -> None:
+            """The caller is the agent token of the session's pool."""
+            agents_only(who)
             found: Session = await call(registry.session, session_id)
-            authorize(who, Access.AGENT, pool=found.pool)
+            if found.pool != who.scope:
+                raise NotFound("session", session_id, field="session")
+
+        async def client_of_session(who: Principal, session_id: str) -> None:
+            """The caller started the session, or is an admin; anyone else is told 404, as
+            for a session that does not exist (sessions from before owners: admins only)."""
+            authorize(who, Access.WRITE)
+            owner = await call(registry.owner_of, session_id)
+            if who.role != "admin" and (owner is None or owner != who.token_id):
+                raise NotFound("session", session_id, field="session")
 
         @router.post("/agents", response_model=Agent)
         async def register(body: RegisterBody, who: PoolAgent) -> Agent:
@@ -262,15 +291,18 @@ class Broker:
             return await call(registry.deregister, agent_id, changed=True)
 
         @router.post("/sessions", response_model=Session, status_code=201)
-        async def acquire(body: AcquireBody, _: Member, wait: Wait = 0) -> Session:
-            session = await call(registry.acquire, body.pool, body.command, changed=True)
+        async def acquire(body: AcquireBody, who: SessionClient, wait: Wait = 0) -> Session:
+            session = await call(registry.acquire, body.pool, body.command,
+                                 owner=who.token_id, changed=True)
             if session.state == "pending" and wait:
                 session = await until(lambda: registry.session(session.id),
                                       lambda s: s.state != "pending", wait)
             return session
 
         @router.get("/sessions/{session_id}", response_model=Session)
-        async def get_session(session_id: str, _: Member, wait: Wait = 0) -> Session:
+        async def get_session(session_id: str, who: SessionClient,
+                              wait: Wait = 0) -> Session:
+            await client_of_session(who, session_id)
             # Its client asking keeps a pending session wanted (once a request, not per poll).
             session: Session = await call(registry.session, session_id, seen=True)
             if session.state == "pending" and wait:
@@ -287,22 +319,23 @@ class Broker:
             return Appended(last=last)
 
         @router.get("/sessions/{session_id}/output", response_model=Output)
-        async def get_output(session_id: str, _: Member,
+        async def get_output(session_id: str, who: SessionClient,
                              after: Annotated[int, Query(ge=0, le=INT32)] = 0,
                              wait: Wait = 0) -> Output:
+            await client_of_session(who, session_id)
             return await until(lambda: registry.output(session_id, after),
                                lambda o: bool(o.chunks) or o.complete, wait)
 
         @router.post("/sessions/{session_id}/release", response_model=Session)
         async def release(session_id: str, who: PoolAgentOrMember,
                           body: ReleaseBody | None = None) -> Session:
-            """From the agent that ran it (agentId), the command ended; from a member (no
-            agentId), cancel."""
+            """From the agent that ran it (agentId), the command ended; from its client (no
+            agentId: the token that started it, or an admin), cancel."""
             body = body or ReleaseBody()
             if body.agent_id is not None:
                 await agent_of_session(who, session_id)
             else:
-                authorize(who, Access.WRITE)
+                await client_of_session(who, session_id)
             return await call(registry.release, session_id, body.exit_code,
                               agent=body.agent_id, error=body.error, changed=True)
 
@@ -313,9 +346,12 @@ class Broker:
         return list(router.routes)
 
 
-def create_app(registry: Registry, **settings: Any) -> FastAPI:
+def create_app(registry: Registry, limiter: Limiter | Literal["env"] | None = "env",
+               **settings: Any) -> FastAPI:
     """The broker on its own (``anycloud broker``): its routes and the health probe, no OpenAPI
-    page (every route but the probe is closed). ``settings``: ``Broker``'s."""
+    page (every route but the probe is closed), behind the API's front door (its rate and
+    body limits, ANYCLOUD_API_RATE and ANYCLOUD_API_MAX_BODY; ``limiter`` as
+    ``create_api``'s). ``settings``: ``Broker``'s."""
     broker = Broker(registry, **settings)
     app = FastAPI(title="anycloud broker", version="1", openapi_url=None, docs_url=None,
                   redoc_url=None, lifespan=lambda _: broker.running())
@@ -327,6 +363,9 @@ def create_app(registry: Registry, **settings: Any) -> FastAPI:
         return {"ok": True}
 
     app.router.routes.extend(broker.routes())
+    app.add_middleware(FrontDoor, api=app,
+                       bucket=limits.from_env(os.environ) if limiter == "env" else limiter,
+                       max_body=limits.max_body_from_env(os.environ))
     app.state.route_access = route_access(app)
     return app
 

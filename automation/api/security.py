@@ -1,7 +1,7 @@
 """The gate of every route: the caller's token, then the role the route needs.
 
 Each route takes one of ``Reader``, ``Member``, ``Admin`` (or ``Public``), ``FleetReader``
-for the whole control plane's views, or for the agent broker ``PoolAgent``,
+for the whole control plane's views, or for the agent broker ``PoolAgent``, ``SessionClient``,
 ``PoolAgentOrMember`` and ``PoolReader``, as a parameter; the dependency
 it names carries its access, which is how ``route_access`` reads the route table (and a route
 with none refuses to start). The gate runs before the request's body is read or validated, so a
@@ -9,7 +9,14 @@ refused caller learns nothing about the route's input.
 
 An agent token acts on one AgentPool only. ``PoolReader`` reads the pool from the path; the
 agent gates let an agent through to the handler, which checks the pool the request concerns
-(in its body, or the agent's or session's pool in the ledger) before it does anything."""
+(in its body, or the agent's or session's pool in the ledger) before it does anything.
+
+The agent broker is the whole control plane's, never one org's (issue 52): AgentPools have
+no owning org, and an agent runs any member's command. So every broker gate
+(``_broker_gate``: ``PoolAgent``, ``SessionClient``, ``PoolAgentOrMember``, ``PoolReader``)
+is a ``fleet`` gate, and a token scoped to an org or a project reaches none of its routes
+(403, naming the scope). This is the one place that decides it; a test tries every broker
+route with a scoped token."""
 
 from __future__ import annotations
 
@@ -37,8 +44,10 @@ def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False,
 
     def caller(request: Request,
                authorization: Annotated[str | None, Header()] = None) -> Principal:
-        # A plain function: FastAPI runs it in a worker thread (it reads the ledger).
-        who: Principal = request.app.state.principal_of(authorization)
+        # A plain function: FastAPI runs it in a worker thread (it reads the ledger), unless
+        # the API's front door (automation.api.app) already resolved the token.
+        who: Principal = (getattr(request.state, "authenticated", None)
+                          or request.app.state.principal_of(authorization))
         if not (who.role == "agent" and Access.AGENT in needs):
             params = request.path_params
             pool = f"{params['namespace']}/{params['name']}" if pool_in_path else None
@@ -47,7 +56,14 @@ def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False,
         return who
 
     caller.access = access  # type: ignore[attr-defined]
+    caller.fleet = fleet  # type: ignore[attr-defined]
     return caller
+
+
+def _broker_gate(access: Access | frozenset[Access], *,
+                 pool_in_path: bool = False) -> Callable[..., Principal]:
+    """A gate of the agent broker: always ``fleet`` (the module docstring says why)."""
+    return _gate(access, pool_in_path=pool_in_path, fleet=True)
 
 
 def _public() -> None:
@@ -61,11 +77,14 @@ Member = Annotated[Principal, Depends(_gate(Access.WRITE))]
 Admin = Annotated[Principal, Depends(_gate(Access.ADMIN))]
 Public = Annotated[None, Depends(_public)]
 # The agent broker: the agent of the pool concerned (checked by the handler) ...
-PoolAgent = Annotated[Principal, Depends(_gate(Access.AGENT))]
-# ... or also a member (a client cancelling its session) ...
-PoolAgentOrMember = Annotated[Principal, Depends(_gate(frozenset({Access.AGENT, Access.WRITE})))]
+PoolAgent = Annotated[Principal, Depends(_broker_gate(Access.AGENT))]
+# ... a session's client: an unscoped member or admin (the handler checks the owner) ...
+SessionClient = Annotated[Principal, Depends(_broker_gate(Access.WRITE))]
+# ... either (an agent releasing a session it ran, a client cancelling its own) ...
+PoolAgentOrMember = Annotated[Principal, Depends(_broker_gate(
+    frozenset({Access.AGENT, Access.WRITE})))]
 # ... and a reader of /v1/pools/{namespace}/{name}: a viewer, or that pool's own agent.
-PoolReader = Annotated[Principal, Depends(_gate(Access.READ, pool_in_path=True, fleet=True))]
+PoolReader = Annotated[Principal, Depends(_broker_gate(Access.READ, pool_in_path=True))]
 # A reader of the whole control plane (``/metrics``): not a token scoped to one org.
 FleetReader = Annotated[Principal, Depends(_gate(Access.READ, fleet=True))]
 

@@ -33,7 +33,9 @@ from automation.cli.output import handle_errors, info, json_option
 @click.option("--slots", type=click.IntRange(1, 1024), envvar="ANYCLOUD_AGENT_SLOTS",
               default=1, show_default=True, help="Sessions at once (defaultSlotsPerAgent).")
 @click.option("--data-dir", type=InputPath(file_okay=False), envvar="ANYCLOUD_AGENT_DATA",
-              help="Where session directories go [default: $ANYCLOUD_HOME/agent-sessions].")
+              help="Where session directories go, unless sandbox_config.disk_source says "
+                   "[default: /var/lib/anycloud/agent-sessions/<id> when sessions run as "
+                   "another user (a root agent), else $ANYCLOUD_HOME/agent-sessions/<id>].")
 @click.option("--keep-session-dirs", is_flag=True,
               help="Keep each session's directory after it ends (removed by default).")
 @click.option("--heartbeat-interval", default="5s", show_default=True)
@@ -48,7 +50,8 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
           as_json: bool) -> None:
     """Serve a pool's sessions: register with the broker, heartbeat, run each session's
     command in a fresh directory (DATA_DIR/<session id>, its working directory, removed when
-    it ends) and report slot use. SIGTERM: take no new session, let
+    it ends), as another user with a clean environment (the config's sandbox_config), and
+    report slot use. SIGTERM: take no new session, let
     running ones end (--grace), deregister, exit 0. Retired by the operator (the broker
     answers 410: its pod is being deleted, or its pool was): stop at once without
     registering again, exit 0. The broker takes the pool's agent token from
@@ -57,25 +60,38 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
     from automation.agentpools.agent import Agent, AgentSettings
     from automation.agentpools.client import BrokerClient
     from automation.agentpools.config import (
+        AgentConfig,
         broker_url,
         load_config,
         parse_duration,
         qualified_pool,
     )
+    from automation.agentpools.sandbox import can_switch_user
     from automation.agentpools.wire import check_pool
     from automation.settings import Settings
 
-    url = broker_url(broker_address, "--broker") if broker_address else \
-        load_config(config_path).broker_url
+    # With --broker the file is still read, for its sandbox_config, when it is there (or
+    # was named): how sessions run is never left out because the address came elsewhere.
+    named = ctx.get_parameter_source("config_path") is click.core.ParameterSource.COMMANDLINE
+    if broker_address:
+        url = broker_url(broker_address, "--broker")
+        config = load_config(config_path, broker_required=False) \
+            if named or Path(config_path).exists() else AgentConfig()
+    else:
+        config = load_config(config_path)
+        url = config.broker_url
     full_pool = check_pool(qualified_pool(pool, namespace), "--pool")
     ident = agent_id or os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or \
         socket.gethostname()
-    home = Settings.from_env(ctx.find_root().obj.get("home")).home
+    # A root agent's home is closed to the session user, who must reach its directory.
+    default_root = Path("/var/lib/anycloud") if can_switch_user() else \
+        Settings.from_env(ctx.find_root().obj.get("home")).home
     settings = AgentSettings(
         pool=full_pool, agent_id=ident, pod=os.environ.get("POD_NAME") or ident, slots=slots,
-        data_dir=Path(data_dir) if data_dir else home / "agent-sessions" / ident,
+        data_dir=Path(data_dir) if data_dir else default_root / "agent-sessions" / ident,
         heartbeat_interval=parse_duration(heartbeat_interval, "--heartbeat-interval"),
-        grace=parse_duration(grace, "--grace"), keep_session_dirs=keep_session_dirs)
+        grace=parse_duration(grace, "--grace"), keep_session_dirs=keep_session_dirs,
+        sandbox=config.sandbox_config)
 
     def log(kind: str, message: str, data: dict[str, Any]) -> None:
         if as_json:
@@ -84,7 +100,11 @@ def agent(ctx: click.Context, pool: str, namespace: str | None, config_path: str
         else:
             info(f"[{kind}] {message}")
 
-    runner = Agent(BrokerClient(url, token=required_token(AGENT_TOKEN_ENV)), settings, log)
+    token = required_token(AGENT_TOKEN_ENV)
+    # Out of this process's environment: nothing it starts can inherit it. (Its first copy,
+    # /proc/<agent>/environ, is readable by the agent's user alone: sessions run as another.)
+    os.environ.pop(AGENT_TOKEN_ENV, None)
+    runner = Agent(BrokerClient(url, token=token), settings, log)
 
     def _stop(*_: object) -> None:
         runner.stop()

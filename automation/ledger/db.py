@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
 # The newest migration; tests check it against the migration scripts' head.
-SCHEMA_REVISION = "0018"
+SCHEMA_REVISION = "0019"
 _MIGRATION_LOCK_KEY = 0x616E79636C6F7564  # "anycloud", for pg_advisory_xact_lock
 _NAMED_PARAM = re.compile(r"(?<!:):(\w+)")
 

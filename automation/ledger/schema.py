@@ -344,6 +344,9 @@ sessions = sa.Table(
     # While pending: the client's last poll. A client gone that long stops waiting for it
     # (its session is cancelled), so a dead client is never counted as demand.
     _ts("client_seen_at"),
+    # The API token that started it (issue 52): only that token, or an admin, reads or
+    # cancels it. NULL (sessions from before owners): admins only.
+    sa.Column("owner_token_id", sa.String(32)),
 )
 sa.Index("ix_sessions_pool_state", sessions.c.pool, sessions.c.state, sessions.c.created_at)
 sa.Index("ix_sessions_agent", sessions.c.agent_id, sessions.c.state)

@@ -11,6 +11,7 @@ from typing import Any
 
 from automation.agentpools.agent import Agent, AgentSettings
 from automation.errors import NotFound
+from tests.automation.agentpools.session_dirs import reachable_dir
 
 
 class Broker:
@@ -46,12 +47,15 @@ class Broker:
         return None
 
 
-def test_a_call_answered_404_after_the_deregister_does_not_register_again(
-        tmp_path: Path) -> None:
+def test_a_call_answered_404_after_the_deregister_does_not_register_again() -> None:
     broker = Broker()
+    with reachable_dir() as data:
+        _leave_once(broker, data)
+
+
+def _leave_once(broker: Broker, data: Path) -> None:
     settings = AgentSettings(pool="default/cpu", agent_id="agent-a", pod="agent-a", slots=1,
-                             data_dir=tmp_path, heartbeat_interval=0.05, grace=1,
-                             work_wait=30)
+                             data_dir=data, heartbeat_interval=0.05, grace=1, work_wait=30)
     logged: list[str] = []
     agent = Agent(broker, settings, lambda kind, message, _: logged.append(message))  # type: ignore[arg-type]
     before = set(threading.enumerate())

@@ -18,10 +18,16 @@ import pytest
 from click.testing import CliRunner
 
 from automation.agentpools.client import BrokerClient
-from automation.agentpools.config import load_config, qualified_pool
+from automation.agentpools.config import NFS_RULE, load_config, qualified_pool
+from automation.agentpools.sandbox import NOBODY, can_switch_user
 from automation.cli import cli
 from automation.errors import InvalidInput
 from automation.ledger import open_ledger
+from tests.automation.agentpools.session_dirs import (
+    reachable_dir,
+    sandbox_section,
+    write_config,
+)
 from tests.automation.agentpools.tokens import agent_token, member_token
 from tests.imports import modules_loaded_by
 
@@ -43,8 +49,11 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
 class Cluster:
     """A broker and the agent processes of one test, all stopped at the end."""
 
-    def __init__(self, tmp: Path, ledger_url: str) -> None:
+    def __init__(self, tmp: Path, ledger_url: str, data: Path) -> None:
         self.tmp = tmp
+        self.data = data  # agents' data dirs: reachable by the session user
+        # Read for its sandbox_config beside --broker.
+        self.config = write_config(tmp / "sandbox.yaml")
         self.env = dict(os.environ, ANYCLOUD_DATABASE_URL=ledger_url,
                         ANYCLOUD_HOME=str(tmp / "home"))
         self.procs: list[subprocess.Popen[str]] = []
@@ -70,8 +79,10 @@ class Cluster:
         return proc
 
     def agent(self, name: str, *extra: str) -> subprocess.Popen[str]:
+        config = [] if "--config" in extra else ["--config", str(self.config)]
         return self.spawn([ANYCLOUD, "agent", "--pool", "cpu", "--heartbeat-interval", "0.3s",
-                           "--data-dir", str(self.tmp / name), "--grace", "10s", *extra],
+                           "--data-dir", str(self.data / name), "--grace", "10s", *config,
+                           *extra],
                           env=dict(self.env, POD_NAME=name, POD_NAMESPACE="default",
                                    ANYCLOUD_AGENT_TOKEN=self.agent_token))
 
@@ -99,21 +110,24 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path: Path, sqlite_url: str) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, sqlite_url)
-    try:
-        yield c
-    finally:
-        c.close()
+    with reachable_dir() as data:
+        c = Cluster(tmp_path, sqlite_url, data)
+        try:
+            yield c
+        finally:
+            c.close()
 
 
 @pytest.mark.slow
 def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
     # Agent a: broker on the command line. Agent b: the config file, the seed's shape
-    # (host:port without a scheme, and a section that belongs to others).
+    # (host:port without a scheme), its sessions on an already-mounted volume.
     host_port = cluster.url.removeprefix("http://")
-    config = tmp_path / "anycloud.yaml"
-    config.write_text(f'broker:\n  address: "{host_port}"\nsandbox_config:\n'
-                      "  disk_source: {nfs_mount_source: {mount_options: nolock}}\n")
+    volume = cluster.data / "volume"
+    volume.mkdir(mode=0o711)
+    config = write_config(tmp_path / "anycloud.yaml", broker={"address": host_port},
+                          sandbox_config=sandbox_section(disk_source={"path": str(volume)}),
+                          other_readers={"kept": True})
     a = cluster.agent("agent-a", "--broker", cluster.url)
     b = cluster.agent("agent-b", "--config", str(config))
     wait_until("two ready agents", lambda: cluster.client.pool(POOL).ready_agents == 2)
@@ -124,8 +138,8 @@ def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> Non
     assert hi.returncode == 3, err
     lines = out.splitlines()
     assert lines[0] == "hi" and "warn" in err
-    workdir = Path(lines[1])  # a fresh directory of its own under the agent's data dir
-    assert workdir.parent in (tmp_path / "agent-a", tmp_path / "agent-b")
+    workdir = Path(lines[1])  # a fresh directory of its own: data dir, or the volume's
+    assert workdir.parent in (cluster.data / "agent-a", volume / "agent-b")
     assert workdir.name.startswith("se-")
     wait_until("the session directory removed", lambda: not workdir.exists())
 
@@ -214,10 +228,9 @@ def test_an_agent_whose_pool_is_deleted_stops_its_session_and_exits_0(
 
     agent = cluster.agent("agent-a", "--broker", cluster.url)
     wait_until("a ready agent", lambda: cluster.client.pool(POOL).ready_agents == 1)
-    pid_file = tmp_path / "pid"
-    run = cluster.session("sh", "-c", f'echo $$ > "{pid_file}"; exec sleep 60')
-    wait_until("the command running", lambda: pid_file.exists() and pid_file.read_text())
-    pid = int(pid_file.read_text())
+    run = cluster.session("sh", "-c", "echo $$; exec sleep 60")
+    assert run.stdout is not None
+    pid = int(run.stdout.readline())  # the command is running
     ledger = open_ledger(sqlite_url)
     try:
         assert Registry(ledger).close_pool(POOL) == 1
@@ -238,6 +251,144 @@ def test_an_agent_whose_pool_is_deleted_stops_its_session_and_exits_0(
     assert cluster.agent_state("agent-a") is None  # retired: not listed, never back
     log = (tmp_path / "proc-1.log").read_text()
     assert "[retired]" in log and log.count("[registered]") == 1, log
+
+
+# -- issue 52: a session holds nothing of the agent's ------------------------------------------
+
+SESSION_ENV = {"PATH", "HOME", "LANG", "ANYCLOUD_SESSION_ID", "ANYCLOUD_POOL",
+               "ANYCLOUD_SESSION_DIR"}
+SHELL_ENV = {"PWD", "SHLVL", "_", "OLDPWD"}  # what sh itself adds
+PROBE = ("id -u; id -G; stat -c '%u %g %a' .; pwd; echo ---; env; echo ---; "
+         "cat /proc/$PPID/environ 2>&1; echo; true")
+
+
+def _probe(cluster: Cluster) -> tuple[list[str], dict[str, str], str, str]:
+    """(id -u, id -G, owner and mode of its cwd, cwd), its environment, and what it read of
+    its parent's (the agent's) environment; and all it printed."""
+    run = cluster.session("sh", "-c", PROBE)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    head, env, parent = out.split("---\n")
+    return (head.splitlines(), dict(line.split("=", 1) for line in env.splitlines()),
+            parent, out + err)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not can_switch_user(), reason="switching the session user needs root")
+def test_a_session_runs_as_another_user_with_nothing_of_the_agents(cluster: Cluster) -> None:
+    """Issue 52, item 0: a session printed the agent's token (its environment), so any member
+    could join the pool as its agent. Now: a clean environment, another user, its own 0700
+    directory, and the agent's environment closed to it."""
+    cluster.agent("agent-a", "--broker", cluster.url)
+    wait_until("a ready agent", lambda: cluster.client.pool(POOL).ready_agents == 1)
+    (uid, groups, owner, cwd), env, parent, printed = _probe(cluster)
+    assert cluster.agent_token not in printed
+    assert (uid, groups) == (str(NOBODY), str(NOBODY)) and int(uid) != os.geteuid()
+    assert owner == f"{NOBODY} {NOBODY} 700"
+    assert Path(cwd).parent == cluster.data / "agent-a" and Path(cwd).name.startswith("se-")
+    assert set(env) - SHELL_ENV == SESSION_ENV, env
+    assert env["HOME"] == env["ANYCLOUD_SESSION_DIR"] == cwd and env["ANYCLOUD_POOL"] == POOL
+    assert "Permission denied" in parent  # /proc/<agent>/environ, where the token is
+    # The sessions root is the agent's: passed through, not listed.
+    assert oct((cluster.data / "agent-a").stat().st_mode & 0o777) == "0o711"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(),
+                    reason="drops the agent's CAP_SETUID with setpriv: needs root")
+def test_an_agent_that_cannot_switch_user_fails_sessions_unless_told_unsafe(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """An agent without CAP_SETUID/CAP_SETGID would run sessions as itself (they could read
+    its token): each session fails naming why, unless the config opts in by the unsafe name;
+    then the environment is still clean."""
+    drop = ["/usr/bin/setpriv", "--inh-caps=-setuid,-setgid",
+            "--bounding-set=-setuid,-setgid", "--"]
+    refusing = cluster.spawn(
+        [*drop, ANYCLOUD, "agent", "--pool", "cpu", "--broker", cluster.url,
+         "--heartbeat-interval", "0.3s", "--data-dir", str(cluster.data / "agent-a"),
+         "--config", str(write_config(tmp_path / "safe.yaml", sandbox_config={}))],
+        env=dict(cluster.env, POD_NAME="agent-a", POD_NAMESPACE="default",
+                 ANYCLOUD_AGENT_TOKEN=cluster.agent_token))
+    wait_until("a ready agent", lambda: cluster.client.pool(POOL).ready_agents == 1)
+    run = cluster.session("sh", "-c", "echo ran")
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 1 and "ran" not in out, (out, err)
+    assert "cannot run a session as another user" in err
+    assert "sandbox_config.unsafe_same_user_sessions: true" in err
+    refusing.terminate()
+    assert refusing.wait(timeout=30) == 0
+
+    unsafe = write_config(tmp_path / "unsafe.yaml",
+                          sandbox_config={"unsafe_same_user_sessions": True})
+    cluster.spawn(
+        [*drop, ANYCLOUD, "agent", "--pool", "cpu", "--broker", cluster.url,
+         "--heartbeat-interval", "0.3s", "--data-dir", str(cluster.data / "agent-b"),
+         "--config", str(unsafe)],
+        env=dict(cluster.env, POD_NAME="agent-b", POD_NAMESPACE="default",
+                 ANYCLOUD_AGENT_TOKEN=cluster.agent_token))
+    wait_until("the unsafe agent", lambda: cluster.agent_state("agent-b") == "ready")
+    (uid, _, owner, _), env, _, _ = _probe(cluster)
+    assert uid == "0" and owner == "0 0 700"  # as asked: the agent's own user
+    assert set(env) - SHELL_ENV == SESSION_ENV
+
+
+@pytest.mark.parametrize(("sandbox", "field", "rule"), [
+    ({"colour": "red"}, "sandbox_config.colour", "Extra inputs are not permitted"),
+    ({"disk_source": {"nfs_mount_source": {"mount_options": "nolock"}}},  # the seed's
+     "sandbox_config.disk_source.nfs_mount_source", NFS_RULE),
+    ({"disk_source": {"path": "relative"}}, "sandbox_config.disk_source",
+     "path must be absolute"),
+    ({"disk_source": {"path": "/mnt", "nfs_mount_source": {"server": "n", "path": "/x"}}},
+     "sandbox_config.disk_source", "not both"),
+    ({"unsafe_same_user_sessions": "sure"}, "sandbox_config.unsafe_same_user_sessions",
+     "valid boolean"),
+])
+def test_sandbox_config_refusals_name_the_field(tmp_path: Path, sandbox: dict[str, Any],
+                                                field: str, rule: str) -> None:
+    """Issue 52: sandbox_config was accepted and ignored whatever it said."""
+    path = write_config(tmp_path / "anycloud.yaml", broker={"address": "svc:50051"},
+                        sandbox_config=sandbox)
+    for broker_required in (True, False):
+        with pytest.raises(InvalidInput) as err:
+            load_config(path, broker_required=broker_required)
+        assert err.value.field == f"{path}: {field}" and rule in err.value.message
+
+
+def _start(tmp_path: Path, data: Path, sandbox: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """``anycloud agent`` with this sandbox_config: what it says before registering."""
+    config = write_config(tmp_path / "anycloud.yaml", sandbox_config=sandbox)
+    return subprocess.run(
+        [ANYCLOUD, "agent", "--pool", "cpu", "--broker", "127.0.0.1:9", "--config",
+         str(config), "--data-dir", str(data)], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, ANYCLOUD_HOME=str(tmp_path / "home"),
+                 ANYCLOUD_AGENT_TOKEN="acy_" + "x" * 43, POD_NAMESPACE="default"))
+
+
+@pytest.mark.slow
+def test_what_the_agent_cannot_honour_stops_it_at_start(tmp_path: Path) -> None:
+    """Exit 2 naming the field and why, before registering: never a session run otherwise
+    than the config says."""
+    with reachable_dir() as data:
+        nfs = _start(tmp_path, data / "a", {"disk_source": {"nfs_mount_source": {
+            "server": "127.0.0.1", "path": "/nothing/here", "mount_options": "nolock"}}})
+        assert nfs.returncode == 2, nfs.stderr
+        assert "sandbox_config.disk_source.nfs_mount_source '127.0.0.1:/nothing/here': " \
+               "could not be mounted at" in nfs.stderr
+        assert "mount -t nfs -o nolock 127.0.0.1:/nothing/here" in nfs.stderr
+        missing = _start(tmp_path, data / "b", {"disk_source": {"path": str(data / "none")}})
+        assert missing.returncode == 2
+        assert "sandbox_config.disk_source.path" in missing.stderr
+        assert "already mounted" in missing.stderr
+        if can_switch_user():
+            itself = _start(tmp_path, data / "c", {"session_user": os.geteuid()})
+            assert itself.returncode == 2
+            assert "must not be the agent's own user" in itself.stderr
+            # A data dir the session user cannot reach (pytest's tmp_path is 0700 above).
+            closed = _start(tmp_path, tmp_path / "closed", {})
+            assert closed.returncode == 2
+            assert "--data-dir" in closed.stderr and "must be reachable by the session " \
+                   f"user {NOBODY}" in closed.stderr
+    assert "[registered]" not in nfs.stderr + missing.stderr
 
 
 # -- configuration and refusals, no broker needed ---------------------------------------------
@@ -276,7 +427,7 @@ def test_the_example_configmaps_file_is_read_as_is(tmp_path: Path) -> None:
     path.write_text(data)
     config = load_config(path)
     assert config.broker_url == "http://anycloud-broker.anycloud.svc.cluster.local:50051"
-    assert config.model_extra and "sandbox_config" in config.model_extra  # kept for others
+    assert config.sandbox_config.disk_source.path is None  # sessions under the data dir
 
 
 def test_agent_without_a_readable_config_exits_2_naming_it(

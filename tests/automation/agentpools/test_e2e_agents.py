@@ -20,9 +20,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -43,6 +45,7 @@ from automation.kube.port import MANAGED_BY, MANAGER
 from automation.ledger import open_ledger
 from automation.ledger.db import Ledger
 from tests.automation.agentpools.cases import CRD, example
+from tests.automation.agentpools.session_dirs import sandbox_section, write_config
 from tests.automation.agentpools.tokens import agent_token, member_token
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
@@ -126,6 +129,9 @@ class Kubelet:
 
     def __init__(self, plane: ControlPlane, ns: str, root: Path) -> None:
         self.plane, self.ns, self.root = plane, ns, root
+        # The agents' data dirs: reachable by the session user (tmp_path is not).
+        self.data = Path(tempfile.mkdtemp(prefix="anycloud-kubelet-"))
+        self.data.chmod(0o711)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.pool_of: dict[str, str] = {}
         self.signalled: set[str] = set()
@@ -151,6 +157,7 @@ class Kubelet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        shutil.rmtree(self.data, ignore_errors=True)
 
     @property
     def exits(self) -> dict[str, int]:
@@ -208,6 +215,7 @@ class Kubelet:
                                 f"{volume['configMap']['name']}")
             for key, text in cm["data"].items():
                 (here / "run-anycloud" / key).write_text(text)
+        self._sandbox_here(here / "run-anycloud" / "anycloud.yaml")
         env = {k: v for k, v in os.environ.items() if k != "ANYCLOUD_BROKER"}
         env.update(ANYCLOUD_HOME=str(here / "home"),
                    ANYCLOUD_AGENT_CONFIG=str(here / "run-anycloud" / "anycloud.yaml"))
@@ -232,11 +240,22 @@ class Kubelet:
             else:
                 env[e["name"]] = e["value"]
         argv = [ANYCLOUD, "agent", *container.get("args", []), "--heartbeat-interval", "0.3s",
-                "--grace", "5s", "--data-dir", str(here / "sessions")]
+                "--grace", "5s", "--data-dir", str(self.data / name)]
         with open(here / "agent.log", "wb") as log, self._lock:
             self.procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=log,
                                                 stdin=subprocess.DEVNULL)
             self.pool_of[name] = meta["labels"][AGENT_POOL_LABEL]
+
+    @staticmethod
+    def _sandbox_here(path: Path) -> None:
+        """Where the agent cannot switch user (not root), sessions run only with the unsafe
+        opt-in: added to the pod's config (made when the pod mounts none)."""
+        extra = sandbox_section()
+        if not extra:
+            return
+        config = yaml.safe_load(path.read_text()) if path.exists() else {}
+        config["sandbox_config"] = {**(config.get("sandbox_config") or {}), **extra}
+        path.write_text(yaml.safe_dump(config))
 
     def _terminate(self, name: str) -> None:
         proc = self.procs.get(name)
@@ -372,7 +391,7 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
 
 
 def test_a_retired_agent_takes_no_session_before_its_sigterm(
-        ledger: Ledger, tmp_path: Path) -> None:
+        ledger: Ledger, tmp_path: Path, agent_data: Path) -> None:
     """No cluster needed: the broker, one real agent process, and the operator's retire step
     done directly; no SIGTERM is sent. Told 410 on its next heartbeat, the agent does not
     register again: it takes no session and exits 0 by itself. A new agent on the same pod
@@ -381,12 +400,13 @@ def test_a_retired_agent_takes_no_session_before_its_sigterm(
     registry.observe_pool("default/shell", "uid-1", 1, "Reconciled")  # as its operator would
     broker = BrokerThread(create_app(registry), "127.0.0.1:0")
     token = agent_token(ledger, "default/shell")
+    config = write_config(tmp_path / "anycloud.yaml")
 
     def start(agent_id: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [ANYCLOUD, "agent", "--pool", "default/shell", "--broker", broker.url,
              "--agent-id", agent_id, "--heartbeat-interval", "0.3s", "--grace", "5s",
-             "--data-dir", str(tmp_path / agent_id), "--json"],
+             "--data-dir", str(agent_data / agent_id), "--config", str(config), "--json"],
             env=dict(os.environ, POD_NAME="shell-abcde", ANYCLOUD_HOME=str(tmp_path / "home"),
                      ANYCLOUD_AGENT_TOKEN=token),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -319,3 +319,12 @@ def test_placement_tolerates_exactly_one_node_pool_taint(
     assert selector["anycloud.sh/node-pool"] == pool_id
     assert (selector.get("anycloud.sh/accelerator") == "nvidia") == gpu
     assert (pod["spec"].get("runtimeClassName") == "nvidia") == gpu
+
+
+def test_no_kubernetes_token_is_mounted_for_sessions_to_read_unless_the_template_asks() -> None:
+    # Sessions run as another user than the agent, but a projected service-account token is
+    # readable by any user of the pod: the agent needs none (POD_NAMESPACE is given).
+    assert render_pod(pool())["spec"]["automountServiceAccountToken"] is False
+    asked = pool()
+    asked["spec"]["template"]["spec"]["automountServiceAccountToken"] = True
+    assert render_pod(asked)["spec"]["automountServiceAccountToken"] is True

@@ -390,14 +390,16 @@ def test_a_retired_agent_is_refused_but_a_new_agent_on_its_pod_registers(
     reg.observe_pool(POOL, "uid-1", desired=1, reason="Reconciled")
     reg.register(POOL, "a", "pod-a", 1)
     assert reg.retire_if_idle(POOL, "pod-a")
-    for call in (lambda: reg.register(POOL, "a", "pod-a", 1),
-                 lambda: reg.register("other/cpu", "a", "pod-a", 1),
-                 lambda: reg.heartbeat("a", 0), lambda: reg.work("a")):
+    for call, named in ((lambda: reg.register(POOL, "a", "pod-a", 1), True),
+                        (lambda: reg.register("other/cpu", "a", "pod-a", 1), False),
+                        (lambda: reg.heartbeat("a", 0), True), (lambda: reg.work("a"), True)):
         with pytest.raises(AgentRetired) as err:
             call()
         assert (err.value.code, err.value.field, err.value.value) == (
             "AGENT_RETIRED", "agent", "a")
-        assert POOL in err.value.message and "another --agent-id" in (err.value.rule or "")
+        assert "another --agent-id" in (err.value.rule or "")
+        # Its pool is named to that pool's agent, never to another pool's (issue 52, item 9).
+        assert (POOL in err.value.message) is named, err.value.message
     # Its SIGTERM path deregisters: it stays retired (still refused).
     assert reg.deregister("a").state == "retired"
     with pytest.raises(AgentRetired):

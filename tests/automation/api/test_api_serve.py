@@ -12,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from automation.clock import SystemClock
 from automation.ledger import open_ledger
 from automation.services import credentials
 from automation.simulators.world import register_simulated_cluster
+from tests.automation.agentpools.session_dirs import reachable_dir, write_config
 
 ANYCLOUD = str(Path(sys.executable).with_name("anycloud"))
 
@@ -226,8 +228,14 @@ def test_the_readme_story_from_a_laptop_in_remote_mode(tmp_path: Path) -> None:
     assert proc.returncode == 0, err[-2000:]
 
 
+@pytest.fixture
+def agent_data() -> Iterator[Path]:
+    with reachable_dir() as data:  # sessions run as nobody: tmp_path is closed to it
+        yield data
+
+
 @pytest.mark.slow
-def test_sessions_run_through_the_api_in_remote_mode(tmp_path: Path) -> None:
+def test_sessions_run_through_the_api_in_remote_mode(tmp_path: Path, agent_data: Path) -> None:
     """The API serves the agent broker: an agent registers at the API's URL with its pool's
     agent token, and `session run` from a laptop in remote mode (no --broker) reaches it
     with the member token `login` kept; the agent's token opens nothing else."""
@@ -249,7 +257,8 @@ def test_sessions_run_through_the_api_in_remote_mode(tmp_path: Path) -> None:
         _cli(laptop, "login", stdin=member + "\n")
         agent = subprocess.Popen(
             [ANYCLOUD, "agent", "--pool", "cpu", "--broker", url, "--agent-id", "agent-a",
-             "--heartbeat-interval", "0.3s", "--data-dir", str(tmp_path / "agent")],
+             "--heartbeat-interval", "0.3s", "--data-dir", str(agent_data / "agent"),
+             "--config", str(write_config(tmp_path / "agent.yaml"))],  # sessions as nobody
             env={k: v for k, v in laptop.items() if k != "ANYCLOUD_CLI_CONFIG"} | {
                 "POD_NAME": "agent-a", "POD_NAMESPACE": "default",
                 "ANYCLOUD_AGENT_TOKEN": agent_token},
@@ -375,3 +384,42 @@ def test_the_api_workers_parent_does_not_import_the_app() -> None:
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False", done.stdout
+
+
+@pytest.mark.slow
+def test_serve_removes_the_kubeconfigs_it_opened_when_stopped(
+        tmp_path: Path, memory_runtime_dir: Path) -> None:
+    """A sealed kubeconfig the server opened into memory (tmpfs outlives the process) is
+    gone once `serve` has stopped on SIGTERM, in the API's process and its workers'."""
+    from tests.automation.api.test_api_clusters import kubeconfig as self_contained_kubeconfig
+
+    server = {**os.environ, "ANYCLOUD_HOME": str(tmp_path / "server"),
+              "ANYCLOUD_SECRETS_KEY_FILE": str(tmp_path / "secrets.key")}
+    server.pop("ANYCLOUD_DATABASE_URL", None)
+    _cli(server, "secrets-key", "new", str(tmp_path / "secrets.key"))
+    root = _cli(server, "token", "create", "root", "--role", "admin", "--bootstrap").strip()
+    proc = subprocess.Popen([ANYCLOUD, "serve", "--no-control-loop", "--api-workers", "2",
+                             "--api-listen", "127.0.0.1:0"], env=server,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url, _ = listening(proc)
+        admin = httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {root}"},
+                              timeout=60)
+        # Its API server refuses at once (port 1): refreshing it opens the kubeconfig all
+        # the same, in whichever worker answers (asked a few times: likely both).
+        text = self_contained_kubeconfig().replace("https://203.0.113.10:6443",
+                                                   "https://127.0.0.1:1")
+        made = admin.post("/clusters", json={"name": "prod", "kubeconfig": text,
+                                             "kubernetesVersion": "v1.36.2+k3s1",
+                                             "offline": True, "allowPrivateAddress": True})
+        assert made.status_code == 201, made.text
+        for _ in range(4):
+            assert admin.post("/clusters/prod/refresh").status_code == 200
+        opened = [p.name for p in memory_runtime_dir.iterdir()]
+        assert opened == [f"{made.json()['id']}.kubeconfig"], opened
+        admin.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert list(memory_runtime_dir.iterdir()) == []
