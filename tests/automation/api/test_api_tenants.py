@@ -1,12 +1,10 @@
 """Tenants (issue 36): a token scoped to an org sees that org's records and nothing of any
-other's. Generated from the route table, as the role matrix is: every route that names a
-record, by every kind of caller, on a record of org alpha and one of org beta; every list,
-by alpha's tokens, holds nothing of beta's."""
+other's. Every list, by alpha's tokens, holds nothing of beta's; every route that names a
+record is tried by every kind of caller in ``test_api_tenant_matrix``."""
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,61 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from automation.app import App
-from automation.auth.roles import Access
 from automation.ledger import schema
 from automation.services import clusters, credentials
 from automation.services.tokens import create_token
 from tests.automation.api.conftest import bearer
+from tests.automation.api.tenants import ORGS, make_tenant
 from tests.automation.conftest import DEMO_CA, snapshot
 
-ORGS = ("alpha", "beta")
-# What each record route's {ref} names; a new route that names a record must be added here.
-KIND_OF = {"/v1/node-pools/": "pool", "/v1/clusters/": "cluster",
-           "/v1/credentials/": "credential", "/v1/orgs/": "org", "/v1/projects/": "project",
-           "/v1/deployments/": "deployment", "/v1/sudo/projects/": "project",
-           "/v1/sudo/orgs/": "org"}
-# Routes an allowed caller is tried on for real (the rest run an engine or change the record;
-# their scope check is the same ``tenancy.resolve``, tried here with the out-of-scope caller).
-CHEAP = {("GET", p) for p in ("/v1/node-pools/{ref}", "/v1/node-pools/{ref}/history",
-                              "/v1/clusters/{ref}", "/v1/credentials/{ref}", "/v1/orgs/{ref}",
-                              "/v1/projects/{ref}", "/v1/deployments/{ref}")}
-HAS = {"viewer": {Access.READ}, "member": {Access.READ, Access.WRITE},
-       "admin": {Access.READ, Access.WRITE, Access.ADMIN}}
 # Lists that run an engine over every pool in scope: out of this matrix.
 SLOW_LISTS = {"/v1/preview", "/v1/policy"}
-
-
-def _tenant(app: App, http: TestClient, admin: dict[str, str], org: str,
-            kubeconfig: Any) -> dict[str, str]:
-    """Org ``org`` with a cluster, a credential, a pool, a project, a project deployment and
-    a placement on the pool, every name starting with the org's; the records' ids."""
-    assert http.post("/v1/orgs", json={"name": org}, headers=admin).status_code == 201
-    made = {"org": org}
-    made["cluster"] = clusters.register_cluster(app, clusters.RegisterCluster(
-        name=f"{org}-k3s", kubeconfig=kubeconfig, kubernetes_version="v1.36.2+k3s1",
-        ca_file=DEMO_CA, offline=True, org=org)).name
-    made["credential"] = credentials.new_credential(app, credentials.NewCredential(
-        f"{org}-aws", "aws", {"profile": "team"}, org=org)).name
-    pool = http.post("/v1/node-pools", headers=admin, json={
-        "name": f"{org}-gpu", "cluster": f"{org}-k3s", "credentials": f"{org}-aws",
-        "region": "us-east-1", "vmType": "m7i.large", "minVms": 1, "maxVms": 1})
-    assert pool.status_code == 201, pool.text
-    made["pool"] = f"{org}-gpu"
-    now = app.clock.now()
-    with app.ledger.write() as conn:  # a running VM: the pool costs something
-        conn.execute(schema.vm_attempts.insert().values(
-            id=f"at-{org}", pool_id=pool.json()["id"], state="running", node_state="Ready",
-            token_generation=0, created_at=now, updated_at=now, vm_created_at=now))
-    app.clock.advance(timedelta(hours=1))  # type: ignore[attr-defined]
-    assert http.post("/v1/projects", json={"name": f"{org}-web", "org": org},
-                     headers=admin).status_code == 201
-    made["project"] = f"{org}-web"
-    for body in ({"name": f"{org}-api", "project": f"{org}-web"},
-                 {"name": f"{org}-job", "nodePool": f"{org}-gpu"}):
-        resp = http.post("/v1/deployments", json=body, headers=admin)
-        assert resp.status_code == 201, resp.text
-    made["deployment"] = f"{org}-api"
-    return made
 
 
 @pytest.fixture
@@ -81,80 +33,12 @@ def tenants(app: App, http: TestClient, callers: dict[str, dict[str, str]], kube
         "type": "static", "spec": {"runtimes": [{"host": "a1.example", "slots": 8,
                                                  "data_dir": "/data/a"}]}}}))
     monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
-    records = {org: _tenant(app, http, callers["admin"], org, kubeconfig) for org in ORGS}
+    records = {org: make_tenant(app, http, callers["admin"], org, kubeconfig) for org in ORGS}
     scoped = {f"{org}-{role}": bearer(create_token(app, f"{org}-{role}", role, by="test",
                                                     org=org).token)
               for org, role in (("alpha", "member"), ("alpha", "viewer"), ("beta", "member"))}
     return {"records": records, "callers": {
         **scoped, "admin": callers["admin"], "agent": callers["agent"], "anonymous": {}}}
-
-
-def _kind(path: str) -> str:
-    """The kind of the record ``{ref}`` names: the longest prefix of ``path`` listed."""
-    found = [prefix for prefix in KIND_OF if path.startswith(prefix)]
-    assert found, f"{path} names a record: say its kind in KIND_OF"
-    return KIND_OF[max(found, key=len)]
-
-
-def _expected(caller: str, access: Any, record_org: str) -> int | None:
-    """401, 403, 404, or None: let through to the handler, the record found."""
-    if caller == "anonymous":
-        return 401
-    if caller == "agent":
-        return 403
-    role = caller.rsplit("-", 1)[-1]
-    needs = access if isinstance(access, frozenset) else {access}
-    if not needs & HAS[role]:
-        return 403
-    if role != "admin" and not caller.startswith(record_org):
-        return 404
-    return None
-
-
-def test_every_record_route_answers_404_out_of_scope(app: App, http: TestClient, api: Any,
-                                                     tenants: dict[str, Any]) -> None:
-    records, callers = tenants["records"], tenants["callers"]
-    if_match = _if_match_routes(api)
-    wrong: list[str] = []
-    tried = 0
-    for (method, path), access in sorted(api.state.route_access.items()):
-        if "{ref}" not in path or path.startswith("/ui/"):
-            continue
-        kind = _kind(path)
-        for org in ORGS:
-            url = path.replace("{ref}", records[org][kind])
-            for caller, headers in callers.items():
-                expected = _expected(caller, access, org)
-                if expected is None:  # found: a cheap read answers; a change with a stale
-                    # If-Match is refused (412), so it was found and nothing changed
-                    if (method, path) in CHEAP:
-                        expected, sent = 200, headers
-                    elif (method, path) in if_match:
-                        expected, sent = 412, {**headers, "If-Match": '"stale"'}
-                    else:
-                        continue
-                else:
-                    sent = headers
-                before = snapshot(app)
-                resp = http.request(method, url, headers=sent,
-                                    json={} if method == "POST" else None)
-                tried += 1
-                if resp.status_code != expected:
-                    wrong.append(f"{caller}: {method} {url} -> {resp.status_code}, expected "
-                                 f"{expected}: {resp.text}")
-                elif expected == 404 and org in resp.text.replace(records[org][kind], ""):
-                    wrong.append(f"{caller}: {method} {url}: the 404 tells more than the "
-                                 f"name asked: {resp.text}")
-                if expected != 200 and snapshot(app) != before:
-                    wrong.append(f"{caller}: {method} {url}: refused but the ledger changed")
-    assert tried > 200 and not wrong, "\n".join(wrong)
-
-
-def _if_match_routes(api: Any) -> set[tuple[str, str]]:
-    """The routes that take If-Match (their OpenAPI operation declares the header)."""
-    return {(method.upper(), path) for path, ops in api.openapi()["paths"].items()
-            for method, op in ops.items()
-            if any(p.get("name") == "if-match" for p in op.get("parameters", []))}
 
 
 def test_every_list_shows_alpha_nothing_of_beta(http: TestClient, api: Any,
