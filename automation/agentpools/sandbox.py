@@ -29,6 +29,7 @@ import os
 import pwd
 import stat
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,27 +167,27 @@ def can_switch_user() -> bool:
 
 
 def _uid(user: int | str) -> int:
-    if isinstance(user, int):
-        if not 0 <= user < 2**32 - 1:
-            raise InvalidInput(f"{FIELD}.session_user", user, "must be a uid or a user name")
-        return user
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except KeyError:
-        raise InvalidInput(f"{FIELD}.session_user", user,
-                           "must be a uid, or a user name this image knows") from None
+    return _account_id(user, "session_user", "uid", "user", lambda n: pwd.getpwnam(n).pw_uid)
 
 
 def _gid(group: int | str) -> int:
-    if isinstance(group, int):
-        if not 0 <= group < 2**32 - 1:
-            raise InvalidInput(f"{FIELD}.session_group", group, "must be a gid or a group name")
-        return group
+    return _account_id(group, "session_group", "gid", "group",
+                       lambda n: grp.getgrnam(n).gr_gid)
+
+
+def _account_id(value: int | str, key: str, number: str, kind: str,
+                by_name: Callable[[str], int]) -> int:
+    """A uid or gid given as a number, or as a name the image's passwd or group file knows."""
+    field = f"{FIELD}.{key}"
+    if isinstance(value, int):
+        if not 0 <= value < 2**32 - 1:
+            raise InvalidInput(field, value, f"must be a {number} or a {kind} name")
+        return value
     try:
-        return grp.getgrnam(group).gr_gid
+        return by_name(value)
     except KeyError:
-        raise InvalidInput(f"{FIELD}.session_group", group,
-                           "must be a gid, or a group name this image knows") from None
+        raise InvalidInput(field, value,
+                           f"must be a {number}, or a {kind} name this image knows") from None
 
 
 def _group_of(uid: int) -> int:
