@@ -118,6 +118,16 @@ def cluster(tmp_path: Path, sqlite_url: str) -> Iterator[Cluster]:
             c.close()
 
 
+def _until(cluster: Cluster, gate: str) -> str:
+    """A shell loop that waits until the test releases ``gate`` (a file the session user can
+    see: the sessions run as another user, in a directory of their own)."""
+    return f"while [ ! -e {cluster.data / ('gate-' + gate)} ]; do sleep 0.05; done"
+
+
+def _release(cluster: Cluster, gate: str) -> None:
+    (cluster.data / f"gate-{gate}").touch()
+
+
 @pytest.mark.slow
 def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
     # Agent a: broker on the command line. Agent b: the config file, the seed's shape
@@ -143,11 +153,14 @@ def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> Non
     assert workdir.name.startswith("se-")
     wait_until("the session directory removed", lambda: not workdir.exists())
 
-    # Output streams: the first line is here while the command still runs.
-    streaming = cluster.session("sh", "-c", "echo first; sleep 3; echo second")
+    # Output streams: the first line is here while the command still runs (until the test
+    # lets it go on: a sleep would race a loaded machine).
+    streaming = cluster.session("sh", "-c", f"echo first; {_until(cluster, 'second')}; "
+                                            "echo second")
     assert streaming.stdout is not None
     assert streaming.stdout.readline() == "first\n"
     assert streaming.poll() is None
+    _release(cluster, "second")
     rest, _ = streaming.communicate(timeout=60)
     assert (streaming.returncode, rest) == (0, "second\n")
 
@@ -176,9 +189,13 @@ def test_agents_run_sessions_end_to_end(cluster: Cluster, tmp_path: Path) -> Non
     assert cluster.agent_state(stayer) == "ready"
 
     # One slot left: a second session waits while it is busy, then runs.
-    first = cluster.session("sh", "-c", "sleep 2; echo one")
+    first = cluster.session("sh", "-c", f"{_until(cluster, 'one')}; echo one")
     wait_until("the only slot busy", lambda: cluster.client.pool(POOL).busy_slots == 1)
     second = cluster.session("echo", "two")
+    # Pending at the broker: the client's acquire was answered "pending", which it says.
+    wait_until("the second session pending",
+               lambda: cluster.client.pool(POOL).pending_sessions == 1)
+    _release(cluster, "one")
     out2, err2 = second.communicate(timeout=60)
     out1, _ = first.communicate(timeout=60)
     assert (first.returncode, out1) == (0, "one\n")
