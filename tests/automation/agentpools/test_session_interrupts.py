@@ -44,8 +44,8 @@ class Broker(Registry):
         self.answer_acquire.set()
         self.answer_cancel.set()
 
-    def acquire(self, pool: str, command: Any) -> Session:
-        s = super().acquire(pool, command)
+    def acquire(self, pool: str, command: Any, owner: str | None = None) -> Session:
+        s = super().acquire(pool, command, owner)
         self.acquired.set()
         self.answer_acquire.wait(20)
         return s

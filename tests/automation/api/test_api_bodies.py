@@ -64,7 +64,13 @@ def call(api: FastAPI, method: str, path: str, headers: dict[str, str],
              "server": ("testserver", 80), "state": {},
              "headers": [(b"content-type", b"application/json"), *framing,
                          *((k.lower().encode(), v.encode()) for k, v in headers.items())]}
-    asyncio.run(api(scope, receive, send))
+    # A loop of its own, never the thread's: asyncio.run would leave the main thread with
+    # no current loop, which later tests in this process may rely on.
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(api(scope, receive, send))
+    finally:
+        loop.close()
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     answer = Answer(start["status"], {k.decode(): v.decode() for k, v in start["headers"]},

@@ -163,7 +163,11 @@ def test_no_collection_and_no_thread_hand_off_during_a_run() -> None:
 def test_a_failing_program_gives_back_the_collector_and_the_event_loop() -> None:
     import asyncio
 
-    previous = asyncio.get_event_loop_policy().get_event_loop()
+    try:  # the thread's loop, if an earlier test left one (asyncio.run leaves none)
+        previous: asyncio.AbstractEventLoop | None = \
+            asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        previous = None
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
