@@ -108,21 +108,10 @@ class Embedded:
     def check_pool_drift(self, ref: str, engine: str | None, simulate: bool) -> DriftReport:
         """``simulate``: the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine), the
         one ``reconcile --simulate`` runs the pools on."""
-        from automation.engine.select import make_runner
         from automation.services.pool_drift import check_pool_drift
 
         app = self._app()
-
-        def runner() -> Any:
-            if not simulate:
-                return make_runner(app.home, engine)
-            from automation.simulators.world import SimWorld
-
-            world = SimWorld(app.home / "sim")
-            app.clock = world.clock
-            return make_runner(app.home, "mock", cloud=world.cloud)
-
-        return check_pool_drift(app, runner, ref)
+        return check_pool_drift(app, _runner_of(app, engine, simulate), ref)
 
     def create_token(self, name: str, role: str, pool: str | None,
                      expires_in: timedelta | None, bootstrap: bool, *, org: str | None = None,
@@ -372,21 +361,10 @@ class Embedded:
 
     def adopt_pool(self, ref: str, engine: str | None, simulate: bool) -> RunResult:
         """``simulate``: the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine)."""
-        from automation.engine.select import make_runner
         from automation.services.pool_adopt import adopt_pool
 
         app = self._app()
-
-        def runner() -> Any:
-            if not simulate:
-                return make_runner(app.home, engine)
-            from automation.simulators.world import SimWorld
-
-            world = SimWorld(app.home / "sim")
-            app.clock = world.clock
-            return make_runner(app.home, "mock", cloud=world.cloud)
-
-        return adopt_pool(app, runner, ref)
+        return adopt_pool(app, _runner_of(app, engine, simulate), ref)
 
     def check_all_policy(self) -> list[PolicyReport]:
         from automation.services.rollout import check_all
@@ -492,3 +470,24 @@ def _local_user() -> str:
     from automation.provisioners.superusers import current_user
 
     return f"local:{current_user()[0]}"
+
+
+def _runner_of(app: Any, engine: str | None, simulate: bool) -> Callable[[], Any]:
+    """The StackRunner a pool command asks for, made when the service needs it: ``engine``'s,
+    or with ``simulate`` the mock engine over the simulated cloud kept in $ANYCLOUD_HOME/sim
+    (another engine named with it is refused at once, before anything is read)."""
+    from automation.engine.select import check_simulated, make_runner, simulated_runner
+
+    if simulate:
+        check_simulated(engine)
+
+    def runner() -> Any:
+        if not simulate:
+            return make_runner(app.home, engine)
+        from automation.simulators.world import SimWorld
+
+        world = SimWorld(app.home / "sim")
+        app.clock = world.clock
+        return simulated_runner(app.home, engine, world.cloud)
+
+    return runner

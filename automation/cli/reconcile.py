@@ -64,8 +64,12 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
             label = " [mock engine]" if data.get("engine") == "mock" else ""
             info(f"[{kind}]{label} {message}")
 
-    app = app_from(ctx, local=True)
     world = None
+    if simulate:
+        from automation.engine.select import check_simulated
+
+        check_simulated(engine)  # before anything is opened
+    app = app_from(ctx, local=True)
     if simulate:
         from automation.simulators.ports import simulated_ports
         from automation.simulators.world import SimWorld

@@ -38,3 +38,19 @@ def make_runner(home: Path, requested: str | None = None, *, cloud: Any = None) 
     from automation.engine.mock.runner import MockEngineRunner
 
     return MockEngineRunner(home, cloud=cloud)
+
+
+def check_simulated(requested: str | None) -> None:
+    """``--simulate`` runs the simulated cloud, which only the mock engine serves today (the
+    real engine needs stand-in provider plugins for it): an engine the user names is the one
+    that runs, so ``--engine pulumi`` with it is refused rather than quietly replaced.
+    (ANYCLOUD_ENGINE, the server's default, is not a choice made for this command.)"""
+    if requested not in (None, "mock"):
+        raise InvalidInput("--engine", requested, "must be mock, or left out, with --simulate: "
+                           "the simulated cloud runs under the mock engine only")
+
+
+def simulated_runner(home: Path, requested: str | None, cloud: Any) -> StackRunner:
+    """The runner of the simulated cloud ``cloud``: the mock engine (``check_simulated``)."""
+    check_simulated(requested)
+    return make_runner(home, "mock", cloud=cloud)

@@ -99,3 +99,22 @@ def test_check_drift_answers_the_same_in_each_mode(
     if in_each_mode == "remote":
         refused = run("node-pool", "status", "cpu", "--check-drift", "--simulate", "--json")
         assert refused.exit_code == 2 and "--simulate" in refused.output
+
+
+def test_an_engine_named_with_simulate_is_the_one_that_runs_or_it_is_refused(
+        run: Any, tmp_path: Path) -> None:  # noqa: F811
+    # The simulated cloud runs under the mock engine only: --engine pulumi with --simulate
+    # once ran the mock engine without a word. Refused now, before the simulated world (or
+    # anything else) is made.
+    sim = tmp_path / "home" / "sim"
+    for argv in (("reconcile", "--once", "--simulate", "--engine", "pulumi"),
+                 ("serve", "--simulate", "--engine", "pulumi"),
+                 ("node-pool", "status", "cpu", "--check-drift", "--simulate",
+                  "--engine", "pulumi"),
+                 ("node-pool", "adopt", "cpu", "--simulate", "--engine", "pulumi")):
+        result = run(*argv, "--json")
+        assert result.exit_code == 2, (argv, result.output)
+        error = json.loads(result.stdout)["error"]
+        assert (error["field"], error["value"]) == ("--engine", "pulumi"), error
+        assert "mock engine only" in error["rule"]
+        assert not sim.exists(), argv
