@@ -272,20 +272,30 @@ class Agent:
                          {})
                 self.register()
                 continue
-            if self.stopping.wait(delay) and until_stopped:
+            # The back-off is waited whatever happens: once stopping is set, waiting on it
+            # returns at once, and a call that must still go on (a release) would spin.
+            # Stopping ends the wait of a call that gives up then; abandoning, every wait.
+            ends = self.abandon if self.stopping.is_set() else self.stopping
+            if ends.wait(delay) and until_stopped:
                 return None
             delay = min(delay * 2, 5.0)
 
-    def register(self) -> None:
+    def register(self, *, until_stopped: bool = False) -> bool:
+        """Register (again). ``until_stopped``: give up once the agent is stopping (False: it
+        stopped before the broker answered)."""
         s = self.settings
         with self._registered:
             if self.left.is_set():
                 raise NotFound("agent", s.agent_id, field="agent")
-            agent = self.retry(lambda: self.client.register(s.pool, s.agent_id, s.pod, s.slots))
+            agent = self.retry(lambda: self.client.register(s.pool, s.agent_id, s.pod, s.slots),
+                               until_stopped=until_stopped)
+            if agent is None:
+                return False
             self._registered_once.set()
         self.log("registered", f"agent {s.agent_id} registered in pool {s.pool} with "
                  f"{s.slots} slot(s) at {self.client.base_url}",
                  {"agent": s.agent_id, "pool": s.pool, "slots": agent.slots})
+        return True
 
     def _retire(self, exc: AgentRetired) -> None:
         """Told 410 by the broker: stop, without registering again (module docstring)."""
@@ -315,7 +325,11 @@ class Agent:
                  f"{self.sandbox.root}/<session id>", {"root": str(self.sandbox.root),
                                                         "uid": self.sandbox.uid})
         try:
-            self.register()
+            if not self.register(until_stopped=True):
+                # SIGTERM while the broker was unreachable: nothing to drain or leave.
+                self.log("stopped", f"agent {self.settings.agent_id} stopped before the "
+                         "broker answered its registration", {})
+                return 0
         except AgentRetired:  # a container restarted in a pod being deleted: logged
             return 0
         heart = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)

@@ -9,7 +9,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from automation.agentpools.agent import Agent, AgentSettings
+from automation.agentpools.client import BrokerUnreachable
 from automation.errors import NotFound
 from tests.automation.agentpools.session_dirs import reachable_dir
 
@@ -72,3 +75,65 @@ def _leave_once(broker: Broker, data: Path) -> None:
     assert broker.registers == 1, logged
     assert broker.gone.is_set(), logged
     assert not [t.name for t in threads if t.is_alive()]
+
+
+class Unreachable:
+    """A broker nobody answers at: every call fails as a refused connection does."""
+
+    base_url = "http://127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.called = threading.Event()
+
+    def register(self, *args: Any) -> Any:
+        self.calls += 1
+        self.called.set()
+        raise BrokerUnreachable("connection refused")
+
+
+def test_sigterm_before_the_broker_ever_answered_stops_the_agent_without_spinning() -> None:
+    # It used to retry its registration with no back-off once stopping (the stop event's
+    # wait returns at once): 8,000 log lines a second at 100 % CPU until SIGKILL.
+    broker = Unreachable()
+    logged: list[str] = []
+    with reachable_dir() as data:
+        agent = Agent(broker, AgentSettings(pool="default/cpu", agent_id="agent-a",  # type: ignore[arg-type]
+                                            pod="agent-a", slots=1, data_dir=data),
+                      lambda kind, message, _: logged.append(message))
+        exit_codes: list[int] = []
+        runner = threading.Thread(target=lambda: exit_codes.append(agent.run()))
+        runner.start()
+        assert broker.called.wait(10)
+        agent.stop()
+        runner.join(10)
+    assert exit_codes == [0], logged
+    assert broker.calls <= 3, f"{broker.calls} registrations: it spun"
+    assert "stopped before the broker answered its registration" in logged[-1]
+
+
+def test_a_call_that_must_go_on_while_stopping_still_backs_off() -> None:
+    # A session's release is retried past the stop (until_stopped False): its back-off must
+    # not collapse to nothing once the stop event is set (whose wait returns at once); it
+    # waits on the abandon event instead, which ends the retries.
+    waits: list[float] = []
+
+    class Abandon(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0)
+            if len(waits) == 3:
+                self.set()
+            return super().wait(0)  # the back-off itself is not waited out in the test
+
+    agent = Agent(Unreachable(), AgentSettings(  # type: ignore[arg-type]
+        pool="default/cpu", agent_id="agent-a", pod="agent-a", slots=1, data_dir=Path("/")),
+        lambda *_: None)
+    agent.abandon = Abandon()
+    agent.stop()
+
+    def refused() -> None:
+        raise BrokerUnreachable("connection refused")
+
+    with pytest.raises(BrokerUnreachable):
+        agent.retry(refused)
+    assert waits == [0.5, 1.0, 2.0]  # each back-off asked for, doubling, then abandoned
