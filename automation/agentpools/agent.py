@@ -133,6 +133,7 @@ class SessionRun:
                     raise OSError("cancelled before it started")
                 self.proc = subprocess.Popen(
                     self.session.command, cwd=workdir, env=box.env(sid, agent.settings.pool,
+                                                                   agent.settings.agent_id,
                                                                    workdir),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     start_new_session=True, **box.popen_user())

@@ -2,8 +2,9 @@
 
 Every session gets
 - a clean environment: ``PATH`` (a fixed system one), ``HOME`` (its own directory),
-  ``LANG`` (the agent's, else ``C.UTF-8``), ``ANYCLOUD_SESSION_ID``, ``ANYCLOUD_POOL`` and
-  ``ANYCLOUD_SESSION_DIR``, and nothing else: not the agent's token, not its settings;
+  ``LANG`` (the agent's, else ``C.UTF-8``), ``ANYCLOUD_SESSION_ID``, ``ANYCLOUD_POOL``,
+  ``ANYCLOUD_AGENT_ID`` (the agent's pod) and ``ANYCLOUD_SESSION_DIR``, and nothing else:
+  not the agent's token, not its settings;
 - another user than the agent's: ``sandbox_config.session_user`` (default ``nobody``, 65534)
   and its group, no supplementary group. It cannot read the agent's memory or
   ``/proc/<agent>/environ`` (where the token is), nor signal it;
@@ -69,12 +70,14 @@ class Sandbox:
         workdir.chmod(0o700)  # whatever the umask took away
         return workdir
 
-    def env(self, session_id: str, pool: str, workdir: Path) -> dict[str, str]:
-        """The session's whole environment: nothing of the agent's but its LANG."""
+    def env(self, session_id: str, pool: str, agent_id: str,
+            workdir: Path) -> dict[str, str]:
+        """The session's whole environment: nothing of the agent's but its LANG, and where it
+        runs (its pool and its agent, whose id is the pod's name)."""
         return {"PATH": SESSION_PATH, "HOME": str(workdir),
                 "LANG": os.environ.get("LANG") or "C.UTF-8",
                 "ANYCLOUD_SESSION_ID": session_id, "ANYCLOUD_POOL": pool,
-                "ANYCLOUD_SESSION_DIR": str(workdir)}
+                "ANYCLOUD_AGENT_ID": agent_id, "ANYCLOUD_SESSION_DIR": str(workdir)}
 
     def popen_user(self) -> dict[str, Any]:
         """``subprocess.Popen``'s user switch (it changes user after entering the working

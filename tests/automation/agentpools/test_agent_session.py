@@ -273,7 +273,7 @@ def test_an_agent_whose_pool_is_deleted_stops_its_session_and_exits_0(
 # -- issue 52: a session holds nothing of the agent's ------------------------------------------
 
 SESSION_ENV = {"PATH", "HOME", "LANG", "ANYCLOUD_SESSION_ID", "ANYCLOUD_POOL",
-               "ANYCLOUD_SESSION_DIR"}
+               "ANYCLOUD_AGENT_ID", "ANYCLOUD_SESSION_DIR"}
 SHELL_ENV = {"PWD", "SHLVL", "_", "OLDPWD"}  # what sh itself adds
 PROBE = ("id -u; id -G; stat -c '%u %g %a' .; pwd; echo ---; env; echo ---; "
          "cat /proc/$PPID/environ 2>&1; echo; true")
@@ -305,6 +305,7 @@ def test_a_session_runs_as_another_user_with_nothing_of_the_agents(cluster: Clus
     assert Path(cwd).parent == cluster.data / "agent-a" and Path(cwd).name.startswith("se-")
     assert set(env) - SHELL_ENV == SESSION_ENV, env
     assert env["HOME"] == env["ANYCLOUD_SESSION_DIR"] == cwd and env["ANYCLOUD_POOL"] == POOL
+    assert env["ANYCLOUD_AGENT_ID"] == "agent-a"
     assert "Permission denied" in parent  # /proc/<agent>/environ, where the token is
     # The sessions root is the agent's: passed through, not listed.
     assert oct((cluster.data / "agent-a").stat().st_mode & 0o777) == "0o711"

@@ -328,9 +328,12 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
             # Four sessions at once, each holding its slot until told to go: the pool scales
             # up to maxReplicas 4 (never past it), the new pods' agents register and every
             # session runs, on four different agents.
-            gate = tmp_path / "gate"
+            # Sessions run as another user than the test: a directory it may write (sticky
+            # and world-writable, as /tmp), under the agents' reachable data root.
+            gate = kubelet.data / "gate"
             gate.mkdir()
-            hold = ('echo "s$0 on $POD_NAME"; touch "$1/started-$0"; '
+            gate.chmod(0o1777)
+            hold = ('echo "s$0 on $ANYCLOUD_AGENT_ID"; touch "$1/started-$0"; '
                     'while [ ! -e "$1/go" ]; do sleep 0.1; done')
             burst = [session(broker.url, ns, "sh", "-c", hold, str(i), str(gate),
                              token=member, json_out=True) for i in range(4)]
@@ -347,7 +350,7 @@ def test_real_agents_serve_scale_decay_and_leave_with_their_pool(
                 lines = [json.loads(line) for line in out.splitlines()]
                 assert lines[0]["data"].startswith(f"s{i} on shell-"), lines
                 ran.append(lines[-1]["session"]["agentId"])
-                assert lines[0]["data"] == f"s{i} on {ran[-1]}\n"  # POD_NAME is the agent's
+                assert lines[0]["data"] == f"s{i} on {ran[-1]}\n"  # the agent's id: its pod
             assert len(set(ran)) == 4 and set(ran) <= kubelet.alive("shell")
             assert kubelet.seen["shell"] == 4
 
