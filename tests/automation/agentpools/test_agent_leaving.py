@@ -62,19 +62,24 @@ def _leave_once(broker: Broker, data: Path) -> None:
     logged: list[str] = []
     agent = Agent(broker, settings, lambda kind, message, _: logged.append(message))  # type: ignore[arg-type]
     before = set(threading.enumerate())
-    exit_codes: list[int] = []
-    runner = threading.Thread(target=lambda: exit_codes.append(agent.run()))
-    runner.start()
-    assert broker.polling.wait(10)
-    agent.stop()
-    runner.join(10)
-    assert exit_codes == [0]
+    assert _run_until(agent, broker.polling) == [0]
     threads = set(threading.enumerate()) - before  # the poller and the heartbeat
     for thread in threads:
         thread.join(5)
     assert broker.registers == 1, logged
     assert broker.gone.is_set(), logged
     assert not [t.name for t in threads if t.is_alive()]
+
+
+def _run_until(agent: Agent, reached: threading.Event) -> list[int]:
+    """Run the agent in a thread, stop it once ``reached`` is set; its exit code(s)."""
+    exit_codes: list[int] = []
+    runner = threading.Thread(target=lambda: exit_codes.append(agent.run()))
+    runner.start()
+    assert reached.wait(10)
+    agent.stop()
+    runner.join(10)
+    return exit_codes
 
 
 class Unreachable:
@@ -101,12 +106,7 @@ def test_sigterm_before_the_broker_ever_answered_stops_the_agent_without_spinnin
         agent = Agent(broker, AgentSettings(pool="default/cpu", agent_id="agent-a",  # type: ignore[arg-type]
                                             pod="agent-a", slots=1, data_dir=data),
                       lambda kind, message, _: logged.append(message))
-        exit_codes: list[int] = []
-        runner = threading.Thread(target=lambda: exit_codes.append(agent.run()))
-        runner.start()
-        assert broker.called.wait(10)
-        agent.stop()
-        runner.join(10)
+        exit_codes = _run_until(agent, broker.called)
     assert exit_codes == [0], logged
     assert broker.calls <= 3, f"{broker.calls} registrations: it spun"
     assert "stopped before the broker answered its registration" in logged[-1]
