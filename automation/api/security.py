@@ -45,7 +45,7 @@ def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False,
     def caller(request: Request,
                authorization: Annotated[str | None, Header()] = None) -> Principal:
         # A plain function: FastAPI runs it in a worker thread (it reads the ledger), unless
-        # the API's front door (automation.api.app) already resolved the token.
+        # the front door (automation.api.front_door) already resolved the token.
         who: Principal = (getattr(request.state, "authenticated", None)
                           or request.app.state.principal_of(authorization))
         if not (who.role == "agent" and Access.AGENT in needs):
@@ -56,7 +56,7 @@ def _gate(access: Access | frozenset[Access], *, pool_in_path: bool = False,
         return who
 
     caller.access = access  # type: ignore[attr-defined]
-    caller.fleet = fleet  # type: ignore[attr-defined]
+    caller.fleet = fleet  # type: ignore[attr-defined]  # read by the broker's auth tests
     return caller
 
 

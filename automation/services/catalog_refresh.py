@@ -78,15 +78,12 @@ def secret_of(app: App, cred: Credential) -> dict[str, str] | None:
     the refresh reads the cloud with it, never with the server's own identity."""
     import json
 
-    import sqlalchemy as sa
-
-    from automation.ledger import schema
     from automation.sealing import SealingKeyMissing, owner
+    from automation.services.sealed import sealed_blob
 
     whose = owner("credential", cred.id)
     with app.ledger.read() as conn:
-        blob = conn.execute(sa.select(schema.sealed_secrets.c.sealed).where(
-            schema.sealed_secrets.c.owner == whose)).scalar()
+        blob = sealed_blob(conn, whose)
     if blob is None:
         return None
     if app.sealing is None:

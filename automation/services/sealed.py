@@ -51,6 +51,12 @@ def summaries(conn: Any, owners: list[str]) -> dict[str, SecretSummary]:
     return {r["owner"]: summary(r) for r in rows}
 
 
+def sealed_blob(conn: Any, whose: str) -> bytes | None:
+    """What is sealed for ``whose`` (still sealed), or None."""
+    blob: bytes | None = conn.execute(sa.select(_T.c.sealed).where(_T.c.owner == whose)).scalar()
+    return blob
+
+
 def held(conn: Any, whose: str) -> bool:
     return conn.execute(sa.select(_T.c.owner).where(_T.c.owner == whose)).first() is not None
 
@@ -69,7 +75,7 @@ def digest_key(app: App) -> SealingKey:
     the old key has left the key file (digests under the secrets key itself would not)."""
     key = require_key(app, "a request that carries a secret")
     with app.ledger.read() as conn:
-        blob = conn.execute(sa.select(_T.c.sealed).where(_T.c.owner == DIGEST_KEY)).scalar()
+        blob = sealed_blob(conn, DIGEST_KEY)
     if blob is not None:
         return SealingKey(key.open(blob, DIGEST_KEY))
     made = os.urandom(32)

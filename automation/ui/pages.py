@@ -91,7 +91,9 @@ def _viewer(request: Request,
     ctx = request.app.state.ctx
     now = ctx.clock.now()
     if authorization:
-        who = token_auth.principal(ctx.ledger, authorization, now)
+        # The front door (automation.api.front_door) has resolved it already.
+        who = (getattr(request.state, "authenticated", None)
+               or token_auth.principal(ctx.ledger, authorization, now))
     else:
         token = sessions(request).open(request.cookies.get(SESSION_COOKIE), now)
         if token is None:
