@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -51,6 +52,15 @@ def callers(app: App) -> dict[str, dict[str, str]]:
         "unknown": bearer("acy_" + "B" * 43), "revoked": bearer(revoked),
         "expired": bearer(expired), **{role: bearer(tok) for role, tok in made.items()},
     }
+
+
+def static_provisioner(monkeypatch: pytest.MonkeyPatch, slots: int) -> None:
+    """The server's provisioner set: one static runtime of ``slots`` slots, the default."""
+    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"a": {
+        "type": "static", "spec": {"runtimes": [{
+            "host": "a1.example", "slots": slots, "data_dir": "/data/a",
+            "audience_url": "https://a1.example"}]}}}))
+    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
 
 
 def kubeconfig_file(tmp_path: Path) -> Path:

@@ -3,14 +3,13 @@ delete (412, nothing changed or released, when another client changed it since).
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
 
 from automation.app import App
-from tests.automation.api.conftest import POOL
+from tests.automation.api.conftest import POOL, static_provisioner
 from tests.automation.conftest import snapshot
 
 
@@ -18,11 +17,7 @@ from tests.automation.conftest import snapshot
 def running(world: App, http: TestClient, callers: dict[str, dict[str, str]],
             monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Deployment ``api`` of project ``web``, running on the server's static provisioner."""
-    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"a": {
-        "type": "static", "spec": {"runtimes": [{"host": "a1.example", "slots": 2,
-                                                 "data_dir": "/data/a",
-                                                 "audience_url": "https://a1.example"}]}}}))
-    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    static_provisioner(monkeypatch, slots=2)
     member = callers["member"]
     assert http.post("/v1/orgs", json={"name": "acme"}, headers=callers["admin"]).is_success
     assert http.post("/v1/projects", json={"name": "web", "org": "acme"},

@@ -23,7 +23,7 @@ from automation.auth import tokens
 from automation.auth.roles import Access
 from automation.ledger import schema
 from automation.services.tokens import create_token
-from tests.automation.api.conftest import bearer
+from tests.automation.api.conftest import bearer, static_provisioner
 from tests.automation.api.tenants import ORGS, make_tenant
 from tests.automation.conftest import snapshot
 
@@ -116,11 +116,7 @@ def world(app: App, http: TestClient, callers: dict[str, dict[str, str]], kubeco
           monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Orgs alpha and beta with one of every record; AgentPools A and B, each with an agent
     and a session; a token of every kind of caller."""
-    monkeypatch.setenv("ANYCLOUD_PROVISIONER_SET_JSON", json.dumps({"a": {
-        "type": "static", "spec": {"runtimes": [{"host": "a1.example", "slots": 8,
-                                                 "data_dir": "/data/a",
-                                                 "audience_url": "https://a1.example"}]}}}))
-    monkeypatch.setenv("ANYCLOUD_DEFAULT_PROVISIONER", "a")
+    static_provisioner(monkeypatch, slots=8)
     admin = callers["admin"]
     names = {org: make_tenant(app, http, admin, org, kubeconfig) for org in ORGS}
     ids = {org: _ids(http, admin, names[org]) for org in ORGS}
