@@ -10,8 +10,10 @@ One narrative (``run_demo``), two cluster sides:
   kwok playing the kubelets), registered through the real probe and reached through the
   real ``KubernetesCluster`` adapter; the cluster add-on stack runs on the real Pulumi
   engine; the simulated VMs' kubelets register their Nodes there
-  (``automation.devcluster.kubelets``). The cloud side stays simulated: node-pool stacks on
-  the mock engine over the simulated cloud.
+  (``automation.devcluster.kubelets``). Node-pool stacks run on the real engine too: their
+  bootstrap-token Secrets go to the API server through the real kubernetes plugin, their
+  networks and VMs to the simulated cloud through the stand-in aws/gcp/azure-native plugins
+  (``automation.simulators.standin``), which this process serves the cloud to.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from automation.app import App
 from automation.catalog.store import data_dir
+from automation.engine.runner import StackKind
 from automation.errors import AnycloudError
 from automation.models import Cluster, WorkloadKind
 from automation.reconciler.reconcile import Ports, Reconciler
@@ -279,12 +282,14 @@ def environment(changes: dict[str, str | None]) -> Iterator[None]:
 
 
 class ReportingRunner:
-    """The add-on stack's runner, saying what the real engine did (engine, stack, changes,
-    seconds); everything else is the wrapped runner's."""
+    """A runner saying what the real engine did (engine, stack, changes, seconds), and for a
+    node-pool stack whose cloud it is (``cloud``: the stand-in's label); everything else is
+    the wrapped runner's."""
 
-    def __init__(self, runner: StackRunner, say: Say) -> None:
+    def __init__(self, runner: StackRunner, say: Say, cloud: str | None = None) -> None:
         self.runner = runner
         self.say = say
+        self.cloud = cloud
         self.home = getattr(runner, "home", None)
 
     @property
@@ -295,10 +300,12 @@ class ReportingRunner:
         seconds = time.monotonic() - began
         counts = result.summary.model_dump()
         changes = ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "no changes"
-        self.say("engine", f"{result.engine} engine: {result.operation} of stack "
-                 f"{result.stack}: {changes} ({seconds:.1f} s)",
+        cloud = self.cloud if result.stack.startswith(f"{StackKind.NODE_POOL}-") else None
+        self.say("engine", f"{result.engine} engine{f', {cloud}' if cloud else ''}: "
+                 f"{result.operation} of stack {result.stack}: {changes} ({seconds:.1f} s)",
                  {"engine": result.engine, "operation": result.operation,
-                  "stack": result.stack, "summary": counts, "seconds": round(seconds, 2)})
+                  "stack": result.stack, "summary": counts, "seconds": round(seconds, 2),
+                  **({"cloud": cloud} if cloud else {})})
         return result
 
     def preview(self, target: StackTarget, *, diff: bool = False,
@@ -337,10 +344,10 @@ class ReportingRunner:
 class LocalSide:
     description = (
         "a real local control plane (etcd, kube-apiserver, controller-manager, scheduler; "
-        "kwok plays the kubelets) and the real Pulumi engine for the cluster add-ons and "
-        "the pools' Traefik releases; a simulated cloud with node-pool stacks on the mock "
-        "Pulumi engine (their bootstrap-token Secrets are not written to the API server); "
-        "accelerated clock")
+        "kwok plays the kubelets) and the real Pulumi engine for every stack: the cluster "
+        "add-ons, the pools' Traefik releases, and the node pools, whose cloud resources "
+        "go to a simulated cloud through stand-in aws/gcp/azure-native plugins (stand-in "
+        "cloud) and whose bootstrap-token Secrets go to the API server; accelerated clock")
     traefik_note = ("and its own Traefik HelmChart is applied to the API server by the real "
                     "engine (no helm-controller runs locally to install it)")
 
@@ -349,6 +356,7 @@ class LocalSide:
         self.plane: ControlPlane | None = None
         self.kubelets: Kubelets | None = None
         self._env: Any = None  # the engine environment, entered until close
+        self._cloud: Any = None  # the simulated cloud served to the stand-in plugins
 
     def prepare(self, world: SimWorld) -> None:
         """The simulated clock starts at the wall clock's time, so that what the ledger and
@@ -367,13 +375,23 @@ class LocalSide:
 
         tools = self.tools or local_tools()
         pulumi_home = workdir / "pulumi-home"
+        from automation.simulators.cloud_api import CloudService
+        from automation.simulators.standin import LABEL, PACKAGES, STANDIN_VERSION
+        from automation.simulators.standin.install import install, standin_environment
+
         changes = engine_environment(tools, pulumi_home, workdir / "tmp")
+        env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
+        install(env)
+        self._cloud = CloudService(world.cloud)
+        changes.update({**standin_environment(env), **self._cloud.env})
         self._env = environment(changes)
         self._env.__enter__()
-        say("engine", f"real Pulumi engine for the cluster add-on stack: {tools.pulumi}, "
-            f"kubernetes provider plugin {tools.plugin_version} installed in {pulumi_home}",
-            {"pulumi": str(tools.pulumi), "plugins": {"kubernetes": tools.plugin_version},
-             "pulumiHome": str(pulumi_home)})
+        plugins = {"kubernetes": tools.plugin_version, **dict.fromkeys(PACKAGES, STANDIN_VERSION)}
+        say("engine", f"real Pulumi engine for every stack: {tools.pulumi}, kubernetes "
+            f"provider plugin {tools.plugin_version} and the {LABEL} plugins "
+            f"({', '.join(PACKAGES)} {STANDIN_VERSION}) installed in {pulumi_home}",
+            {"pulumi": str(tools.pulumi), "plugins": plugins, "pulumiHome": str(pulumi_home),
+             "cloud": LABEL})
 
         began = time.monotonic()
         self.plane = plane = control_plane.start(workdir / "control-plane")
@@ -403,8 +421,10 @@ class LocalSide:
         from automation.engine.pulumi_driver import AutomationRunner
 
         # Built inside the engine environment: the runner keeps a copy of it.
-        runner = ReportingRunner(AutomationRunner(app.home), say)
-        return local_ports(app, world, say, addons_runner=runner)
+        from automation.simulators.standin import LABEL
+
+        runner = ReportingRunner(AutomationRunner(app.home), say, cloud=LABEL)
+        return local_ports(app, world, say, addons_runner=runner, pools_runner=runner)
 
     def advance(self, world: SimWorld, delta: timedelta) -> None:
         assert self.kubelets is not None
@@ -435,6 +455,9 @@ class LocalSide:
                 say("controlPlane", f"local control plane stopped ({len(pids)} processes)",
                     {"pids": pids, "stopped": True})
         finally:
+            if self._cloud is not None:
+                self._cloud.close()
+                self._cloud = None
             if self._env is not None:
                 self._env.__exit__(None, None, None)
                 self._env = None

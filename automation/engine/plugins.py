@@ -56,8 +56,9 @@ def plugin_version(name: str, environ: Mapping[str, str]) -> str:
 
 def pin_provider_versions(program: Callable[[], None],
                           versions: Mapping[str, str]) -> Callable[[], None]:
-    """The program, with every provider resource of a pinned package asking for its pinned
-    version (the engine loads a provider plugin at its resource's ``version``)."""
+    """The program, with every resource of a pinned package asking for its pinned version:
+    the engine loads a provider plugin at its provider resource's ``version``, and a default
+    provider (a ``random:`` value has no explicit one) at the version its resources ask."""
     if not versions:
         return program
 
@@ -66,8 +67,8 @@ def pin_provider_versions(program: Callable[[], None],
 
         def pin(args: pulumi.ResourceTransformationArgs
                 ) -> pulumi.ResourceTransformationResult | None:
-            package = args.type_.removeprefix("pulumi:providers:")
-            if package == args.type_ or package not in versions:
+            package = args.type_.removeprefix("pulumi:providers:").split(":", 1)[0]
+            if package not in versions:
                 return None
             opts = pulumi.ResourceOptions.merge(
                 args.opts, pulumi.ResourceOptions(version=versions[package]))

@@ -102,7 +102,8 @@ def private_tmp(home: Path) -> Iterator[Path]:
 
 
 def workspace_options(target: StackTarget, home: Path, state: StateSettings,
-                      tmp: Path | None = None, pulumi_command: Any = None) -> Any:
+                      tmp: Path | None = None, pulumi_command: Any = None,
+                      engine_env: dict[str, str] | None = None) -> Any:
     from pulumi import automation as auto
 
     work_dir = home / "stacks" / target.stack_name
@@ -111,7 +112,8 @@ def workspace_options(target: StackTarget, home: Path, state: StateSettings,
     # pulumi-policy and the rules installed.
     # A sealed credential's secret rides in the environment of this engine process only
     # (target.secret_env): the provider plugin reads it; it never reaches a file or state.
-    env = {**state.env, **target.secret_env, "PULUMI_PYTHON_CMD": sys.executable}
+    env = {**(engine_env or {}), **state.env, **target.secret_env,
+           "PULUMI_PYTHON_CMD": sys.executable}
     if tmp is not None:
         env["TMPDIR"] = str(tmp)
     return auto.LocalWorkspaceOptions(
@@ -157,9 +159,13 @@ class AutomationRunner:
 
     engine: Literal["pulumi"] = "pulumi"
 
-    def __init__(self, home: Path, *, environ: dict[str, str] | None = None) -> None:
+    def __init__(self, home: Path, *, environ: dict[str, str] | None = None,
+                 engine_env: dict[str, str] | None = None) -> None:
+        """``engine_env``: more environment for the engine and its plugins (where a stand-in
+        plugin finds the simulated cloud); it also counts as part of ``environ``."""
         self.home = home
-        self.environ = dict(os.environ if environ is None else environ)
+        self.engine_env = dict(engine_env or {})
+        self.environ = {**(os.environ if environ is None else environ), **self.engine_env}
 
     @contextmanager
     def _errors(self, target: StackTarget) -> Iterator[None]:
@@ -195,7 +201,7 @@ class AutomationRunner:
         from pulumi import automation as auto
 
         opts = workspace_options(target, self.home, state_settings(self.home, self.environ), tmp,
-                                 pulumi_command=command())
+                                 pulumi_command=command(), engine_env=self.engine_env)
         return auto.create_or_select_stack(
             stack_name=stack_name, project_name=PROJECT,
             program=pin_provider_versions(program, overrides(self.environ)), opts=opts)

@@ -89,15 +89,15 @@ def identity(type_: str, name: str, inputs: dict[str, Any]) -> list[Any]:
     return [type_, "name", str(named), str(_plain(inputs.get("resourceGroupName")) or "")]
 
 
-def _public(value: Any) -> Any:
+def console_view(value: Any) -> Any:
     """A resource's inputs as the cloud keeps them for its console: every secret value left
     out (the simulator's file never holds one), the rest as given."""
     from pulumi.runtime import rpc
 
     if isinstance(value, dict):
-        return {str(k): _public(v) for k, v in value.items() if not rpc.is_rpc_secret(v)}
+        return {str(k): console_view(v) for k, v in value.items() if not rpc.is_rpc_secret(v)}
     if isinstance(value, list | tuple):
-        return [_public(v) for v in value if not rpc.is_rpc_secret(v)]
+        return [console_view(v) for v in value if not rpc.is_rpc_secret(v)]
     return value
 
 
@@ -224,7 +224,7 @@ class CloudSimulator(MockProviders):
             if (isinstance(step, Step) and step.op == "update" and rid is not None
                     and args.custom and not args.typ.startswith(NOT_IN_THE_CLOUD)):
                 with self._vm_lock:  # updated in place: the console shows the new values
-                    self.live[rid] = _public(dict(args.inputs))
+                    self.live[rid] = console_view(dict(args.inputs))
                     self.save()
             return rid, extra
         if args.typ in VM_TYPES:
@@ -278,11 +278,11 @@ class CloudSimulator(MockProviders):
                 prior = self.resources.get(rid or "")
                 if prior is not None and prior["state"] == "live":
                     self._conflict(args, str(rid))
-                    self.live[str(rid)] = _public(dict(args.inputs))
+                    self.live[str(rid)] = console_view(dict(args.inputs))
                     self.save()
                     return rid, extra  # Azure: updated in place
             if rid is not None:
-                self.live[rid] = _public(dict(args.inputs))
+                self.live[rid] = console_view(dict(args.inputs))
                 self.resources[rid] = {"type": args.typ, "state": "live", "identity": identity(
                     args.typ, args.name, dict(args.inputs))}
                 self.save()
@@ -309,7 +309,7 @@ class CloudSimulator(MockProviders):
                 prior = self.vms.get(str(rid))
                 if prior is not None and prior.state == "running":
                     self._conflict(args, str(rid))
-                    self.live[str(rid)] = _public(dict(args.inputs))
+                    self.live[str(rid)] = console_view(dict(args.inputs))
                     self.journal.append(("update", attempt))  # Azure: the same VM, updated
                     self.save()
                     return rid, extra
@@ -321,7 +321,7 @@ class CloudSimulator(MockProviders):
                        public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots,
                        vm_type=_vm_type(dict(args.inputs)), cluster_id=cluster)
             self.vms[vm.id] = vm
-            self.live[vm.id] = _public(dict(args.inputs))
+            self.live[vm.id] = console_view(dict(args.inputs))
             self.journal.append(("create", attempt))
             self.save()
             for hook in self.on_vm_created:

@@ -22,20 +22,22 @@ def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> 
 
 
 def local_ports(app: App, world: SimWorld, report: Report | None = None, *,
-                addons_runner: StackRunner | None = None) -> Ports:
+                addons_runner: StackRunner | None = None,
+                pools_runner: StackRunner | None = None) -> Ports:
     """``anycloud demo --cluster local``: the cluster side is real, the cloud side simulated.
 
     Each cluster through its registered kubeconfig (the real ``KubernetesCluster`` adapter:
     Nodes, labels, cordon, delete, namespaces); the cluster add-on stack on the real engine
     (``addons_runner``, by default an ``AutomationRunner`` over ``app.home``: it needs the
-    ``pulumi`` CLI and the kubernetes provider plugin); node-pool stacks on the mock engine
-    over the simulated cloud, whose VMs are looked up there.
+    ``pulumi`` CLI and the kubernetes provider plugin); node-pool stacks on ``pools_runner``
+    (the real engine with the stand-in cloud plugins serving ``world.cloud``; by default the
+    mock engine over it), their VMs looked up in the simulated cloud.
     """
     if addons_runner is None:
         from automation.engine.pulumi_driver import AutomationRunner
 
         addons_runner = AutomationRunner(app.home)
-    runner = MockEngineRunner(app.home, cloud=world.cloud)
+    runner = pools_runner or MockEngineRunner(app.home, cloud=world.cloud)
     return Ports(runner=runner, cluster_for=kubernetes_clusters(),
                  vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
                  ensure_addons=addon_ensurer(app, addons_runner, report),

@@ -156,8 +156,8 @@ def test_addons_are_installed_by_the_real_engine(local_demo: dict[str, Any]) -> 
     steps = local_demo["steps"]
     ups = [s["data"] for s in of(steps, "engine") if s["data"].get("operation") == "up"]
     assert ups and all(u["engine"] == "pulumi" for u in ups)
-    assert ups[0]["summary"]["create"] >= 3  # component, RuntimeClass, DaemonSet
-    assert ups[0]["stack"].startswith("cluster-addons-")
+    addon_ups = [u for u in ups if u["stack"].startswith("cluster-addons-")]
+    assert addon_ups[0]["summary"]["create"] >= 3  # component, RuntimeClass, DaemonSet
     (addons,) = of(steps, "addons")
     assert "apply daemonset" in addons["data"]["actions"]
     data = of(steps, "apiServer")[0]["data"]
@@ -167,6 +167,25 @@ def test_addons_are_installed_by_the_real_engine(local_demo: dict[str, Any]) -> 
     assert any(m.startswith("pulumi-kubernetes") for m in ds["managers"]), ds["managers"]
     assert ds["labels"]["app.kubernetes.io/managed-by"] == "anycloud"
     assert rc["name"] == "nvidia" and any(m.startswith("pulumi") for m in rc["managers"])
+
+
+def test_node_pools_run_on_the_real_engine_with_the_standin_cloud(
+        local_demo: dict[str, Any]) -> None:
+    """Every node-pool stack ran on the real engine (its events are the engine's), with the
+    stand-in cloud plugins named as such where the user reads the engine set-up."""
+    steps = local_demo["steps"]
+    (setup,) = [s for s in of(steps, "engine") if "plugins" in s["data"]]
+    assert setup["data"]["cloud"] == "stand-in cloud"
+    assert "stand-in cloud plugins" in setup["message"]
+    assert setup["data"]["plugins"]["aws"] == setup["data"]["plugins"]["gcp"] == (
+        "0.0.0-anycloud.standin")
+    pools = [s["data"] for s in of(steps, "engine")
+             if str(s["data"].get("stack", "")).startswith("node-pool-")]
+    ops = {(p["operation"], p["engine"]) for p in pools}
+    # Bought, converged, released: every step of a pool's life by the real engine.
+    assert {("up", "pulumi"), ("destroy", "pulumi")} <= ops and {e for _, e in ops} == {"pulumi"}
+    creates = sum(p["summary"]["create"] for p in pools if p["operation"] == "up")
+    assert creates >= 3 * 2  # each VM with its token: 3 first VMs and 1 replacement
 
 
 def test_missing_tools_fail_before_anything_starts(tmp_path: Path) -> None:

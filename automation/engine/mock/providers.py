@@ -201,6 +201,13 @@ class MockProviders:
                 return {"metadata": _rewrap(named, secret)}
         return {}
 
+    def configure_provider(self, package: str, config: Mapping[str, Any]) -> str:
+        """Remember a provider's configuration as a program's provider resource would give
+        it (a stand-in plugin's ``configure``); the provider reference that names it."""
+        with self._lock:
+            self._providers[(f"pulumi:providers:{package}", "standin")] = dict(config)
+        return f"urn:pulumi:standin::standin::pulumi:providers:{package}::standin::standin"
+
     def _provider_config(self, ref: str | None) -> dict[str, Any]:
         # A provider reference is "<urn>::<id>"; the URN ends in "<type>::<name>".
         parts = (ref or "").split("::")

@@ -1,0 +1,197 @@
+"""Node-pool stacks on the real Pulumi engine: the CLI built from source, the kubernetes
+plugin built from source writing bootstrap-token Secrets to the real API server, and the
+stand-in aws/gcp/azure-native/random plugins (``automation.simulators.standin``) sending
+every cloud call to a simulated cloud this test process serves.
+
+What only this proves: the engine's own steps over a node pool -- its checkpoints and
+pending operations, its diff answers, refresh and invokes through a plugin -- and
+anycloud's recovery lookups run by the engine, not by the mock engine's imitation of it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from automation.clock import ManualClock
+from automation.devcluster.control_plane import ControlPlane
+from automation.engine.errors import StackLocked
+from automation.engine.processes import end_session
+from automation.engine.pulumi_driver import AutomationRunner, pending_creates
+from automation.engine.runner import StackKind, StackTarget
+from automation.kube.probe import sha256_hex
+from automation.simulators.cloud import CloudSimulator, SimVm
+from automation.simulators.cloud_api import CloudService
+from automation.simulators.standin.install import install, standin_environment
+from stacks.config import AttemptSpec, CloudCredentialRef, ClusterRef, NodePoolStackConfig
+
+pytestmark = [pytest.mark.kube, pytest.mark.engine, pytest.mark.slow]
+
+REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
+VM_TYPE = {"aws": "m7i.large", "gcp": "n2-standard-4", "azure": "Standard_D4s_v5"}
+CREDENTIAL = {"aws": {"profile": "team"}, "gcp": {"project": "p-123456", "key_file": "/k.json"},
+              "azure": {"subscription_id": "s-1", "tenant_id": "t", "client_id": "c"}}
+
+
+class StandIn:
+    def __init__(self, root: Path, plane: ControlPlane, environ: dict[str, str]) -> None:
+        self.cloud = CloudSimulator(ManualClock(datetime(2026, 12, 1, tzinfo=UTC)),
+                                    root / "cloud.json")
+        self.service = CloudService(self.cloud)
+        self.engine_env = {**self.service.env, **standin_environment(environ)}
+        self.runner = AutomationRunner(root / "home", engine_env=self.engine_env)
+        self.plane = plane
+        self.issued = datetime.now(UTC).replace(microsecond=0)  # the tokens' issue time
+
+    def target(self, provider: str, attempts: int, pool: str = "np-1",
+               vm_type: str | None = None) -> StackTarget:
+        cluster = ClusterRef(id="cl-standin", server_url="https://203.0.113.10:6443",
+                             ca_sha256=sha256_hex(self.plane.ca_pem),
+                             kubeconfig_path=str(self.plane.kubeconfig))
+        config = NodePoolStackConfig(
+            pool_id=pool, pool_name=pool, cluster=cluster,
+            credential=CloudCredentialRef(provider=provider, **CREDENTIAL[provider]),  # type: ignore[arg-type]
+            provider=provider, region=REGION[provider], vm_type=vm_type or VM_TYPE[provider],  # type: ignore[arg-type]
+            attempts=tuple(AttemptSpec(id=f"at-{pool}-{i}", token_issued_at=self.issued)
+                           for i in range(attempts)))
+        return StackTarget(kind=StackKind.NODE_POOL, key=pool, config=config)
+
+    def running(self) -> list[SimVm]:
+        return [v for v in self.cloud.vms.values() if v.state == "running"]
+
+    def live_network(self) -> list[str]:
+        return sorted(r["type"] for r in self.cloud.resources.values() if r["state"] == "live")
+
+
+@pytest.fixture
+def standin(control_plane: ControlPlane, engine_env: dict[str, str],
+            tmp_path: Path) -> Iterator[StandIn]:
+    install(engine_env)
+    world = StandIn(tmp_path, control_plane, engine_env)
+    yield world
+    world.service.close()
+
+
+def _tokens(plane: ControlPlane, pool: str) -> list[str]:
+    """The bootstrap-token Secrets of ``pool`` on the API server."""
+    done = plane.kubectl("get", "secrets", "-n", "kube-system", "-l",
+                         f"anycloud.sh/node-pool={pool}", "-o", "json")
+    return sorted(item["metadata"]["name"] for item in json.loads(done.stdout)["items"])
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_a_pools_stack_lives_and_is_released_on_the_real_engine(
+        standin: StandIn, provider: str) -> None:
+    pool = f"np-life-{provider}"
+    target = standin.target(provider, attempts=2, pool=pool)
+    result = standin.runner.up(target)
+    assert result.engine == "pulumi" and result.summary.create > 0
+    vms = standin.running()
+    assert sorted(v.attempt_id for v in vms) == [f"at-{pool}-0", f"at-{pool}-1"]
+    assert {v.pool_id for v in vms} == {pool}
+    assert all(v.public_ip.startswith("198.1") for v in vms)
+    attempts = result.outputs["attempts"]  # what the reconciler records, from the outputs
+    assert {a["publicIp"] for a in attempts.values()} == {v.public_ip for v in vms}
+    assert len(_tokens(standin.plane, pool)) == 2  # written by the real kubernetes plugin
+    assert standin.runner.lookup_vms(target, [v.attempt_id for v in vms]) == {
+        v.attempt_id: "running" for v in vms}
+
+    # Converged: the engine's own diff through the stand-in's Diff finds nothing to do.
+    assert standin.runner.preview(target).summary.changes == 0
+
+    # A person changes a VM's type at the console: the refresh reads it back as drift.
+    standin.cloud.console_change_vm_type(vms[0].attempt_id, "weird.type")
+    drift = standin.runner.check_drift(target)
+    prop = {"aws": "instanceType", "gcp": "machineType", "azure": "hardwareProfile"}[provider]
+    assert [(d.op, [p for p in d.properties if p.startswith(prop)] != []) for d in drift] == [
+        ("update", True)]
+
+    standin.runner.destroy(target)
+    assert standin.running() == []
+    assert standin.live_network() == []
+    assert _tokens(standin.plane, pool) == []
+
+
+def test_a_type_change_previews_as_the_provider_answers(standin: StandIn) -> None:
+    """``preview --diff`` on the real engine: an AWS instance type is changed in place
+    (stop, modify, start), an image change replaces the VM (force-new ``ami``)."""
+    target = standin.target("aws", attempts=1, pool="np-diff")
+    standin.runner.up(target)
+    bigger = standin.target("aws", attempts=1, pool="np-diff", vm_type="m7i.xlarge")
+    shown = standin.runner.preview(bigger, diff=True)
+    assert shown.summary.update == 1 and shown.summary.replace == 0
+    assert 'instanceType: "m7i.large" => "m7i.xlarge"' in shown.diff
+    standin.runner.destroy(target)
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+from automation.engine.pulumi_driver import AutomationRunner
+from automation.engine.runner import StackKind, StackTarget
+from stacks.config import NodePoolStackConfig
+import json
+config = NodePoolStackConfig.model_validate_json(Path(sys.argv[2]).read_text())
+target = StackTarget(kind=StackKind.NODE_POOL, key=config.pool_id, config=config)
+AutomationRunner(Path(sys.argv[1]), engine_env=json.loads(sys.argv[3])).up(target)
+"""
+
+
+def _pending(home: Path, target: StackTarget) -> list[str]:
+    path = home / "state" / ".pulumi" / "stacks" / "anycloud" / f"{target.stack_name}.json"
+    try:
+        latest = json.loads(path.read_text())["checkpoint"].get("latest") or {}
+    except (OSError, ValueError, KeyError):
+        return []
+    return pending_creates(latest)
+
+
+def test_an_up_killed_once_the_cloud_bought_a_vm_buys_nothing_twice(
+        standin: StandIn, engine_env: dict[str, str], tmp_path: Path) -> None:
+    """SIGKILL of the process driving the engine, the ``pulumi`` CLI and its plugins (a
+    crashed machine) the moment the cloud has bought the first VM and before the engine
+    hears of it: the state keeps the create in flight. The next run is refused as locked;
+    once unlocked, anycloud's recovery looks the VM up by its attempt tag through the
+    stand-in's ``ec2.getInstances`` invoke, run by the real engine, imports it, and the
+    update buys only what was never bought."""
+    target = standin.target("aws", attempts=2, pool="np-crash")
+    spec = tmp_path / "config.json"
+    spec.write_text(target.config.model_dump_json())
+    home = standin.runner.home
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(home), str(spec), json.dumps(standin.engine_env)],
+        env=engine_env, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    killed: list[str] = []
+
+    def crash(vm: SimVm) -> None:
+        if not killed:
+            killed.append(vm.attempt_id)
+            end_session(proc.pid)
+
+    standin.cloud.on_vm_created.append(crash)
+    proc.wait(timeout=180)
+    standin.cloud.on_vm_created.remove(crash)
+    assert killed, proc.stderr.read().decode() if proc.stderr else ""
+    in_flight = _pending(home, target)
+    assert any(urn.endswith(f"vm-{killed[0]}-instance") for urn in in_flight), in_flight
+    bought = [a for verb, a in standin.cloud.journal if verb == "create"]
+    assert bought.count(killed[0]) == 1
+
+    with pytest.raises(StackLocked):
+        standin.runner.up(target)
+    standin.runner.unlock(target)
+    standin.runner.up(target)
+    assert _pending(home, target) == []
+    bought = [a for verb, a in standin.cloud.journal if verb == "create"]
+    assert sorted(bought) == ["at-np-crash-0", "at-np-crash-1"]  # each VM bought once
+    assert len(standin.running()) == 2
+    assert standin.runner.preview(target).summary.changes == 0
+    standin.runner.destroy(target)
+    assert standin.running() == []
