@@ -36,10 +36,12 @@ from automation.engine.recovery import (
     answers_from_outputs,
     cloud_lookup_program,
     gcp_project,
+    has_unknowns,
     pending_creates_in,
     read_each,
     read_program,
     settle,
+    unknown_paths,
     unread_imports,
     with_imports,
 )
@@ -441,36 +443,23 @@ class AutomationRunner:
         import`` semantics). A preview lists every resource the program would create over
         the state as it is; each is looked up as crash recovery looks up a create left in
         flight (``recovery.settle``: a VM by its attempt tag, a network resource by its
-        tags or name, a Kubernetes object by kind and name). Only when every one is found
-        or confirmed absent does anything change: the resources that live only in the
-        state (components, providers, ``random:`` values) are made by an ``up`` targeting
-        them alone, then the found ones are recorded under the provider's ids in one
-        ``stack import`` and refreshed. What is absent is left out: the next ``up``
-        creates it. Otherwise ``ADOPT_FAILED`` names what could not be told, and the state
-        is as it was."""
+        tags or name, a Kubernetes object by kind and name). The resources that live only
+        in the state (components, providers, ``random:`` values) are made by an ``up``
+        targeting them alone, then the found ones are recorded under the provider's ids by
+        ``stack import`` and refreshed, in rounds (``_adopt_rounds``). What is absent is
+        left out: the next ``up`` creates it. When any lookup cannot tell,
+        ``ADOPT_FAILED`` names it and the state is put back as it was."""
         with self._errors(target), private_tmp(self.home) as tmp:
             stack = self._stack(target, tmp)
             self._settle_pending_creates(target, stack, tmp, on_progress)
-            planned = self._planned_creates(stack)
-            state_only = [p for p in planned if p.kind == "state-only"]
-            found = [p for p in planned if p.kind != "state-only"]
-            recorded = {str(r.get("urn")) for r in
-                        (stack.export_stack().deployment or {}).get("resources") or []}
-            outcome = self._settle(target, found, recorded | {p.urn for p in state_only},
-                                   tmp)
-            if not outcome.complete:
-                raise EngineFailed(
-                    f"cannot adopt {target.stack_name}: not every resource of it could be "
-                    f"looked up, and importing only some would have the next update buy the "
-                    f"rest again: {outcome.describe()}. Nothing was changed.",
-                    code="ADOPT_FAILED")
-            if state_only:
-                stack.up(target=[p.urn for p in state_only], color="never")
-            exported = stack.export_stack()
-            exported.deployment = with_imports(exported.deployment or {}, found, outcome)
-            stack.import_stack(exported)
-            if outcome.imported:
-                stack.refresh(target=[urn for urn, _ in outcome.imported], color="never")
+            before = stack.export_stack()
+            changed: list[str] = []  # what a round did to the state so far
+            try:
+                outcome = self._adopt_rounds(target, stack, tmp, changed)
+            except EngineFailed:
+                if changed:
+                    stack.import_stack(before)  # nothing changed: the state as it was
+                raise
         summary = ChangeSummary(same=len(outcome.imported), create=len(outcome.cleared))
         if on_progress is not None:
             on_progress(ProgressEvent(kind="diagnostic", severity="info", message=(
@@ -479,6 +468,54 @@ class AutomationRunner:
                 "them)")))
         return RunResult(engine="pulumi", operation="adopt", stack=target.stack_name,
                          summary=summary, diff=outcome.describe())
+
+    def _adopt_rounds(self, target: StackTarget, stack: Any, tmp: Path,
+                      changed: list[str]) -> Settlement:
+        """Look up and import in rounds: a planned create whose inputs the preview cannot
+        know yet (a route-table association names a subnet and a table that are themselves
+        being looked up) waits until what it names is imported, and the next preview knows
+        it. One that still cannot be known once nothing more is imported names a resource
+        the cloud does not hold, so it cannot exist either. Any lookup that cannot tell
+        stops every round (``ADOPT_FAILED``); the caller then restores the state."""
+        total = Settlement()
+        settled: set[str] = set()
+        first = True
+        while True:
+            planned = [p for p in self._planned_creates(stack) if p.urn not in settled]
+            state_only = [p for p in planned if p.kind == "state-only"]
+            ready = [p for p in planned if p.kind != "state-only" and not has_unknowns(p.inputs)]
+            waiting = [p for p in planned if p.kind != "state-only" and has_unknowns(p.inputs)]
+            recorded = {str(r.get("urn")) for r in
+                        (stack.export_stack().deployment or {}).get("resources") or []}
+            outcome = self._settle(target, ready, recorded | {p.urn for p in state_only}, tmp)
+            if not outcome.complete:
+                raise EngineFailed(
+                    f"cannot adopt {target.stack_name}: not every resource of it could be "
+                    f"looked up, and importing only some would have the next update buy the "
+                    f"rest again: {outcome.describe()}. Nothing was changed.",
+                    code="ADOPT_FAILED")
+            if first and state_only:
+                changed.append("up")
+                stack.up(target=[p.urn for p in state_only], color="never")
+            first = False
+            if outcome.imported:
+                changed.append("import")
+                exported = stack.export_stack()
+                exported.deployment = with_imports(exported.deployment or {}, ready, outcome)
+                stack.import_stack(exported)
+                stack.refresh(target=[urn for urn, _ in outcome.imported], color="never")
+            total.imported += outcome.imported
+            total.cleared += outcome.cleared
+            settled |= {p.urn for p in ready}
+            if not waiting:
+                return total
+            if not outcome.imported:  # nothing more will become known: a guess either way
+                raise EngineFailed(
+                    f"cannot adopt {target.stack_name}: "
+                    + "; ".join(f"{p.urn} cannot be looked up: its inputs "
+                                f"{', '.join(unknown_paths(p.inputs))} stay unknown"
+                                for p in waiting) + ". Nothing was changed.",
+                    code="ADOPT_FAILED")
 
     @staticmethod
     def _planned_creates(stack: Any) -> list[PendingCreate]:

@@ -112,9 +112,13 @@ class PendingCreate:
                    provider=state.provider or None)
 
     def recorded(self, resource_id: str, provider: str | None) -> dict[str, Any]:
-        """This resource as the state records it once imported under ``resource_id``."""
+        """This resource as the state records it once imported under ``resource_id``. An
+        input the engine's events showed only as a secret (``"ciphertext": "[secret]"``:
+        events never carry a secret's value) is left out rather than recorded as that
+        placeholder, which the state could not decrypt; the refresh after the import reads
+        what the provider reports for it."""
         out: dict[str, Any] = {"urn": self.urn, "custom": self.custom, "type": self.type,
-                               "id": resource_id, "inputs": dict(self.inputs)}
+                               "id": resource_id, "inputs": _without_redacted(self.inputs)}
         if self.parent:
             out["parent"] = self.parent
         if provider:
@@ -551,6 +555,46 @@ def settle(pending: Sequence[PendingCreate], recorded: set[str], *,
         else:
             out.unresolved.append((p.urn, f"reading {ids[p.urn]} could not tell: {a.detail}"))
     return out
+
+
+_SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+
+
+def _redacted(value: Any) -> bool:
+    return (isinstance(value, Mapping) and value.get(_SECRET_SIG[0]) == _SECRET_SIG[1]
+            and "plaintext" not in value and value.get("ciphertext") == "[secret]")
+
+
+def _without_redacted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_redacted(v) for k, v in value.items() if not _redacted(v)}
+    if isinstance(value, list | tuple):
+        return [_without_redacted(v) for v in value if not _redacted(v)]
+    return value
+
+
+# What the engine sends for a value it cannot know yet (``pulumi.runtime.rpc.UNKNOWN``).
+UNKNOWN_VALUE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+def has_unknowns(value: Any) -> bool:
+    """Whether a planned create's inputs hold a value the preview could not know (an id of
+    a resource that does not exist yet): it cannot be looked up by them."""
+    if isinstance(value, Mapping):
+        return any(has_unknowns(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(has_unknowns(v) for v in value)
+    return value == UNKNOWN_VALUE
+
+
+def unknown_paths(value: Any, prefix: str = "") -> list[str]:
+    """The property paths of ``value`` the preview could not know."""
+    if isinstance(value, Mapping):
+        return [q for k, v in value.items()
+                for q in unknown_paths(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(value, list | tuple):
+        return [q for i, v in enumerate(value) for q in unknown_paths(v, f"{prefix}[{i}]")]
+    return [prefix] if value == UNKNOWN_VALUE else []
 
 
 def _is_stack(urn: str) -> bool:

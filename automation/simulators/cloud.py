@@ -247,6 +247,12 @@ class CloudSimulator(MockProviders):
         _, extra = super().new_resource(args)
         return rid, {**props, **extra}
 
+    def computed_outputs(self, args: MockResourceArgs) -> dict[str, Any]:
+        """What a provider's read reports of an existing resource beyond its inputs (ids,
+        addresses, links), as its create reported them (``args.step`` names its id)."""
+        _, extra = super().new_resource(args)
+        return extra
+
     def _fresh(self, args: MockResourceArgs, taken: Callable[[str], bool]
                ) -> tuple[str | None, dict[str, Any]]:
         """The provider's answer for a create, under an id the cloud never gave before (an

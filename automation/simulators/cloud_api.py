@@ -113,7 +113,13 @@ class CloudApi:
             self.cloud.delete_resource(request["type"], request["id"])
             return {}
         if op == "read":
-            return {"live": self.cloud.live_properties(request["type"], request["id"])}
+            live = self.cloud.live_properties(request["type"], request["id"])
+            if live is None:
+                return {"live": None, "computed": {}}
+            computed = self.cloud.computed_outputs(_args(
+                typ=request["type"], name=request["name"], inputs=live, provider=ref,
+                step=Step(op="same", old_id=request["id"])))
+            return {"live": live, "computed": computed}
         if op == "invoke":
             return self.cloud.call(_args(token=request["token"], args=request["args"],
                                          provider=ref))

@@ -35,8 +35,11 @@ class AzureIsolatedNetwork(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        # Named, not autonamed: a name is what finds a resource again in its group when the
+        # stack's state is lost (an autoname's random suffix is lost with it).
         vnet = azure.network.VirtualNetwork(
             f"{name}-vnet",
+            virtual_network_name=f"{base}-vnet",
             resource_group_name=rg.name,
             location=spec.region,
             address_space=azure.network.AddressSpaceArgs(address_prefixes=[spec.cidr]),
@@ -76,6 +79,7 @@ class AzureIsolatedNetwork(pulumi.ComponentResource):
                 )
         nsg = azure.network.NetworkSecurityGroup(
             f"{name}-nsg",
+            network_security_group_name=f"{base}-nsg",
             resource_group_name=rg.name,
             location=spec.region,
             security_rules=rules,
@@ -84,6 +88,7 @@ class AzureIsolatedNetwork(pulumi.ComponentResource):
         )
         subnet = azure.network.Subnet(
             f"{name}-subnet",
+            subnet_name=f"{base}-subnet",
             resource_group_name=rg.name,
             virtual_network_name=vnet.name,
             address_prefix=spec.subnet_cidr,

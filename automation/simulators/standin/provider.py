@@ -253,11 +253,12 @@ class StandInProvider(Provider):
             return ReadResponse(resource_id=request.resource_id, properties=request.properties,
                                 inputs=request.inputs)
         answer = await self._call({"op": "read", "type": urn_type(request.urn),
-                                   "id": request.resource_id})
+                                   "name": urn_name(request.urn), "id": request.resource_id})
         live = answer["live"]
         if live is None:
             return ReadResponse(resource_id=None)
-        props = plain_map(request.properties)
+        # What the provider computes (ids, addresses, links), then what the console shows.
+        props = {**plain_map(request.properties), **answer["computed"]}
         inputs = plain_map(request.inputs)
         for key, value in live.items():
             # What a person changed at the console since anycloud last wrote it: the rest of

@@ -229,3 +229,68 @@ def test_a_locked_stack_names_the_command_that_unlocks_it(tmp_path: Path, kind: 
     with pytest.raises(StackLocked) as err, AutomationRunner(tmp_path, environ={})._errors(target):
         raise locked
     assert hint in err.value.message
+
+
+def test_adopt_in_rounds_puts_the_state_back_when_a_later_round_cannot_tell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A route-table association names a subnet the preview cannot know until the subnet is
+    imported: it waits a round. When its own lookup then cannot tell, the state the first
+    round changed is put back as it was (one import of the export taken before)."""
+    from types import SimpleNamespace
+
+    from automation.engine.recovery import UNKNOWN_VALUE, Answer
+
+    stack_urn = "urn:pulumi:node-pool-np-1::anycloud::pulumi:pulumi:Stack::anycloud-np-1"
+    subnet = "urn:pulumi:node-pool-np-1::anycloud::aws:ec2/subnet:Subnet::subnet"
+    rta = ("urn:pulumi:node-pool-np-1::anycloud::aws:ec2/routeTableAssociation:"
+           "RouteTableAssociation::rta")
+    calls: list[tuple[str, object]] = []
+    looked_up: list[list[str]] = []
+
+    def create(urn: str, type_: str, inputs: dict[str, object]) -> object:
+        new = SimpleNamespace(urn=urn, type=type_, custom=True, inputs=inputs, parent=stack_urn,
+                              provider=None)
+        return SimpleNamespace(resource_pre_event=SimpleNamespace(
+            metadata=SimpleNamespace(op="create", new=new)))
+
+    class Stack:
+        imported = False
+
+        def export_stack(self) -> object:
+            if not self.imported:  # the lost state, as adopt found it
+                return SimpleNamespace(deployment={"resources": []})
+            return SimpleNamespace(deployment={"resources": [{"urn": stack_urn},
+                                                             {"urn": subnet}]})
+
+        def preview(self, on_event: Any, color: str) -> None:
+            if not self.imported:
+                on_event(create(subnet, "aws:ec2/subnet:Subnet", {"tags": {"a": "b"}}))
+            known = "subnet-1" if self.imported else UNKNOWN_VALUE
+            on_event(create(rta, "aws:ec2/routeTableAssociation:RouteTableAssociation",
+                            {"subnetId": known, "routeTableId": "rtb-1"}))
+
+        def import_stack(self, exported: Any) -> None:
+            self.imported = any(r["urn"] == subnet for r in exported.deployment["resources"])
+            calls.append(("import", "round" if self.imported else "before"))
+
+        def refresh(self, **_: object) -> None:
+            calls.append(("refresh", None))
+
+        def up(self, **_: object) -> None:
+            calls.append(("up", None))
+
+    stack = Stack()
+
+    def lookup(target: object, some: list[Any], tmp: object) -> dict[str, Answer]:
+        looked_up.append([p.urn for p in some])
+        return {p.urn: Answer("found", "subnet-1") if p.urn == subnet
+                else Answer("unknown", detail="throttled") for p in some}
+
+    runner = AutomationRunner(tmp_path, environ={})
+    monkeypatch.setattr(runner, "_stack", lambda target, tmp=None: stack)
+    monkeypatch.setattr(runner, "_lookup_cloud", lookup)
+    with pytest.raises(EngineFailed) as err:
+        runner.adopt(pool_target())
+    assert err.value.code == "ADOPT_FAILED" and "throttled" in err.value.message
+    assert looked_up == [[subnet], [rta]]  # the association waited for its subnet
+    assert calls[0] == ("import", "round") and calls[-1] == ("import", "before")

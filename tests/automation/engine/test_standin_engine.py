@@ -50,7 +50,9 @@ class StandIn:
         self.issued = datetime.now(UTC).replace(microsecond=0)  # the tokens' issue time
 
     def target(self, provider: str, attempts: int, pool: str = "np-1",
-               vm_type: str | None = None) -> StackTarget:
+               vm_type: str | None = None, joined: bool = False) -> StackTarget:
+        """``joined``: every attempt's Node has joined (its token consumed: the VM's user
+        data no longer carries one, and changes to it are ignored)."""
         cluster = ClusterRef(id="cl-standin", server_url="https://203.0.113.10:6443",
                              ca_sha256=sha256_hex(self.plane.ca_pem),
                              kubeconfig_path=str(self.plane.kubeconfig))
@@ -58,8 +60,8 @@ class StandIn:
             pool_id=pool, pool_name=pool, cluster=cluster,
             credential=CloudCredentialRef(provider=provider, **CREDENTIAL[provider]),  # type: ignore[arg-type]
             provider=provider, region=REGION[provider], vm_type=vm_type or VM_TYPE[provider],  # type: ignore[arg-type]
-            attempts=tuple(AttemptSpec(id=f"at-{pool}-{i}", token_issued_at=self.issued)
-                           for i in range(attempts)))
+            attempts=tuple(AttemptSpec(id=f"at-{pool}-{i}", token_issued_at=self.issued,
+                                       needs_token=not joined) for i in range(attempts)))
         return StackTarget(kind=StackKind.NODE_POOL, key=pool, config=config)
 
     def running(self) -> list[SimVm]:
@@ -195,3 +197,52 @@ def test_an_up_killed_once_the_cloud_bought_a_vm_buys_nothing_twice(
     assert standin.runner.preview(target).summary.changes == 0
     standin.runner.destroy(target)
     assert standin.running() == []
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_a_lost_state_is_refused_then_adopted_by_stack_import(
+        standin: StandIn, provider: str) -> None:
+    """Issue 34's scenario on the real engine: the ledger saw a ready pool applied (its
+    Nodes joined), the backend lost its state. Everything that would act refuses with
+    STATE_MISSING and buys nothing; adopt finds the network (AWS by its tags, Azure by name,
+    GCP by the id its name makes) and each VM by its attempt through the stand-in's invokes
+    and reads, imports them in rounds (an AWS route-table association once its subnet and
+    table are known), and the pool is then deleted to the end."""
+    import shutil
+
+    from automation.engine.expectation import StateMissing
+    from automation.engine.runner import Expected
+
+    target = standin.target(provider, attempts=2, pool=f"np-lost-{provider}", joined=True)
+    standin.runner.up(target)
+    seen = target.model_copy(update={"expect": Expected(
+        applied=True, attempts=tuple(a.id for a in target.config.attempts))})
+    vms = {v.id for v in standin.running()}
+    shutil.rmtree(standin.runner.home / "state")
+    for act in (standin.runner.up, standin.runner.destroy):
+        with pytest.raises(StateMissing) as err:
+            act(seen)
+        assert err.value.code == "STATE_MISSING"
+    assert {v.id for v in standin.running()} == vms  # nothing bought, nothing released
+
+    adopted = standin.runner.adopt(seen)
+    network = len(standin.live_network())
+    assert adopted.summary.same == 2 + network, adopted.diff  # both VMs and the whole network
+    planned = standin.runner.preview(seen).summary
+    assert (planned.create, planned.replace, planned.delete) == (0, 0, 0), planned
+    assert len([a for verb, a in standin.cloud.journal if verb == "create"]) == 2
+    standin.runner.destroy(seen)
+    assert standin.running() == [] and standin.live_network() == []
+
+
+def test_the_policy_pack_refuses_a_violating_pool_inside_the_real_preview(
+        standin: StandIn) -> None:
+    """The pack, loaded by the engine's own ``preview --policy-pack``, sees the pool's VM as
+    the engine registers it and stops an arm64 type: nothing is bought."""
+    target = standin.target("aws", attempts=1, pool="np-policy", vm_type="m7g.large")
+    result = standin.runner.preview(target)
+    assert [(f.policy, f.enforcement) for f in result.mandatory_violations] == [
+        ("vm-type-x86-64", "mandatory")]
+    assert "m7g.large" in result.mandatory_violations[0].message
+    refused = standin.runner.up(target)
+    assert refused.mandatory_violations and standin.cloud.vms == {}
