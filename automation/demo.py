@@ -342,17 +342,27 @@ class ReportingRunner:
 
 
 class LocalSide:
+    _PLANE = ("a real local control plane (etcd, kube-apiserver, controller-manager, "
+              "scheduler; kwok plays the kubelets) and the real Pulumi engine for ")
     description = (
-        "a real local control plane (etcd, kube-apiserver, controller-manager, scheduler; "
-        "kwok plays the kubelets) and the real Pulumi engine for every stack: the cluster "
-        "add-ons, the pools' Traefik releases, and the node pools, whose cloud resources "
-        "go to a simulated cloud through stand-in aws/gcp/azure-native plugins (stand-in "
-        "cloud) and whose bootstrap-token Secrets go to the API server; accelerated clock")
+        _PLANE + "every stack: the cluster add-ons, the pools' Traefik releases, and the node "
+        "pools, whose cloud resources go to a simulated cloud through stand-in "
+        "aws/gcp/azure-native plugins (stand-in cloud) and whose bootstrap-token Secrets go "
+        "to the API server; accelerated clock")
+    mock_pools_description = (
+        _PLANE + "the cluster add-ons and the pools' Traefik releases; node-pool stacks on the "
+        "mock engine over the simulated cloud (their bootstrap-token Secrets are not written "
+        "to the API server); accelerated clock")
     traefik_note = ("and its own Traefik HelmChart is applied to the API server by the real "
                     "engine (no helm-controller runs locally to install it)")
 
-    def __init__(self, tools: LocalTools | None = None) -> None:
+    def __init__(self, tools: LocalTools | None = None, *, real_pools: bool = True) -> None:
+        """``real_pools``: node-pool stacks on the real engine with the stand-in cloud
+        plugins (False: on the mock engine over the simulated cloud)."""
         self.tools = tools
+        self.real_pools = real_pools
+        if not real_pools:
+            self.description = self.mock_pools_description
         self.plane: ControlPlane | None = None
         self.kubelets: Kubelets | None = None
         self._env: Any = None  # the engine environment, entered until close
@@ -424,7 +434,8 @@ class LocalSide:
         from automation.simulators.standin import LABEL
 
         runner = ReportingRunner(AutomationRunner(app.home), say, cloud=LABEL)
-        return local_ports(app, world, say, addons_runner=runner, pools_runner=runner)
+        return local_ports(app, world, say, addons_runner=runner,
+                           pools_runner=runner if self.real_pools else None)
 
     def advance(self, world: SimWorld, delta: timedelta) -> None:
         assert self.kubelets is not None

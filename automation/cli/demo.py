@@ -1,7 +1,9 @@
 """``anycloud demo``: the whole lifecycle on the simulators, in a temporary home.
 
 ``--cluster local`` puts the cluster side on a real local control plane (tools built by
-``python3 tools/build.py``); the cloud side stays simulated.
+``python3 tools/build.py``) and every stack on the real Pulumi engine, the node pools' cloud
+calls answered by the stand-in plugins from the simulated cloud; ``--engine`` names the
+engine of the node-pool stacks.
 """
 
 from __future__ import annotations
@@ -31,21 +33,33 @@ from automation.cli.output import (
                    "kwok playing the kubelets) and the real Pulumi engine for the cluster "
                    "add-ons, from the tools `python3 tools/build.py` builds; the cloud stays "
                    "simulated.")
+@click.option("--engine", type=click.Choice(["mock", "pulumi"]), default=None,
+              help="The node-pool stacks' engine. pulumi (the default with --cluster local): "
+                   "the real engine, its cloud calls answered from the simulated cloud by "
+                   "stand-in aws/gcp/azure-native plugins; it needs --cluster local, whose "
+                   "API server takes the pools' bootstrap-token Secrets. mock (the default "
+                   "otherwise): the mock engine, Python only.")
 @click.option("--keep", is_flag=True, help="Keep the temporary home and print its path.")
 @json_option
 @handle_errors
-def demo(cluster_side: str, keep: bool, as_json: bool) -> None:
+def demo(cluster_side: str, engine: str | None, keep: bool, as_json: bool) -> None:
     """Create, join, replace, refuse and delete node pools on simulators (no cloud needed)."""
     from automation.app import App
     from automation.demo import ClusterSide, LocalSide, SimulatedSide, run_demo
+    from automation.errors import InvalidInput
     from automation.ledger import open_ledger
     from automation.simulators.world import SimWorld
 
+    if engine == "pulumi" and cluster_side != "local":
+        raise InvalidInput("--engine", engine, "needs --cluster local: a node pool's stack "
+                           "writes its bootstrap-token Secrets through the kubernetes "
+                           "provider, and the simulated cluster has no API server")
     side: ClusterSide
     if cluster_side == "local":
         from automation.demo import local_tools
 
-        side = LocalSide(local_tools())  # every tool found before anything starts
+        # every tool found before anything starts
+        side = LocalSide(local_tools(), real_pools=engine != "mock")
     else:
         side = SimulatedSide()
     workdir = Path(tempfile.mkdtemp(prefix="anycloud-demo-"))

@@ -41,13 +41,18 @@ def make_runner(home: Path, requested: str | None = None, *, cloud: Any = None) 
 
 
 def check_simulated(requested: str | None) -> None:
-    """``--simulate`` runs the simulated cloud, which only the mock engine serves today (the
-    real engine needs stand-in provider plugins for it): an engine the user names is the one
-    that runs, so ``--engine pulumi`` with it is refused rather than quietly replaced.
+    """``--simulate`` runs the simulated cloud and the simulated cluster. The real engine can
+    drive the simulated cloud (through stand-in provider plugins), but a node pool's stack
+    also writes bootstrap-token Secrets through the kubernetes provider, and the simulated
+    cluster has no API server: an engine the user names is the one that runs, so ``--engine
+    pulumi`` with it is refused rather than quietly replaced, naming where it does run.
     (ANYCLOUD_ENGINE, the server's default, is not a choice made for this command.)"""
     if requested not in (None, "mock"):
         raise InvalidInput("--engine", requested, "must be mock, or left out, with --simulate: "
-                           "the simulated cloud runs under the mock engine only")
+                           "the simulated cluster has no API server for the pools' "
+                           "bootstrap-token Secrets; `anycloud demo --cluster local` runs node "
+                           "pools on the real engine against a local one, their cloud "
+                           "simulated by stand-in plugins")
 
 
 def simulated_runner(home: Path, requested: str | None, cloud: Any) -> StackRunner:

@@ -256,3 +256,15 @@ def test_a_vm_that_boots_registers_the_node_its_join_script_names(
     finally:
         objects.delete(control_plane, "node", name, never)
         bridge.close()
+
+
+def test_the_real_engine_without_a_local_cluster_is_refused_before_anything_starts(
+        tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([*ANYCLOUD, "demo", "--engine", "pulumi", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert (error["field"], error["value"]) == ("--engine", "pulumi")
+    assert "--cluster local" in error["rule"] and "no API server" in error["rule"]
+    assert list(tmp_path.iterdir()) == []  # not even the temporary home
