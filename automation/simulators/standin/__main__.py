@@ -13,12 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 import grpc.aio
+
+
+ORPHAN_POLL = 1.0  # seconds between looks at whether the engine still runs
 
 
 def _plain_errors(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -99,7 +103,17 @@ def main(argv: list[str]) -> int:
     package, engine = argv[0], argv[1]
     servicer = servicer_class()(argv[1:], "", StandInProvider(package), engine_address=engine)
 
+    parent = os.getppid()
+
+    async def orphaned() -> None:
+        # The engine that started us is gone (SIGKILL of `pulumi`): nobody will call again,
+        # and nobody would stop us. The Go plugins stop on the engine's health check.
+        while os.getppid() == parent:
+            await asyncio.sleep(ORPHAN_POLL)
+        os._exit(0)
+
     async def serve() -> None:
+        watch = asyncio.create_task(orphaned())
         server = grpc.aio.server(options=_GRPC_CHANNEL_OPTIONS)
         provider_pb2_grpc.add_ResourceProviderServicer_to_server(servicer, server)
         port = server.add_insecure_port("127.0.0.1:0")
@@ -108,6 +122,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(f"{port}\n")
         sys.stdout.flush()
         await server.wait_for_termination()
+        watch.cancel()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())

@@ -283,3 +283,30 @@ def test_a_random_values_id_is_the_providers() -> None:
 def test_plain_map_and_value_map_are_inverse() -> None:
     inputs = {"a": 1, "b": [True, None], "c": {"d": rpc.wrap_rpc_secret("s")}}
     assert plain_map(value_map(inputs)) == inputs
+
+
+def test_a_plugin_whose_engine_was_killed_exits_on_its_own(tmp_path: Path) -> None:
+    """SIGKILL of ``pulumi`` leaves its plugins behind; the Go ones stop on the engine's
+    health check, the stand-in when it finds itself orphaned (its parent gone)."""
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "plugin.pid"
+    parent = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'automation.simulators.standin', 'aws',"
+        " '127.0.0.1:1'], stdout=subprocess.PIPE)\n"
+        "p.stdout.readline()\n"  # serving
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n")
+    subprocess.run([sys.executable, "-c", parent], check=True, timeout=60)  # then it exits
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    raise AssertionError(f"the orphaned plugin {pid} still ran after 15 s")
