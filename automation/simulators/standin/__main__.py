@@ -21,7 +21,6 @@ from typing import Any
 import grpc
 import grpc.aio
 
-
 ORPHAN_POLL = 1.0  # seconds between looks at whether the engine still runs
 
 
