@@ -3,8 +3,9 @@ pinned Go modules, driven by AutomationRunner through the Automation API, runnin
 cluster add-on stack against the real control plane. State on the file:// backend,
 secrets with the passphrase provider.
 
-The aws, gcp and azure-native plugins cannot be built here: node-pool stacks run on the
-SDK's mock engine, and on the real engine they fail with a clear message (tested below).
+The aws, gcp and azure-native plugins cannot be built here: without anycloud's stand-in
+plugins installed, a node-pool stack on the real engine fails with a clear message (tested
+below); with them, node-pool stacks run on the real engine in ``test_standin_engine.py``.
 """
 
 from __future__ import annotations
