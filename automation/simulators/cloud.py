@@ -224,7 +224,7 @@ class CloudSimulator(MockProviders):
             if (isinstance(step, Step) and step.op == "update" and rid is not None
                     and args.custom and not args.typ.startswith(NOT_IN_THE_CLOUD)):
                 with self._vm_lock:  # updated in place: the console shows the new values
-                    self.live[rid] = self._sent(args)
+                    self.live[rid] = console_view(dict(args.inputs))
                     self.save()
             return rid, extra
         if args.typ in VM_TYPES:
@@ -246,11 +246,6 @@ class CloudSimulator(MockProviders):
             props = copy.deepcopy(self.live.get(rid, {}))
         _, extra = super().new_resource(args)
         return rid, {**props, **extra}
-
-    def _sent(self, args: MockResourceArgs) -> dict[str, Any]:
-        """What the provider sent the cloud's API, as its console shows it: the inputs with
-        what the provider's check filled in (an autoname), no secret."""
-        return console_view({**args.inputs, **self.check(args)})
 
     def computed_outputs(self, args: MockResourceArgs) -> dict[str, Any]:
         """What a provider's read reports of an existing resource beyond its inputs (ids,
@@ -289,11 +284,11 @@ class CloudSimulator(MockProviders):
                 prior = self.resources.get(rid or "")
                 if prior is not None and prior["state"] == "live":
                     self._conflict(args, str(rid))
-                    self.live[str(rid)] = self._sent(args)
+                    self.live[str(rid)] = console_view(dict(args.inputs))
                     self.save()
                     return rid, extra  # Azure: updated in place
             if rid is not None:
-                self.live[rid] = self._sent(args)
+                self.live[rid] = console_view(dict(args.inputs))
                 self.resources[rid] = {"type": args.typ, "state": "live", "identity": identity(
                     args.typ, args.name, dict(args.inputs))}
                 self.save()
@@ -320,7 +315,7 @@ class CloudSimulator(MockProviders):
                 prior = self.vms.get(str(rid))
                 if prior is not None and prior.state == "running":
                     self._conflict(args, str(rid))
-                    self.live[str(rid)] = self._sent(args)
+                    self.live[str(rid)] = console_view(dict(args.inputs))
                     self.journal.append(("update", attempt))  # Azure: the same VM, updated
                     self.save()
                     return rid, extra
@@ -332,7 +327,7 @@ class CloudSimulator(MockProviders):
                        public_ip=ip, created_at=self.clock.now().isoformat(), boots=boots,
                        vm_type=_vm_type(dict(args.inputs)), cluster_id=cluster)
             self.vms[vm.id] = vm
-            self.live[vm.id] = self._sent(args)
+            self.live[vm.id] = console_view(dict(args.inputs))
             self.journal.append(("create", attempt))
             self.save()
             for hook in self.on_vm_created:

@@ -5,8 +5,8 @@
 the way each provider answers them. VMs:
 
 - ``aws:ec2/getInstances:getInstances``: the ids of instances carrying the tags, in the
-  requested states (a VM being released is ``shutting-down``, a released one
-  ``terminated``);
+  requested states (``running`` when none are asked for; a VM being released is
+  ``shutting-down``, a released one ``terminated``);
 - ``gcp:compute/getInstance:getInstance``: the instance by zone and name with its labels, or
   the API's 404 error;
 - ``azure-native:compute:getVirtualMachine``: the VM by resource group and name with its
@@ -189,8 +189,9 @@ class VmLookupAnswers:
 
     def _aws(self, a: dict[str, Any]) -> dict[str, Any]:
         wanted = dict(a.get("instanceTags") or {})
-        states = set(a.get("instanceStateNames") or ["pending", "running", "shutting-down",
-                                                     "stopping", "stopped"])
+        # Without states the provider asks for running instances only (pulumi-aws
+        # GetInstancesArgs.instanceStateNames: "The default value is running").
+        states = set(a.get("instanceStateNames") or ["running"])
         self._refuse_if_uncertain(None, wanted.get(naming.ATTEMPT))
         hits = [v for v in self._vms("aws:ec2/instance:Instance")
                 if wanted.items() <= _tags(v, "aws").items()

@@ -218,18 +218,19 @@ def test_the_policy_pack_refuses_a_violating_pool_inside_the_real_preview(
     assert refused.mandatory_violations and standin.cloud.vms == {}
 
 
-def _engine_blind(value: Any, type_: str, key: str = "") -> Any:
-    """A console value with what differs by engine alone masked: an autoname's random part
-    (the real engine draws it from its seed, the mock engine from a digest) and a number's
-    spelling (1 or 1.0)."""
+def _engine_blind(value: Any, type_: str) -> Any:
+    """A console value with what differs by engine alone left out: an autoname (the real
+    engine's provider sends the name its check drew to the cloud; under the mock engine the
+    cloud sees only the program's inputs) and a number's spelling (1 or 1.0)."""
     if isinstance(value, dict):
-        return {k: _engine_blind(v, type_, k) for k, v in value.items()}
+        autoname = rules_for(type_).name_property
+        return {k: _engine_blind(v, type_) for k, v in value.items()
+                if not (k == autoname and isinstance(v, str)
+                        and re.search(r"-?[0-9a-f]{7,8}$", v))}
     if isinstance(value, list):
         return [_engine_blind(v, type_) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if key and key == rules_for(type_).name_property and isinstance(value, str):
-        return re.sub(r"-?[0-9a-f]{7,8}$", "<autoname>", value)
     return value
 
 
