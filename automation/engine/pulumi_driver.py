@@ -474,12 +474,12 @@ class AutomationRunner:
         """Look up and import in rounds: a planned create whose inputs the preview cannot
         know yet (a route-table association names a subnet and a table that are themselves
         being looked up) waits until what it names is imported, and the next preview knows
-        it. One that still cannot be known once nothing more is imported names a resource
-        the cloud does not hold, so it cannot exist either. Any lookup that cannot tell
-        stops every round (``ADOPT_FAILED``); the caller then restores the state."""
+        it. One still unknown once a round imports nothing more, or any lookup that cannot
+        tell, stops the adopt (``ADOPT_FAILED``); the caller then restores the state. The
+        resources that live only in the state are made in the first round (they are in the
+        state, no longer planned, in the next)."""
         total = Settlement()
         settled: set[str] = set()
-        first = True
         while True:
             planned = [p for p in self._planned_creates(stack) if p.urn not in settled]
             state_only = [p for p in planned if p.kind == "state-only"]
@@ -494,10 +494,9 @@ class AutomationRunner:
                     f"looked up, and importing only some would have the next update buy the "
                     f"rest again: {outcome.describe()}. Nothing was changed.",
                     code="ADOPT_FAILED")
-            if first and state_only:
+            if state_only:
                 changed.append("up")
                 stack.up(target=[p.urn for p in state_only], color="never")
-            first = False
             if outcome.imported:
                 changed.append("import")
                 exported = stack.export_stack()

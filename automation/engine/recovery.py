@@ -580,11 +580,7 @@ UNKNOWN_VALUE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 def has_unknowns(value: Any) -> bool:
     """Whether a planned create's inputs hold a value the preview could not know (an id of
     a resource that does not exist yet): it cannot be looked up by them."""
-    if isinstance(value, Mapping):
-        return any(has_unknowns(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(has_unknowns(v) for v in value)
-    return value == UNKNOWN_VALUE
+    return bool(unknown_paths(value))
 
 
 def unknown_paths(value: Any, prefix: str = "") -> list[str]:

@@ -1,9 +1,9 @@
 """The simulated cloud as a service: what a stand-in provider plugin calls, as a real one
 calls its cloud's HTTP API.
 
-The process that holds a simulated world (``reconcile``, ``demo``, a test) serves its
-``CloudSimulator`` on a Unix socket while the real Pulumi engine runs; the stand-in plugins
-the engine starts (``automation.simulators.standin``) find the socket in
+The process that holds a simulated world (``demo --cluster local``, a test, a benchmark)
+serves its ``CloudSimulator`` on a Unix socket while the real Pulumi engine runs; the
+stand-in plugins the engine starts (``automation.simulators.standin``) find the socket in
 ``ANYCLOUD_STANDIN_CLOUD`` and send each create, update, delete, read and invoke there. One
 simulator answers both engines, so the mock engine and the real one buy from the same cloud,
 under the same rules, and what the cloud bought survives a killed engine or plugin exactly
