@@ -174,8 +174,15 @@ class VmLookupAnswers:
                 raise ProviderError(f"(ResourceGroupNotFound) Resource group '{group}' could "
                                     "not be found.")
             raise ProviderError(f"(ResourceNotFound) The Resource '{suffix}' was not found.")
-        return {"id": hit, "name": hit.rsplit("/", 1)[-1], "location": "sim",
-                "provisioningState": "Succeeded"}
+        found: dict[str, Any] = {"id": hit, "name": hit.rsplit("/", 1)[-1]}
+        # Each result type as ARM shapes it: a group's state sits under its properties, a
+        # subnet has no location of its own.
+        if resource_type == "azure-native:resources:ResourceGroup":
+            return {**found, "location": "sim",
+                    "properties": {"provisioningState": "Succeeded"}}
+        if resource_type != "azure-native:network:Subnet":
+            found["location"] = "sim"
+        return {**found, "provisioningState": "Succeeded"}
 
     def _vms(self, resource_type: str) -> list[SimVm]:
         self.cloud.vms_of_pool("")  # settles releases whose latency has passed
