@@ -41,6 +41,13 @@ class BrokerUnreachable(AnycloudError):
     default_code = "UNAVAILABLE"
 
 
+class BrokerBusy(BrokerUnreachable):
+    """The broker answered, but could not serve the call now (429: over its rate limit,
+    which nothing ran past; 5xx: a failed or refused attempt): retried like an unreachable
+    broker. Every agent call is safe to repeat: a release of an ended session changes
+    nothing."""
+
+
 class BrokerClient:
     def __init__(self, base_url: str, timeout: float = 10.0, *, token: str | None = None,
                  verify: Any = True) -> None:
@@ -74,6 +81,9 @@ class BrokerClient:
         if not isinstance(err, dict):
             err = {}
         message = err.get("detail") or f"broker answered HTTP {resp.status_code}"
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise BrokerBusy(f"the broker at {self.base_url} answered HTTP "
+                             f"{resp.status_code}: {message}")
         if resp.status_code == 401:
             raise Unauthenticated(f"the broker at {self.base_url} refused the token: {message}",
                                   field=err.get("field"), value=err.get("value"),

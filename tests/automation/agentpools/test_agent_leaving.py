@@ -137,3 +137,45 @@ def test_a_call_that_must_go_on_while_stopping_still_backs_off() -> None:
     with pytest.raises(BrokerUnreachable):
         agent.retry(refused)
     assert waits == [0.5, 1.0, 2.0]  # each back-off asked for, doubling, then abandoned
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_a_release_the_broker_could_not_serve_now_is_sent_again(status: int) -> None:
+    """CI once saw a session whose command ended well failed as "agent … left": its release
+    was answered 429 (the agents of a pool share one token, and so one rate limit) or a 5xx,
+    the agent took that for a final refusal, forgot the session and deregistered, which
+    fails what it still runs. A busy broker is retried like an unreachable one."""
+    import httpx2
+
+    from automation.agentpools.client import BrokerBusy, BrokerClient
+
+    answers = [status, 200]
+    released: list[dict[str, Any]] = []
+
+    def broker(request: httpx2.Request) -> httpx2.Response:
+        code = answers.pop(0)
+        if code != 200:
+            return httpx2.Response(code, json={"code": "RESOURCE_EXHAUSTED",
+                                               "detail": "too many requests: retry in 0.1s"},
+                                   headers={"Retry-After": "0.1"})
+        import json
+
+        released.append(json.loads(request.content))
+        return httpx2.Response(200, json={
+            "id": "se-1", "pool": "default/cpu", "command": ["true"], "state": "done",
+            "agentId": "agent-a", "exitCode": 0, "createdAt": "2026-12-07T00:00:00Z"})
+
+    client = BrokerClient("http://broker.invalid")
+    client._http = httpx2.Client(base_url="http://broker.invalid",
+                                 transport=httpx2.MockTransport(broker))
+    with pytest.raises(BrokerBusy):  # what the agent's retry takes for "try again"
+        BrokerClient.finish(client, "se-1", "agent-a", 0)
+    answers[:] = [status, 200]
+    with reachable_dir() as data:
+        agent = Agent(client, AgentSettings(pool="default/cpu", agent_id="agent-a",
+                                            pod="agent-a", slots=1, data_dir=data),
+                      lambda *_: None)
+        agent.stopping.set()  # as when SIGTERM came while the session ran
+        session = agent.retry(lambda: client.finish("se-1", "agent-a", 0))
+    assert session.state == "done" and answers == []
+    assert released == [{"agentId": "agent-a", "exitCode": 0, "error": None}]
