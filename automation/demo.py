@@ -390,18 +390,23 @@ class LocalSide:
         from automation.simulators.standin.install import install, standin_environment
 
         changes = engine_environment(tools, pulumi_home, workdir / "tmp")
-        env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
-        install(env)
-        self._cloud = CloudService(world.cloud)
-        changes.update({**standin_environment(env), **self._cloud.env})
+        plugins = {"kubernetes": tools.plugin_version}
+        if self.real_pools:  # the stand-ins, and the simulated cloud served to them
+            env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
+            install(env)
+            self._cloud = CloudService(world.cloud)
+            changes.update({**standin_environment(env), **self._cloud.env})
+            plugins.update(dict.fromkeys(PACKAGES, STANDIN_VERSION))
         self._env = environment(changes)
         self._env.__enter__()
-        plugins = {"kubernetes": tools.plugin_version, **dict.fromkeys(PACKAGES, STANDIN_VERSION)}
-        say("engine", f"real Pulumi engine for every stack: {tools.pulumi}, kubernetes "
-            f"provider plugin {tools.plugin_version} and the {LABEL} plugins "
-            f"({', '.join(PACKAGES)} {STANDIN_VERSION}) installed in {pulumi_home}",
+        what = (f"every stack: {tools.pulumi}, kubernetes provider plugin "
+                f"{tools.plugin_version} and the {LABEL} plugins ({', '.join(PACKAGES)} "
+                f"{STANDIN_VERSION})" if self.real_pools else
+                f"the cluster add-ons and ingress releases (node pools on the mock engine): "
+                f"{tools.pulumi}, kubernetes provider plugin {tools.plugin_version}")
+        say("engine", f"real Pulumi engine for {what} installed in {pulumi_home}",
             {"pulumi": str(tools.pulumi), "plugins": plugins, "pulumiHome": str(pulumi_home),
-             "cloud": LABEL})
+             **({"cloud": LABEL} if self.real_pools else {})})
 
         began = time.monotonic()
         self.plane = plane = control_plane.start(workdir / "control-plane")

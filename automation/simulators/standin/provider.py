@@ -181,6 +181,12 @@ class StandInProvider(Provider):
 
     # -- configuration --------------------------------------------------------------------
 
+    def _from_environment(self) -> str | None:
+        """The required setting as the real provider finds it without configuration."""
+        required = REQUIRED_CONFIG.get(self.package)
+        return next((self.environ[v] for v in required[1] if self.environ.get(v)),
+                    None) if required else None
+
     async def check_config(self, request: CheckRequest) -> CheckResponse:
         required = REQUIRED_CONFIG.get(self.package)
         news = request.new_inputs
@@ -188,7 +194,7 @@ class StandInProvider(Provider):
             key, variables = required
             given = news.get(key)
             known = given is not None and (isinstance(given.value, Computed) or given.value)
-            if not known and not any(self.environ.get(v) for v in variables):
+            if not known and self._from_environment() is None:
                 return CheckResponse(inputs=news, failures=[CheckFailure(
                     key, f"{self.package} provider configuration: {key} is required (or one "
                          f"of {', '.join(variables)}) ({LABEL})")])
@@ -197,11 +203,9 @@ class StandInProvider(Provider):
     async def configure(self, request: ConfigureRequest) -> ConfigureResponse:
         self.config = plain_map(request.args)
         required = REQUIRED_CONFIG.get(self.package)
-        if required is not None and not self.config.get(required[0]):
-            key, variables = required
-            found = next((self.environ[v] for v in variables if self.environ.get(v)), None)
-            if found:
-                self.config[key] = found
+        found = self._from_environment()
+        if required is not None and not self.config.get(required[0]) and found:
+            self.config[required[0]] = found
         return ConfigureResponse(accept_secrets=True, supports_preview=False,
                                  accept_resources=True, accept_outputs=False)
 
