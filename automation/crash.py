@@ -18,6 +18,7 @@ BOUNDARIES = (
     "mid-network-create",  # the cloud made a pool's first network resource, unheard of
     "mid-vm-create",  # the cloud bought a VM, the engine has not heard back
     "mid-stack-up",  # VMs bought, the engine's own state not yet saved
+    "engine-killed-mid-up",  # the real engine (`pulumi`) killed once the cloud bought a VM
     "after-stack-up",  # the cloud changed, the ledger does not know yet
     "after-ledger-sync",  # attempts synced from the stack outputs
     "after-node-removed",  # a Node removed, decision not yet stored
@@ -31,10 +32,23 @@ BOUNDARIES = (
 _REACHED: Counter[str] = Counter()
 
 
-def crashpoint(name: str) -> None:
+def _due(name: str) -> bool:
+    """Whether ``ANYCLOUD_CRASH_AT`` names this boundary and its count is reached now."""
     at, _, nth = os.environ.get("ANYCLOUD_CRASH_AT", "").partition("@")
     if at != name:
-        return
+        return False
     _REACHED[name] += 1
-    if _REACHED[name] == int(nth or 1):
+    return _REACHED[name] == int(nth or 1)
+
+
+def crashpoint(name: str) -> None:
+    if _due(name):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def engine_crashpoint(name: str) -> None:
+    """``crashpoint`` for a provider plugin the engine started: it SIGKILLs the engine (this
+    process's parent, the ``pulumi`` CLI) rather than itself, as an OOM kill of ``pulumi``
+    would. The plugin, orphaned, then exits on its own."""
+    if _due(name):
+        os.kill(os.getppid(), signal.SIGKILL)

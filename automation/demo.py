@@ -19,17 +19,20 @@ One narrative (``run_demo``), two cluster sides:
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from automation.app import App
 from automation.catalog.store import data_dir
+from automation.devcluster.engine_env import (
+    LocalTools,
+    engine_environment,
+    environment,
+    local_tools,
+)
 from automation.engine.runner import StackKind
 from automation.errors import AnycloudError
 from automation.models import Cluster, WorkloadKind
@@ -202,83 +205,7 @@ class SimulatedSide:
 # The public address agents would join (RFC 5737 documentation range): the local API server
 # listens on loopback, which a cluster record refuses as a join address.
 PUBLIC_SERVER = SIM_SERVER
-# The caller's engine settings must not reach the demo's throw-away stacks (a backend URL
-# would put their state there; a passphrase would meet the demo's generated one).
-ENGINE_ENV_DROPPED = ("PULUMI_BACKEND_URL", "ANYCLOUD_SECRETS_PROVIDER",
-                      "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
-                      "ANYCLOUD_ENGINE")
 DAEMONSET_WAIT = 20.0  # seconds, real time: the DaemonSet controller's status at the end
-
-
-@dataclass(frozen=True)
-class LocalTools:
-    pulumi: Path
-    kubernetes_plugin: Path
-    plugin_version: str
-
-
-def local_tools() -> LocalTools:
-    """Every program ``--cluster local`` runs, found before anything starts; ``ToolMissing``
-    names the first one missing and how to build it (``python3 tools/build.py``)."""
-    from automation.devcluster import binaries, control_plane
-
-    for name in (*control_plane.COMPONENTS, "kubectl"):
-        binaries.find(name)
-    pulumi = binaries.find("pulumi")
-    plugin = binaries.find("pulumi-resource-kubernetes")
-    return LocalTools(pulumi, plugin, binaries.plugin_version(plugin))
-
-
-def engine_environment(tools: LocalTools, pulumi_home: Path,
-                       scratch: Path) -> dict[str, str | None]:
-    """Install the kubernetes provider plugin into a PULUMI_HOME of its own (nothing is
-    downloaded) and return the environment changes the engine runs with (None: unset).
-
-    ``scratch`` is the engine's TMPDIR: the kubernetes provider writes the kubeconfig it is
-    given (admin credentials) to a temporary file it does not remove; in the demo's home,
-    it goes with it."""
-    changes: dict[str, str | None] = dict.fromkeys(ENGINE_ENV_DROPPED)
-    scratch.mkdir(parents=True, exist_ok=True)
-    changes.update({
-        "PULUMI_HOME": str(pulumi_home),
-        "TMPDIR": str(scratch),
-        # The Automation API finds the CLI on PATH.
-        "PATH": os.pathsep.join([str(tools.pulumi.parent), os.environ.get("PATH", "")]),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "ANYCLOUD_PULUMI_PLUGINS": f"kubernetes={tools.plugin_version}",
-    })
-    env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
-    pulumi_home.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [str(tools.pulumi), "plugin", "install", "resource", "kubernetes",
-         tools.plugin_version, "--file", str(tools.kubernetes_plugin)],
-        env=env, capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        raise AnycloudError(
-            f"installing the kubernetes provider plugin {tools.plugin_version} from "
-            f"{tools.kubernetes_plugin} into {pulumi_home} failed: {done.stderr.strip()}",
-            code="ENGINE_SETUP_FAILED")
-    return changes
-
-
-@contextmanager
-def environment(changes: dict[str, str | None]) -> Iterator[None]:
-    """``os.environ`` with ``changes`` applied, restored afterwards."""
-    saved = {k: os.environ.get(k) for k in changes}
-
-    def apply(values: dict[str, str | None]) -> None:
-        for key, value in values.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-    apply(changes)
-    try:
-        yield
-    finally:
-        apply(saved)
 
 
 class ReportingRunner:
@@ -295,6 +222,10 @@ class ReportingRunner:
     @property
     def engine(self) -> Literal["pulumi", "mock"]:
         return self.runner.engine
+
+    @property
+    def cloud_label(self) -> str | None:
+        return getattr(self.runner, "cloud_label", None)
 
     def _told(self, result: RunResult, began: float) -> RunResult:
         seconds = time.monotonic() - began
@@ -438,7 +369,9 @@ class LocalSide:
         # Built inside the engine environment: the runner keeps a copy of it.
         from automation.simulators.standin import LABEL
 
-        runner = ReportingRunner(AutomationRunner(app.home), say, cloud=LABEL)
+        runner = ReportingRunner(
+            AutomationRunner(app.home, cloud_label=LABEL if self.real_pools else None), say,
+            cloud=LABEL)
         return local_ports(app, world, say, addons_runner=runner,
                            pools_runner=runner if self.real_pools else None)
 

@@ -396,20 +396,44 @@ class DriftChange(CamelModel):
     properties: list[str] = Field(default_factory=list)
 
 
+# The engine a run is recorded with: the real one, the mock one, or ``standin``: the real
+# engine whose cloud calls stand-in plugins answered from the simulated cloud
+# (``--simulate --engine pulumi``, ``demo --cluster local``). Neither simulated one bought
+# anything, and a real engine's pass must leave what they recorded alone.
+RecordedEngine = Literal["pulumi", "mock", "standin"]
+SIMULATED_ENGINES = ("mock", "standin")
+
+
+def recorded_engine(runner: Any) -> RecordedEngine:
+    """The engine a pass over ``runner`` records: ``standin`` when a stand-in plugin answers
+    its cloud calls (the runner names it in ``cloud_label``)."""
+    engine: RecordedEngine = "standin" if getattr(runner, "cloud_label", None) else runner.engine
+    return engine
+
+
+def engine_label(engine: str | None) -> str:
+    """How the user reads a recorded engine: whether anything was bought."""
+    return {"mock": "mock (simulated VMs: nothing was bought)",
+            "standin": "pulumi, stand-in cloud (simulated VMs: nothing was bought)",
+            "pulumi": "pulumi"}.get(engine or "", "")
+
+
 def drift_source(engine: str) -> str:
     """What a drift check compared the stack's state with, as the user reads it: the mock
-    engine's checks read the simulated cloud, never a real one."""
-    return "simulated cloud" if engine == "mock" else "cloud"
+    engine's checks read the simulated cloud, the real engine's through the stand-in
+    plugins the stand-in cloud; never a real one."""
+    return {"mock": "simulated cloud", "standin": "stand-in cloud"}.get(engine, "cloud")
 
 
 class DriftReport(CamelModel):
     """The last drift check of a pool's stack: a refresh previewed (nothing written). ``error``
     when the check itself failed (its changes are then unknown, not none). ``source`` says
     what was compared: ``cloud`` (the real engine read the provider), ``simulated cloud`` (the
-    mock engine read the simulator)."""
+    mock engine read the simulator), ``stand-in cloud`` (the real engine read the simulator
+    through the stand-in plugins)."""
 
     checked_at: datetime
-    engine: Literal["pulumi", "mock"]
+    engine: RecordedEngine
     source: str
     changes: list[DriftChange] = Field(default_factory=list)
     error: ShownText = None
@@ -451,9 +475,10 @@ class NodePoolStatus(CamelModel):
     ingress: IngressView | None = None
     # The VMs billed now (confirmed by the provider, not yet released) x the list price.
     cost: Cost | None = None
-    # Who runs the pool's live VMs: "mock" when the mock engine does (simulated: nothing was
-    # bought, nothing is billed), "pulumi" for the real engine, None before any VM.
-    engine: Literal["pulumi", "mock"] | None = None
+    # Who runs the pool's live VMs: "mock" when the mock engine does, "standin" when the real
+    # engine does over the stand-in cloud (simulated both: nothing was bought, nothing is
+    # billed), "pulumi" for the real engine, None before any VM.
+    engine: RecordedEngine | None = None
     # The last drift check of the pool's stack (``node-pool status --check-drift`` or the
     # reconciler's periodic one, ANYCLOUD_DRIFT_INTERVAL); None when never checked.
     drift: DriftReport | None = None

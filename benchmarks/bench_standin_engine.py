@@ -147,7 +147,7 @@ def prepare(tmp: Path) -> tuple[dict[str, str | None], dict[str, str], str]:
     part of the engine's environment, and the CLI's version."""
     import subprocess
 
-    from automation.demo import engine_environment, local_tools
+    from automation.devcluster.engine_env import engine_environment, local_tools
     from automation.simulators.standin.install import install, standin_environment
 
     tools = local_tools()
@@ -209,7 +209,7 @@ def main() -> None:
         plane, (changes, standin_env, version) = _kube_plane.start(tmp / "cp",
                                                                    lambda: prepare(tmp))
         try:
-            from automation.demo import environment
+            from automation.devcluster.engine_env import environment
 
             with environment(changes):
                 bench = Bench(plane, standin_env, tmp)

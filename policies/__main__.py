@@ -11,8 +11,10 @@ sys.path.insert(0, str(_HERE.parent))
 
 from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
 
+from policies.orphan import exit_with_the_engine  # noqa: E402
 from policies.rules import build_policies  # noqa: E402
 
+exit_with_the_engine()
 PolicyPack(
     name="anycloud-node-pool",
     enforcement_level=EnforcementLevel.MANDATORY,

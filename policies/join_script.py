@@ -87,6 +87,20 @@ def user_data_of(rtype: str, props: Any) -> list[tuple[str, str]]:
     return found
 
 
+# The input that carries a VM's user data, per how the pool VM components spell it.
+_USER_DATA_INPUTS = frozenset({"userData", "userDataBase64", "metadata",
+                               "metadataStartupScript", "osProfile"})
+
+
+def user_data_kept(args: ResourceValidationArgs) -> bool:
+    """The VM keeps the user data it was made with (``ignore_changes`` on it, once its Node
+    joined and its token was spent): this update sends none, and what the program shows is
+    what the state holds -- after an adopt, only what the provider reads back (AWS keeps a
+    hash of it). It was checked when the VM was made; there is nothing new to check."""
+    ignored = getattr(getattr(args, "opts", None), "ignore_changes", None) or []
+    return bool(_USER_DATA_INPUTS.intersection(ignored))
+
+
 def k3s_checksum_pinned(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Rule 7: the user data checks the k3s binary against a literal SHA-256.
 
@@ -94,7 +108,7 @@ def k3s_checksum_pinned(args: ResourceValidationArgs, report_violation: ReportVi
     user data during preview defers the rule to ``up`` (advisory note at preview).
     """
     rtype = args.resource_type
-    if rtype not in VM_KINDS:
+    if rtype not in VM_KINDS or user_data_kept(args):
         return
     try:
         texts = user_data_of(rtype, args.props)
@@ -213,4 +227,4 @@ def pool_labels_and_taint(args: ResourceValidationArgs, report_violation: Report
                     f"(found {show(sorted(seen))})",
                 )
 
-    run_checks([tags, user_data])
+    run_checks([tags] if user_data_kept(args) else [tags, user_data])

@@ -474,20 +474,24 @@ def _local_user() -> str:
 
 def _runner_of(app: Any, engine: str | None, simulate: bool) -> Callable[[], Any]:
     """The StackRunner a pool command asks for, made when the service needs it: ``engine``'s,
-    or with ``simulate`` the mock engine over the simulated cloud kept in $ANYCLOUD_HOME/sim
-    (another engine named with it is refused at once, before anything is read)."""
-    from automation.engine.select import check_simulated, make_runner, simulated_runner
+    or with ``simulate`` the simulated cloud kept in $ANYCLOUD_HOME/sim under the mock engine
+    or, named, the real one (an unknown engine or a missing tool refused at once, before
+    anything is read)."""
+    from automation.engine.select import make_runner
 
     if simulate:
-        check_simulated(engine)
+        from automation.cli.simulation import check_engine
+
+        check_engine(engine)
 
     def runner() -> Any:
         if not simulate:
             return make_runner(app.home, engine)
+        from automation.cli.simulation import simulated_runner
         from automation.simulators.world import SimWorld
 
         world = SimWorld(app.home / "sim")
         app.clock = world.clock
-        return simulated_runner(app.home, engine, world.cloud)
+        return simulated_runner(app, world, engine)
 
     return runner

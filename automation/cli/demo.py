@@ -56,7 +56,7 @@ def demo(cluster_side: str, engine: str | None, keep: bool, as_json: bool) -> No
                            "provider, and the simulated cluster has no API server")
     side: ClusterSide
     if cluster_side == "local":
-        from automation.demo import local_tools
+        from automation.devcluster.engine_env import local_tools
 
         # every tool found before anything starts
         side = LocalSide(local_tools(), real_pools=engine != "mock")

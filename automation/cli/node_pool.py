@@ -90,8 +90,11 @@ def list_(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
 
 def _hourly(p: Json) -> str:
     """The running cost column: billed VMs x list price; ``?`` when the price is unknown;
-    ``simulated`` for a pool the mock engine runs (nothing bought)."""
-    if p.get("engine") == "mock":
+    ``simulated`` for a pool the mock engine, or the real one over the stand-in cloud, runs
+    (nothing bought)."""
+    from automation.models import SIMULATED_ENGINES
+
+    if p.get("engine") in SIMULATED_ENGINES:
         return "simulated"
     cost = p.get("cost")
     if cost is None or cost.get("hourlyUsd") is None:
@@ -101,6 +104,8 @@ def _hourly(p: Json) -> str:
 
 def _show(pool: Any) -> None:
     """``node-pool status``'s text, from the pool's JSON (the server's) or its model."""
+    from automation.models import SIMULATED_ENGINES, engine_label
+
     p: Json = plain(pool)
     counts, error_code, engine = p["counts"], p.get("lastErrorCode"), p.get("engine")
     print_fields(f"Node pool {p['name']}", [
@@ -111,8 +116,8 @@ def _show(pool: Any) -> None:
          f"{counts['ready']} / {counts['starting']} / {counts['draining']}"),
         ("Last error", f"[{error_code}] {p.get('lastError')}" if error_code
          else p.get("lastError")),
-        ("Engine", _ENGINES.get(engine or "")),
-        ("Running cost", "simulated: the mock engine bought nothing" if engine == "mock"
+        ("Engine", engine_label(engine) or None),
+        ("Running cost", _SIMULATED_COST[engine] if engine in SIMULATED_ENGINES
          else _running_cost(p)),
     ])
     if p.get("held") is not None:
@@ -130,12 +135,13 @@ def drift_lines(drift: Json | None) -> list[str]:
     """``Drift: none (checked …)``, ``Drift: 2 changes (checked …)`` and a line per change
     (its op, type, name and property names), ``Drift: STATE_MISSING (…)`` for a lost state,
     ``Drift: check failed (…)``; or ``Drift: not checked yet``. A check by the mock engine
-    says it read the simulated cloud."""
+    (or the real one over the stand-in plugins) says it read the simulated cloud."""
     if drift is None:
         return ["Drift: not checked yet (node-pool status --check-drift)"]
     at = when(drift["checkedAt"], "%Y-%m-%d %H:%M:%S UTC")
     seconds = f", {drift['seconds']:.1f} s" if drift.get("seconds") is not None else ""
-    where = "" if drift["source"] == "cloud" else f", {drift['source']}: mock engine"
+    engine = "pulumi" if drift["engine"] == "standin" else drift["engine"]
+    where = "" if drift["source"] == "cloud" else f", {drift['source']}: {engine} engine"
     checked = f"(checked {at}{seconds}{where})"
     error, code = drift.get("error"), drift.get("errorCode")
     if code == "STATE_MISSING":
@@ -154,7 +160,8 @@ def drift_lines(drift: Json | None) -> list[str]:
     return lines
 
 
-_ENGINES = {"mock": "mock (simulated VMs: nothing was bought)", "pulumi": "pulumi"}
+_SIMULATED_COST = {"mock": "simulated: the mock engine bought nothing",
+                   "standin": "simulated: the stand-in cloud bought nothing"}
 
 
 def _running_cost(p: Json) -> str | None:
@@ -210,7 +217,8 @@ def _traefik_text(release: Json) -> str:
 @engine_option
 @click.option("--simulate", is_flag=True,
               help="With --check-drift: the simulated cloud kept in $ANYCLOUD_HOME/sim "
-                   "(mock engine).")
+                   "(mock engine; with --engine pulumi the real one, its cloud calls answered "
+                   "by stand-in plugins).")
 @json_option
 @handle_errors
 @click.pass_context

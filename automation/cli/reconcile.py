@@ -19,8 +19,9 @@ from automation.cli.output import camel_keys, engine_option, handle_errors, info
 _engine = engine_option
 _simulate = click.option(
     "--simulate", is_flag=True,
-    help="Run against the simulated cloud and cluster kept in $ANYCLOUD_HOME/sim "
-         "(mock engine, simulated clock).")
+    help="Run against the simulated cloud and cluster kept in $ANYCLOUD_HOME/sim on the "
+         "simulated clock: the mock engine, or with --engine pulumi the real one, its cloud "
+         "calls answered by stand-in plugins.")
 
 _concurrency = click.option(
     "--concurrency", type=int, default=None,
@@ -36,6 +37,22 @@ _MOCK_NOTE = ("[mock engine] stacks run under the SDK's mock engine: the VMs sho
               "simulated, nothing was bought")
 
 
+def _engine_note(runner: Any, home: Path) -> str:
+    """What ran the stacks, said once: the mock engine, the real one over the stand-in
+    cloud (and where its states are), or where the real engine keeps its states."""
+    from automation.engine.secrets import where_state_lives
+
+    if runner.engine == "mock":
+        return _MOCK_NOTE
+    where = where_state_lives(getattr(runner, "home", home), os.environ)
+    label = getattr(runner, "cloud_label", None)
+    if label:
+        return (f"[pulumi engine, {label}] stacks run on the real Pulumi engine; their cloud "
+                "calls are answered from the simulated cloud by stand-in plugins: the VMs "
+                f"shown are simulated, nothing was bought. {where}")
+    return where
+
+
 def _parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600}
     try:
@@ -44,6 +61,19 @@ def _parse_duration(text: str) -> float:
         from automation.errors import InvalidInput
 
         raise InvalidInput("--advance", text, "must be a duration such as 30s, 1m or 2h") from None
+
+
+def _label(engine: str | None) -> str:
+    """What made an event's outcome, where the user reads it: the mock engine, or the real
+    one whose cloud is the simulated one behind the stand-in plugins (events name the
+    engine as it is recorded, ``models.recorded_engine``)."""
+    if engine == "mock":
+        return " [mock engine]"
+    if engine == "standin":
+        from automation.simulators.standin import LABEL
+
+        return f" [pulumi engine, {LABEL}]"
+    return ""
 
 
 def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool,
@@ -61,22 +91,23 @@ def _setup(ctx: click.Context, engine: str | None, simulate: bool, as_json: bool
             click.echo(json.dumps({"event": kind, "message": message,
                                    "data": camel_keys(data)}))
         else:
-            label = " [mock engine]" if data.get("engine") == "mock" else ""
-            info(f"[{kind}]{label} {message}")
+            info(f"[{kind}]{_label(data.get('engine'))} {message}")
 
     world = None
     if simulate:
-        from automation.engine.select import check_simulated
+        from automation.cli.simulation import check_engine
 
-        check_simulated(engine)  # before anything is opened
+        check_engine(engine)  # before anything is opened
     app = app_from(ctx, local=True)
     if simulate:
+        from automation.cli.simulation import simulated_runner
         from automation.simulators.ports import simulated_ports
         from automation.simulators.world import SimWorld
 
         world = SimWorld(app.home / "sim")
         app.clock = world.clock
-        ports = simulated_ports(app, world, report)
+        ports = simulated_ports(app, world, report,
+                                runner=simulated_runner(app, world, engine))
     else:
         from automation.clock import SystemClock
 
@@ -117,14 +148,20 @@ def reconcile(ctx: click.Context, once: bool, passes: int, advance: str, engine:
     finally:
         reconciler.close()
     summary = {o.pool_id: o.state for o in outcomes}
-    engine = reconciler.ports.runner.engine
+    runner = reconciler.ports.runner
     if as_json:
-        click.echo(json.dumps({"pools": summary, "engine": engine}))
+        label = getattr(runner, "cloud_label", None)
+        click.echo(json.dumps({"pools": summary, "engine": runner.engine,
+                               **({"cloud": label} if label else {})}))
     else:
-        if engine == "mock":
+        if runner.engine == "mock":
             info(_MOCK_NOTE)
         for pool_id, state in summary.items():
             click.echo(f"{pool_id}\t{state}")
+        from automation.engine.secrets import where_state_lives
+
+        info(_engine_note(runner, reconciler.app.home) if getattr(runner, "cloud_label", None)
+             else where_state_lives(reconciler.app.home, os.environ))
 
 
 def _api(app: Any, api_listen: str | None, tls_cert: Path | None, tls_key: Path | None,
@@ -297,12 +334,7 @@ def serve(ctx: click.Context, interval: float, speed: float, operator_config: Pa
     beside += _agent_pools(ctx, operator_config, broker_listen, reconciler.app.ledger)
     info(f"reconciling every {interval:g}s ({'simulated' if simulate else 'live'}) with the "
          f"{reconciler.ports.runner.engine} engine; SIGTERM to stop")
-    if reconciler.ports.runner.engine == "mock":
-        info(_MOCK_NOTE)
-    else:
-        from automation.engine.secrets import where_state_lives
-
-        info(where_state_lives(reconciler.app.home, os.environ))
+    info(_engine_note(reconciler.ports.runner, reconciler.app.home))
     while not stop["now"]:
         try:
             reconciler.run_once()

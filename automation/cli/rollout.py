@@ -180,7 +180,8 @@ def unlock(ctx: click.Context, ref: str, engine: str | None, as_json: bool) -> N
 @click.argument("ref")
 @_engine
 @click.option("--simulate", is_flag=True,
-              help="Adopt from the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine).")
+              help="Adopt from the simulated cloud kept in $ANYCLOUD_HOME/sim (mock engine; with "
+                   "--engine pulumi the real one, through the stand-in cloud plugins).")
 @json_option
 @handle_errors
 @click.pass_context
@@ -194,8 +195,12 @@ def adopt(ctx: click.Context, ref: str, engine: str | None, simulate: bool,
     if as_json:
         print_json(result)
         return
+    source = "the cloud"
+    if simulate:
+        source = ("the simulated cloud, through the stand-in cloud plugins"
+                  if result.engine == "pulumi" else "the simulated cloud")
     info(f"stack {result.stack} [{result.engine} engine]: {result.summary.same} resource(s) "
-         f"adopted from the cloud, {result.summary.create} not found (the next pass creates "
+         f"adopted from {source}, {result.summary.create} not found (the next pass creates "
          "them); nothing was bought")
 
 

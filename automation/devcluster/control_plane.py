@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from automation.devcluster import binaries
-from automation.devcluster.pki import Pki, write_pki
+from automation.devcluster.pki import Pki, pki_files, write_pki
 from automation.errors import AnycloudError
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -206,9 +206,11 @@ def _kwok_config(root: Path) -> Path:
 
 
 def start(root: Path, components: tuple[str, ...] = COMPONENTS,
-          timeout: float = 90.0) -> ControlPlane:
+          timeout: float = 90.0, *, keep: bool = False) -> ControlPlane:
     """Start the control plane under ``root`` (a fresh directory); stops what it started
-    if any component fails."""
+    if any component fails. ``keep``: start again what an earlier ``start(keep=True)`` left
+    in ``root`` -- its PKI, etcd's data and its ports, so that its objects and its
+    kubeconfig are the same as before (a fresh port only if another process took it)."""
     for name in components:
         if name not in COMPONENTS:
             raise ValueError(f"unknown component {name!r}; choose from {COMPONENTS}")
@@ -216,27 +218,52 @@ def start(root: Path, components: tuple[str, ...] = COMPONENTS,
         binaries.find(name)  # fail before starting anything
     root.mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(exist_ok=True)
-    pki = write_pki(root / "pki", SERVICE_IP)
-    api_port = free_port()
-    server = f"https://127.0.0.1:{api_port}"
+    kept = pki_files(root / "pki")
+    pki = kept if keep and all(p.exists() for p in vars(kept).values()) else write_pki(
+        root / "pki", SERVICE_IP)
+    ports = _ports(root / "ports.json" if keep else None)
+    server = f"https://127.0.0.1:{ports['api']}"
     kubeconfig = root / "admin.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(kubeconfig_document(
         server, pki.ca_cert, pki.admin_cert, pki.admin_key)))
     kubeconfig.chmod(0o600)
     plane = ControlPlane(root=root, server=server, kubeconfig=kubeconfig, pki=pki)
     try:
-        _start_all(plane, api_port, components, timeout)
+        _start_all(plane, ports, components, timeout)
     except BaseException:
         plane.stop()
         raise
     return plane
 
 
-def _start_all(plane: ControlPlane, api_port: int, components: tuple[str, ...],
+def _ports(saved: Path | None) -> dict[str, int]:
+    """The API server's and etcd's ports: those ``saved`` names while still free (etcd
+    keeps its peer address in its data), fresh ones otherwise (and saved)."""
+    known: dict[str, int] = {}
+    if saved is not None and saved.exists():
+        known = {k: int(v) for k, v in json.loads(saved.read_text()).items()}
+    ports = {name: known[name] if name in known and _free(known[name]) else free_port()
+             for name in ("api", "etcd_client", "etcd_peer")}
+    if saved is not None:
+        saved.write_text(json.dumps(ports))
+    return ports
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _start_all(plane: ControlPlane, ports: dict[str, int], components: tuple[str, ...],
                timeout: float) -> None:
     root, pki = plane.root, plane.pki
     began = time.monotonic()  # every timing counts from here: when the component answered
-    etcd_client, etcd_peer = free_port(), free_port()
+    api_port, etcd_client, etcd_peer = ports["api"], ports["etcd_client"], ports["etcd_peer"]
     etcd_url = f"http://127.0.0.1:{etcd_client}"
     _start(plane, "etcd", [
         "--name=local", f"--data-dir={root / 'etcd'}",
@@ -284,6 +311,12 @@ def _start_all(plane: ControlPlane, api_port: int, components: tuple[str, ...],
     leader = ["--leader-elect-lease-duration=600s", "--leader-elect-renew-deadline=590s",
               "--leader-elect-retry-period=2s"]
     leases: dict[str, str] = {}
+    # A plane started again (``keep``) still lists the leases of the controllers that died
+    # with the last one, held for 600 s: the new ones would wait that long to run, and
+    # start-up would take the dead holder for theirs.
+    stale = [name for name in ("kube-controller-manager", "kube-scheduler") if name in components]
+    if stale:
+        plane.kubectl("delete", "lease", "-n", "kube-system", *stale, "--ignore-not-found")
     if "kube-controller-manager" in components:
         _start(plane, "kube-controller-manager", [
             *delegated, *leader, f"--secure-port={free_port()}",

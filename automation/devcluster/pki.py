@@ -88,14 +88,19 @@ def _write_cert(cert: Any, path: Path) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
+def pki_files(directory: Path) -> Pki:
+    """The PKI's file names in ``directory`` (what ``write_pki`` writes there)."""
+    return Pki(*(directory / n for n in (
+        "ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
+        "sa.key", "sa.pub")))
+
+
 def write_pki(directory: Path, service_ip: str) -> Pki:
     """Write a fresh PKI into ``directory`` (created, mode 0700)."""
     from cryptography.hazmat.primitives import serialization
 
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    pki = Pki(*(directory / n for n in (
-        "ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
-        "sa.key", "sa.pub")))
+    pki = pki_files(directory)
     ca_key = _key()
     ca_name = _name("anycloud-local-ca")
     _write_key(ca_key, pki.ca_key)

@@ -9,9 +9,11 @@ Never switches Pulumi's checkpoints off: crash recovery needs the record of in-f
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +42,7 @@ from automation.engine.recovery import (
     pending_creates_in,
     read_each,
     read_program,
+    recorded_ids,
     settle,
     unknown_paths,
     unread_imports,
@@ -57,8 +60,10 @@ from automation.engine.runner import (
     StackTarget,
 )
 from automation.engine.secrets import StateSettings, state_settings
+from automation.engine.stale_locks import remove_stale_locks
 
 PROJECT = "anycloud"
+_log = logging.getLogger(__name__)
 CLOUD_PLUGIN = {"aws": "aws", "gcp": "gcp", "azure": "azure-native"}
 VM_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
             "azure-native:compute:VirtualMachine")
@@ -137,11 +142,19 @@ def pending_creates(deployment: dict[str, Any]) -> list[str]:
 
 
 def _diagnostic(err: Exception) -> str:
-    """The tail of the engine's stderr (CommandError keeps only its rendered text)."""
+    """The tail of the engine's stderr (CommandError keeps only its rendered text), or what
+    its exit says when it wrote none (a ``pulumi`` killed by a signal says nothing)."""
     text = str(err)
     stderr = text.split(" stderr: ", 1)[1] if " stderr: " in text else text
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
-    return "\n".join(lines[-12:])
+    if lines:
+        return "\n".join(lines[-12:])
+    found = re.search(r"code: (-?\d+)", text)
+    code = int(found.group(1)) if found else None
+    if code is not None and code < 0:
+        return (f"the pulumi process was killed by signal {-code} before it said why; "
+                "what it left in flight is settled on the next run")
+    return f"the pulumi process exited (code {code}) and wrote nothing to stderr"
 
 
 # The engine's closing lines, which name no cause.
@@ -162,12 +175,31 @@ class AutomationRunner:
     engine: Literal["pulumi"] = "pulumi"
 
     def __init__(self, home: Path, *, environ: dict[str, str] | None = None,
-                 engine_env: dict[str, str] | None = None) -> None:
+                 engine_env: dict[str, str] | None = None,
+                 kubeconfig: str | None = None, cloud_label: str | None = None) -> None:
         """``engine_env``: more environment for the engine and its plugins (where a stand-in
-        plugin finds the simulated cloud); it also counts as part of ``environ``."""
+        plugin finds the simulated cloud); it also counts as part of ``environ``.
+        ``kubeconfig``: the API server every stack's kubernetes provider writes to, whatever
+        its cluster's registration names (``--simulate --engine pulumi``: the local API
+        server that stands for the simulated cluster's). ``cloud_label``: who answers the
+        cloud calls when a stand-in plugin does (``stand-in cloud``): what is recorded and
+        shown of the runs then says nothing was bought (``models.recorded_engine``)."""
         self.home = home
         self.engine_env = dict(engine_env or {})
         self.environ = {**(os.environ if environ is None else environ), **self.engine_env}
+        self.kubeconfig = kubeconfig
+        self.cloud_label = cloud_label
+
+    def _as_run(self, target: StackTarget) -> StackTarget:
+        """``target`` as the engine runs it: its cluster's kubeconfig replaced by
+        ``self.kubeconfig`` when one is given."""
+        cluster = getattr(target.config, "cluster", None)
+        if self.kubeconfig is None or cluster is None:
+            return target
+        cluster = cluster.model_copy(update={"kubeconfig_path": self.kubeconfig,
+                                             "kube_context": None})
+        return target.model_copy(
+            update={"config": target.config.model_copy(update={"cluster": cluster})})
 
     @contextmanager
     def _errors(self, target: StackTarget) -> Iterator[None]:
@@ -192,7 +224,7 @@ class AutomationRunner:
                                code="ENGINE_FAILED") from exc
 
     def _stack(self, target: StackTarget, tmp: Path | None = None) -> Any:
-        stack = self._open(target.stack_name, target.program(), target, tmp)
+        stack = self._open(target.stack_name, self._as_run(target).program(), target, tmp)
         install_plugins(stack.workspace, plugins_for(target, self.environ))
         return stack
 
@@ -202,7 +234,10 @@ class AutomationRunner:
         CLI's version checked once per process, ``pulumi_cli.command``)."""
         from pulumi import automation as auto
 
-        opts = workspace_options(target, self.home, state_settings(self.home, self.environ), tmp,
+        state = state_settings(self.home, self.environ)
+        for lock in remove_stale_locks(state.backend_url, PROJECT, stack_name):
+            _log.warning("removed the lock of a pulumi run that no longer exists: %s", lock)
+        opts = workspace_options(target, self.home, state, tmp,
                                  pulumi_command=command(), engine_env=self.engine_env)
         return auto.create_or_select_stack(
             stack_name=stack_name, project_name=PROJECT,
@@ -292,9 +327,9 @@ class AutomationRunner:
             if unread:
                 stack.refresh(target=unread, color="never")
             return None
-        recorded = {str(r.get("urn")) for r in (deployment.deployment or {}).get("resources")
-                    or []}
-        outcome = self._settle(target, pending, recorded, tmp)
+        resources = (deployment.deployment or {}).get("resources") or []
+        recorded = {str(r.get("urn")) for r in resources}
+        outcome = self._settle(target, pending, recorded, tmp, recorded_ids(resources))
         if not outcome.complete:
             raise EngineFailed(
                 f"stack {target.stack_name} has {len(pending)} create(s) left in flight by an "
@@ -315,12 +350,13 @@ class AutomationRunner:
         return outcome
 
     def _settle(self, target: StackTarget, pending: list[PendingCreate], recorded: set[str],
-                tmp: Path | None) -> Settlement:
+                tmp: Path | None,
+                ids: Mapping[str, Sequence[str]] | None = None) -> Settlement:
         """``recovery.settle`` with this engine's lookups, through the target's providers."""
         return settle(pending, recorded,
                       lookup_cloud=lambda some: self._lookup_cloud(target, some, tmp),
                       lookup_objects=lambda items: self._lookup_objects(target, items, tmp),
-                      project=gcp_project(target.config))
+                      project=gcp_project(target.config), recorded_ids=ids)
 
     def _run_lookup(self, target: StackTarget, program: Any, plugins: dict[str, str],
                     tmp: Path | None) -> dict[str, Any]:
@@ -380,7 +416,7 @@ class AutomationRunner:
         kube = [(p, rid) for p, rid in items if p.kind == "kubernetes"]
         cloud = [(p, rid) for p, rid in items if p.kind != "kubernetes"]
         answers: dict[str, Answer] = {}
-        cluster = getattr(target.config, "cluster", None)
+        cluster = getattr(self._as_run(target).config, "cluster", None)
         if kube and cluster is None:
             answers.update({p.urn: Answer("unknown", detail="the stack names no cluster")
                             for p, _ in kube})

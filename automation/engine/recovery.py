@@ -41,8 +41,9 @@ operation that the refresh then drops, so the resource is never recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -95,6 +96,9 @@ class PendingCreate:
     inputs: Mapping[str, Any]
     parent: str | None = None
     provider: str | None = None  # the provider reference, "<urn>::<id>"
+    # The ids the state holds under this URN: the create was a replacement's (a VM replaced
+    # create-before-delete for a new bootstrap token), and the VM it replaces is not it.
+    replaces: tuple[str, ...] = ()
 
     @classmethod
     def from_operation(cls, op: Mapping[str, Any]) -> PendingCreate:
@@ -248,7 +252,7 @@ def _lookup_aws(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
 
     found = aws.ec2.get_instances(instance_tags={ATTEMPT_TAG_KEYS[0]: attempt},
                                   instance_state_names=list(AWS_LIVE_STATES), opts=invoke)
-    ids = sorted(found.ids or [])
+    ids = sorted(i for i in found.ids or [] if i not in p.replaces)
     if len(ids) > 1:
         return Answer("unknown", detail=f"{len(ids)} instances carry {ATTEMPT_TAG_KEYS[0]}="
                                         f"{attempt}: {', '.join(ids)}")
@@ -262,6 +266,8 @@ def _lookup_gcp(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
     if not isinstance(name, str) or not isinstance(zone, str):
         return Answer("unknown", detail="the recorded create names no instance name and zone")
     vm = gcp.compute.get_instance(name=name, zone=zone, opts=invoke)
+    if vm.id in p.replaces:  # the name is the attempt's: only the VM being replaced has it
+        return Answer("absent")
     labels = dict(vm.labels or {})
     if attempt not in {labels.get(k) for k in ATTEMPT_TAG_KEYS}:
         return Answer("unknown", detail=f"instance {name} in {zone} exists but is not labelled "
@@ -276,6 +282,8 @@ def _lookup_azure(p: PendingCreate, attempt: str, invoke: Any) -> Answer:
     if not isinstance(group, str) or not isinstance(name, str):
         return Answer("unknown", detail="the recorded create names no resource group and VM name")
     vm = azure.compute.get_virtual_machine(resource_group_name=group, vm_name=name, opts=invoke)
+    if vm.id in p.replaces:  # the name is the attempt's: only the VM being replaced has it
+        return Answer("absent")
     tags = dict(vm.tags or {})
     if attempt not in {tags.get(k) for k in ATTEMPT_TAG_KEYS}:
         return Answer("unknown", detail=f"VM {name} in {group} exists but is not tagged with "
@@ -499,18 +507,28 @@ LookupCloud = Callable[[list[PendingCreate]], dict[str, Answer]]
 LookupObjects = Callable[[list[tuple[PendingCreate, str]]], dict[str, Answer]]
 
 
-def settle(pending: Sequence[PendingCreate], recorded: set[str], *,
+def settle(pending: Sequence[PendingCreate], recorded: Collection[str], *,
            lookup_cloud: LookupCloud, lookup_objects: LookupObjects,
-           project: str | None = None) -> Settlement:
+           project: str | None = None,
+           recorded_ids: Mapping[str, Sequence[str]] | None = None) -> Settlement:
     """Look each pending create up and decide: import what exists (by the id the provider
     answered), clear what is confirmed absent or lives only in the state, leave the rest
-    unresolved. ``recorded``: URNs the state holds; ``project``: the pool credential's GCP
-    project (a GCP resource's id names it)."""
+    unresolved. ``recorded``: URNs the state holds; ``recorded_ids``: their ids, by URN;
+    ``project``: the pool credential's GCP project (a GCP resource's id names it).
+
+    A VM's create under a URN the state holds is its replacement's (create-before-delete,
+    for a new bootstrap token): the cloud may hold the new VM beside the recorded one, so it
+    is looked up too, the recorded one excluded. Found, it is imported as the replacement
+    and the recorded VM left for the next update to delete (``adopted``); clearing the record
+    would leave the new VM running with nothing to delete it."""
     out = Settlement()
     objects: list[tuple[PendingCreate, str]] = []
     clouds: list[PendingCreate] = []
     for p in pending:
-        if p.urn in recorded:
+        replaced = tuple((recorded_ids or {}).get(p.urn) or ())
+        if p.urn in recorded and p.is_vm and replaced:
+            clouds.append(dataclasses.replace(p, replaces=replaced))
+        elif p.urn in recorded:
             out.cleared.append(p.urn)  # the state has it already: only the record is left
         elif p.kind == "state-only":
             out.cleared.append(p.urn)
@@ -609,7 +627,16 @@ def adopted(deployment: Mapping[str, Any], outcome: Settlement) -> dict[str, Any
     creates = {str((op.get("resource") or {}).get("urn")): op["resource"]
                for op in deployment.get("pending_operations") or []
                if op.get("type") == "creating" and op.get("resource")}
-    resources = list(deployment.get("resources") or [])
+    resources: list[dict[str, Any]] = []
+    for resource in deployment.get("resources") or []:
+        urn = str(resource.get("urn"))
+        if urn in ids and not resource.get("delete"):
+            # A replacement found beside the VM it replaces: the engine's own mid-replace
+            # record -- the old one marked for deletion, the new one after it (its
+            # dependents follow both) -- so the next update deletes the old VM.
+            resources += [{**resource, "delete": True}, {**creates[urn], "id": ids.pop(urn)}]
+        else:
+            resources.append(dict(resource))
     resources += [{**creates[urn], "id": rid} for urn, rid in ids.items()]
     return {**deployment, "resources": resources, "pending_operations": []}
 
@@ -635,6 +662,15 @@ def with_imports(deployment: Mapping[str, Any], planned: Sequence[PendingCreate]
             reference = f"{p.provider_urn}::{provider_ids[p.provider_urn]}"
         resources.append(p.recorded(rid, reference))
     return {**deployment, "resources": resources}
+
+
+def recorded_ids(resources: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The ids a state's resources hold, by URN (a replaced one's too, until deleted)."""
+    ids: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("id"):
+            ids.setdefault(str(r.get("urn")), []).append(str(r["id"]))
+    return ids
 
 
 def unread_imports(deployment: Mapping[str, Any]) -> list[str]:

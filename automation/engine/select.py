@@ -1,7 +1,8 @@
 """Which StackRunner a command gets: always the one it asked for.
 
 The Pulumi engine by default (``--engine`` or ``ANYCLOUD_ENGINE`` choose); the SDK's mock
-engine only when named (``--engine mock``, ``--simulate``, ``demo``). A missing engine is an
+engine only when named (``--engine mock``, ``--simulate`` without ``--engine pulumi``,
+``demo``). A missing engine is an
 error that says how to install it, raised before anything is read or written: a control
 loop that quietly fell back to the mock engine would record invented VMs as running.
 """
@@ -40,22 +41,8 @@ def make_runner(home: Path, requested: str | None = None, *, cloud: Any = None) 
     return MockEngineRunner(home, cloud=cloud)
 
 
-def check_simulated(requested: str | None) -> None:
-    """``--simulate`` runs the simulated cloud and the simulated cluster. The real engine can
-    drive the simulated cloud (through stand-in provider plugins), but a node pool's stack
-    also writes bootstrap-token Secrets through the kubernetes provider, and the simulated
-    cluster has no API server: an engine the user names is the one that runs, so ``--engine
-    pulumi`` with it is refused rather than quietly replaced, naming where it does run.
-    (ANYCLOUD_ENGINE, the server's default, is not a choice made for this command.)"""
-    if requested not in (None, "mock"):
-        raise InvalidInput("--engine", requested, "must be mock, or left out, with --simulate: "
-                           "the simulated cluster has no API server for the pools' "
-                           "bootstrap-token Secrets; `anycloud demo --cluster local` runs node "
-                           "pools on the real engine against a local one, their cloud "
-                           "simulated by stand-in plugins")
-
-
-def simulated_runner(home: Path, requested: str | None, cloud: Any) -> StackRunner:
-    """The runner of the simulated cloud ``cloud``: the mock engine (``check_simulated``)."""
-    check_simulated(requested)
-    return make_runner(home, "mock", cloud=cloud)
+def simulated_engine(requested: str | None) -> str:
+    """The engine of ``--simulate``: the mock engine unless the command names ``--engine
+    pulumi`` (the real engine, its cloud calls answered by the stand-in plugins). The
+    server's default (ANYCLOUD_ENGINE) is not a choice made for this command."""
+    return "mock" if requested is None else engine_name(requested)

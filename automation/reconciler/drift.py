@@ -18,7 +18,7 @@ from automation.app import App
 from automation.engine.runner import StackRunner, StackTarget
 from automation.errors import AnycloudError
 from automation.ledger import schema
-from automation.models import DriftReport
+from automation.models import DriftReport, recorded_engine
 from automation.models import drift_source as source_of
 
 _T = schema.pool_drift
@@ -29,7 +29,7 @@ CHECKED_STATES = ("provisioning", "ready", "failed")
 def run_check(runner: StackRunner, target: StackTarget, now: datetime) -> DriftReport:
     """One check; an engine error becomes a failed report (the caller records it)."""
     began = time.perf_counter()
-    engine = runner.engine
+    engine = recorded_engine(runner)
     try:
         changes = runner.check_drift(target)
     except AnycloudError as exc:

@@ -26,6 +26,7 @@ from automation.errors import AnycloudError
 from automation.kube.port import ClusterPort, ClusterUnavailable, pool_namespace, service_namespace
 from automation.ledger import schema
 from automation.ledger.records import record_event
+from automation.models import recorded_engine
 from automation.reconciler import brake as b
 from automation.reconciler import decide as d
 from automation.reconciler import progress as p
@@ -93,6 +94,9 @@ Reporter = Callable[[str, str, dict[str, Any]], None]
 # The reports that quote an error (a pool's last error, a cluster or provider failure): the
 # reconcile command prints them (its "events"), redacted like status. The others keep the
 # addresses an operator acts on (a VM's public IP). The ledger keeps the detail.
+# How to run a pass with the engine that bought a pool's VMs.
+_RUN_WITH = {"pulumi": "--engine pulumi", "mock": "--engine mock",
+             "standin": "--simulate --engine pulumi"}
 _ERROR_KINDS = frozenset({"error", "provider", "pool", "ingress", "addons", "drift"})
 
 
@@ -115,7 +119,7 @@ class Reconciler:
         self.limits = limits
         self._concurrent_ports: Ports | None = None
         self.leases = leases or Leases(app.ledger, app.clock)
-        self.engine = ports.runner.engine
+        self.engine = recorded_engine(ports.runner)
         given = report or (lambda kind, message, data: None)
 
         # Everything a pass reports and records names the engine that ran it.
@@ -147,9 +151,15 @@ class Reconciler:
         if new_run is not None:
             new_run()
         snap = self._snapshot()
-        if self.limits is None or self.limits.serial or len(snap.pools) < 2:
+        # The real engine's stack operations always run in a worker, even one pool at a
+        # time: a worker that loses this process ends its engine and the engine's plugins
+        # (``processes.worker_session``); an engine run here would outlive a SIGKILL of this
+        # process and go on changing a stack that no lease covers.
+        limits = self.limits
+        if limits is None or (self.ports.runner.engine == "mock"
+                              and (limits.serial or len(snap.pools) < 2)):
             return [self._turn(pool, snap) for pool in snap.pools]
-        return self._run_concurrently(snap, self.limits)
+        return self._run_concurrently(snap, limits)
 
     def _run_concurrently(self, snap: Snapshot, limits: Limits) -> list[PoolOutcome]:
         """Pools side by side (``workers``): stack operations in worker processes, at most
@@ -799,8 +809,8 @@ class Reconciler:
         if not bought_by:
             return None
         return (f"the pool's VMs were bought by the {' and '.join(bought_by)} engine, and this "
-                f"pass runs the {self.engine} engine: run it with --engine "
-                f"{bought_by[0]}, or delete the pool with that engine")
+                f"pass runs the {self.engine} engine: run it with {_RUN_WITH[bought_by[0]]}, "
+                "or delete the pool with that engine")
 
     def _store_error(self, pool: RowMapping, error: str, now: datetime,
                      outcome: PoolOutcome, code: str) -> None:

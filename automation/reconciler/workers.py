@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from automation.engine.errors import EngineFailed, StackTimeout
-from automation.engine.processes import end_session, worker_session
+from automation.engine.processes import end_leftovers, end_session, worker_session
 from automation.engine.runner import (
     DriftChange,
     ProgressEvent,
@@ -237,6 +237,8 @@ def run_op(request: StackOp) -> tuple[RunResult | OpFailure, list[ProgressEvent]
         state = {k: v for k, v in exc.__dict__.items() if _picklable(v)}
         return OpFailure(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc),
                          state), events
+    finally:
+        end_leftovers()
     return result, events
 
 
@@ -352,10 +354,12 @@ def mock_runner(home: str, policy_config: dict[str, Any] | None = None,
     return MockEngineRunner(Path(home), cloud=cloud, policy_config=policy_config)
 
 
-def pulumi_runner(home: str, environ: dict[str, str]) -> StackRunner:
+def pulumi_runner(home: str, environ: dict[str, str], engine_env: dict[str, str] | None = None,
+                  kubeconfig: str | None = None) -> StackRunner:
     from automation.engine.pulumi_driver import AutomationRunner
 
-    return AutomationRunner(Path(home), environ=environ)
+    return AutomationRunner(Path(home), environ=environ, engine_env=engine_env,
+                            kubeconfig=kubeconfig)
 
 
 def spec_for(runner: Any, cloud_server: Callable[[Any], CloudServer]) -> RunnerSpec | None:
@@ -367,7 +371,9 @@ def spec_for(runner: Any, cloud_server: Callable[[Any], CloudServer]) -> RunnerS
                           cloud_server(runner.cloud).address)
     if kind == "automation.engine.pulumi_driver.AutomationRunner":
         return RunnerSpec("automation.reconciler.workers:pulumi_runner",
-                          {"home": str(runner.home), "environ": dict(runner.environ)})
+                          {"home": str(runner.home), "environ": dict(runner.environ),
+                           "engine_env": dict(runner.engine_env),
+                           "kubeconfig": runner.kubeconfig})
     return None
 
 
@@ -394,6 +400,11 @@ class WorkerRunner:
         server = CloudServer(cloud)
         self._servers.append(server)
         return server
+
+    @property
+    def cloud_label(self) -> str | None:
+        """The inner runner's (``models.recorded_engine``)."""
+        return getattr(self.inner, "cloud_label", None)
 
     @property
     def engine(self) -> Literal["pulumi", "mock"]:

@@ -14,7 +14,14 @@ from typing import Any
 
 from automation.errors import InvalidInput
 from automation.ledger.db import Ledger
-from automation.models import CostLine, CostReport, DailyCost, GroupBy, PoolDailyCost
+from automation.models import (
+    SIMULATED_ENGINES,
+    CostLine,
+    CostReport,
+    DailyCost,
+    GroupBy,
+    PoolDailyCost,
+)
 from automation.services.cost import Price, PriceKey, lookup_prices, short_source, usd
 
 # Every attempt whose VM the provider confirmed (vm_created_at) and that was not released
@@ -88,7 +95,7 @@ def cost_report(ledger: Ledger, now: datetime, by: GroupBy = "pool",
         key, label = _group(r, by)
         line = sums.setdefault(key, _Sum(label, r["pool_id"] if by == "pool" else None))
         price = prices[_price_key(r)]
-        line.add(_seconds(span[1] - span[0]), price, r["engine"] == "mock")
+        line.add(_seconds(span[1] - span[0]), price, r["engine"] in SIMULATED_ENGINES)
         _note(price, *per_group.setdefault(key, (set(), set())))
     lines = [CostLine(group=s.group, pool_id=s.pool_id, vm_hours=_hours(s.seconds),
                       usd=usd(s.usd_seconds / 3600), unpriced_vm_hours=_hours(s.unpriced_seconds),
@@ -202,7 +209,7 @@ def cost_by_day(ledger: Ledger, now: datetime, days: int = 30,
         if span is None:
             continue
         price = prices[_price_key(r)]
-        if r["engine"] == "mock":  # bought nothing: counted apart, as cost_report does
+        if r["engine"] in SIMULATED_ENGINES:  # bought nothing: counted apart, as cost_report does
             simulated.add(_seconds(span[1] - span[0]), price, True)
             continue
         line = pools.get(str(r["pool_id"]))

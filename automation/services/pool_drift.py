@@ -13,7 +13,7 @@ from collections.abc import Callable
 from automation.app import App
 from automation.engine.runner import StackRunner
 from automation.errors import Conflict
-from automation.models import DriftReport
+from automation.models import DriftReport, recorded_engine
 from automation.reconciler import drift
 from automation.services.pool_status import node_pool_status
 from automation.stack_targets import pool_target
@@ -23,13 +23,14 @@ def check_pool_drift(app: App, runner_for: Callable[[], StackRunner], ref: str) 
     status = node_pool_status(app.ledger, ref)
     target = pool_target(app, status.id)
     runner = runner_for()
-    if status.engine is not None and status.engine != runner.engine:
+    engine = recorded_engine(runner)
+    if status.engine is not None and status.engine != engine:
         # Another engine's state holds the pool's resources: this one would find nothing
         # and answer "no drift".
         raise Conflict(
             f"node pool {status.name}'s VMs were bought by the {status.engine} engine; its "
-            f"drift can only be checked with that engine, not {runner.engine}",
-            code="ENGINE_MISMATCH", field="--engine", value=runner.engine)
+            f"drift can only be checked with that engine, not {engine}",
+            code="ENGINE_MISMATCH", field="--engine", value=engine)
     report = drift.run_check(runner, target, app.clock.now())
     drift.record(app, status.id, report)
     return report

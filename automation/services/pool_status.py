@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from automation.errors import InvalidInput, NotFound
 from automation.ids import looks_like_id
@@ -21,6 +21,7 @@ from automation.models import (
     DriftReport,
     NodePoolStatus,
     PoolHold,
+    RecordedEngine,
     VmCounts,
     drift_source,
 )
@@ -38,7 +39,8 @@ SELECT p.id, p.cluster_id, p.name, p.provider, p.region, p.zone, p.vm_type, p.ma
        c.kubeconfig_path AS cluster_kubeconfig, cr.reference AS credential_reference,
        COALESCE(a.ready, 0) AS ready, COALESCE(a.starting, 0) AS starting,
        COALESCE(a.draining, 0) AS draining, COALESCE(a.billed, 0) AS billed,
-       COALESCE(a.simulated, 0) AS simulated, COALESCE(a.engine_run, 0) AS engine_run,
+       COALESCE(a.simulated, 0) AS simulated, COALESCE(a.standin, 0) AS standin,
+       COALESCE(a.engine_run, 0) AS engine_run,
        e.public_ip AS ingress_entry_ip,
        dr.checked_at AS drift_checked_at, dr.engine AS drift_engine,
        dr.changes AS drift_changes, dr.error AS drift_error,
@@ -59,6 +61,7 @@ LEFT JOIN (
            SUM(CASE WHEN vm_created_at IS NOT NULL AND COALESCE(engine, '') <> 'mock'
                     THEN 1 ELSE 0 END) AS billed,
            SUM(CASE WHEN engine = 'mock' THEN 1 ELSE 0 END) AS simulated,
+           SUM(CASE WHEN engine = 'standin' THEN 1 ELSE 0 END) AS standin,
            SUM(CASE WHEN engine = 'pulumi' THEN 1 ELSE 0 END) AS engine_run
     FROM vm_attempts
     WHERE state <> 'released' {attempts}
@@ -164,10 +167,12 @@ class _Rates:
         return self._rates[key]
 
 
-def _engine_of(r: dict[str, Any]) -> Literal["pulumi", "mock"] | None:
+def _engine_of(r: dict[str, Any]) -> RecordedEngine | None:
     """Who runs the pool's live VMs, as their attempts recorded it (a label, not a choice)."""
     if r["simulated"]:
         return "mock"
+    if r["standin"]:
+        return "standin"
     return "pulumi" if r["engine_run"] else None
 
 

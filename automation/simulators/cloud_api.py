@@ -160,6 +160,11 @@ class CloudUnreachable(Exception):
     """The process serving the simulated cloud is gone (killed, or never started)."""
 
 
+class AnswerLost(CloudUnreachable):
+    """The request reached the simulated cloud, which may have acted on it, and the process
+    serving it died before answering."""
+
+
 def call(path: str, request: dict[str, Any], timeout: float = 120.0) -> Any:
     """One request to the simulated cloud at ``path``; its answer, or ``CloudFailure`` with
     the cloud's message."""
@@ -177,5 +182,6 @@ def call(path: str, request: dict[str, Any], timeout: float = 120.0) -> Any:
     if "error" in body:
         raise CloudFailure(body["error"])
     if "ok" not in body:
-        raise CloudUnreachable(f"the simulated cloud at {path} closed without an answer")
+        raise AnswerLost(f"the simulated cloud at {path} closed without an answer: the "
+                         "process serving it ended while the request was in flight")
     return body["ok"]

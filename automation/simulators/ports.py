@@ -12,9 +12,12 @@ from automation.reconciler.wiring import Report, addon_ensurer, ingress_step, ku
 from automation.simulators.world import SimWorld
 
 
-def simulated_ports(app: App, world: SimWorld, report: Report | None = None) -> Ports:
-    """The mock engine over the simulated cloud, and the simulated cluster."""
-    runner = MockEngineRunner(app.home, cloud=world.cloud)
+def simulated_ports(app: App, world: SimWorld, report: Report | None = None, *,
+                    runner: StackRunner | None = None) -> Ports:
+    """The simulated cloud and the simulated cluster; every stack on ``runner`` (the real
+    engine with the stand-in cloud plugins serving ``world.cloud``, ``--simulate --engine
+    pulumi``), by default on the mock engine over it."""
+    runner = runner or MockEngineRunner(app.home, cloud=world.cloud)
     return Ports(runner=runner, cluster_for=lambda row: world.cluster,
                  vm_lookup=lambda pool_id, ids: {a: world.cloud.lookup(a) for a in ids},
                  ensure_addons=addon_ensurer(app, runner, report, mirror_to=world.cluster),

@@ -79,6 +79,12 @@ class SimWorld:
         self.cloud.on_vm_deleted.remove(self._release)
 
     def _release(self, vm: SimVm) -> None:
+        # A VM replaced create-before-delete (a new bootstrap token) shares its attempt, and
+        # so its Node's name, with the VM that replaced it: the Node is the new VM's kubelet's
+        # now, and the old VM's end leaves it be.
+        if any(other.attempt_id == vm.attempt_id and other.id != vm.id
+               and other.state == "running" for other in self.cloud.vms.values()):
+            return
         self.cluster.release_vm(vm.attempt_id)
 
     def _boot(self, vm: SimVm) -> None:

@@ -61,8 +61,8 @@ def processes_mentioning(text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def local_demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run of ``anycloud demo --cluster local --json``; its JSON lines and where it ran."""
-    from automation.demo import local_tools
     from automation.devcluster.binaries import ToolMissing
+    from automation.devcluster.engine_env import local_tools
 
     try:
         local_tools()

@@ -191,10 +191,12 @@ def engine_args(
     props: Mapping[str, Any],
     config: Mapping[str, Any] | None = None,
     secret_outputs: list[str] | None = None,
+    ignore_changes: list[str] | None = None,
 ) -> ResourceValidationArgs:
     """Args shaped as the engine builds them: props behind the SDK's unknown-checking proxy."""
     opts = PolicyResourceOptions(
-        False, [], None, [], PolicyCustomTimeouts(0, 0, 0), secret_outputs or []
+        False, ignore_changes or [], None, [], PolicyCustomTimeouts(0, 0, 0),
+        secret_outputs or []
     )
     return ResourceValidationArgs(
         rtype,

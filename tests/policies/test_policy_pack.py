@@ -47,8 +47,10 @@ def test_main_only_constructs_the_pack() -> None:
     calls = [
         n.value.func for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
     ]
-    # Besides making the package importable, the file only builds the pack.
-    assert [ast.unparse(f) for f in calls] == ["sys.path.insert", "PolicyPack"]
+    # Besides making the package importable and leaving with the engine, the file only
+    # builds the pack.
+    assert [ast.unparse(f) for f in calls] == ["sys.path.insert", "exit_with_the_engine",
+                                               "PolicyPack"]
     assert not [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     assert "runtime:" in (PACK_DIR / "PulumiPolicy.yaml").read_text()
 

@@ -56,11 +56,12 @@ from pulumi.provider.experimental.provider import (
     UpdateResponse,
 )
 
+from automation.crash import engine_crashpoint
 from automation.engine.mock import diff
 from automation.engine.mock.force_new import rules_for
 from automation.engine.mock.model import UNKNOWN
 from automation.simulators import cloud_api
-from automation.simulators.cloud import console_view
+from automation.simulators.cloud import VM_TYPES, console_view
 from automation.simulators.standin import LABEL, random_values
 
 # What each package's configuration must name, and the variables its real provider reads
@@ -153,6 +154,26 @@ def decide(type_: str, old_inputs: Mapping[str, Any], new_inputs: Mapping[str, A
                        _readable(dict(new_inputs)), {"ignoreChanges": ignore_changes}, "")
 
 
+# How long a change whose answer was lost waits to be ended with its caller (see below).
+ANSWER_LOST_WAIT = 10.0
+
+
+def _outlive_no_crash(exc: Exception) -> None:
+    """A change the simulated cloud took and never answered: the process holding the
+    simulated world died (a crash test kills the reconciler, which serves it). A real cloud
+    does not die with its caller -- it finishes the change, and the engine dies in the same
+    crash (the worker that drove it ends its session), leaving the create in flight in its
+    checkpoint. Telling the engine "failed" at once would let it record, within the moment
+    before it is ended, that nothing was made, of a VM the cloud did make: so wait to be
+    ended; only a cloud still gone after ``ANSWER_LOST_WAIT`` seconds is reported."""
+    import time
+
+    parent = os.getppid()
+    deadline = time.monotonic() + ANSWER_LOST_WAIT
+    while time.monotonic() < deadline and os.getppid() == parent:
+        time.sleep(0.1)
+
+
 class StandInProvider(Provider):
     def __init__(self, package: str, environ: Mapping[str, str] | None = None) -> None:
         self.package = package
@@ -171,6 +192,10 @@ class StandInProvider(Provider):
         try:
             return cloud_api.call(path, {**request, "package": self.package,
                                          "config": self.config})
+        except cloud_api.AnswerLost as exc:
+            if request["op"] in ("create", "update", "delete"):
+                _outlive_no_crash(exc)
+            raise RuntimeError(f"{exc} ({LABEL})") from exc
         except Exception as exc:
             raise RuntimeError(f"{exc} ({LABEL})") from exc
 
@@ -249,6 +274,8 @@ class StandInProvider(Provider):
             return CreateResponse(resource_id=rid, properties=value_map({**inputs, **outputs}))
         answer = await self._call({"op": "create", "type": urn_type(request.urn),
                                    "name": urn_name(request.urn), "inputs": inputs})
+        if urn_type(request.urn) in VM_TYPES:  # the cloud bought it; the engine not told yet
+            engine_crashpoint("engine-killed-mid-up")
         return CreateResponse(resource_id=answer["id"],
                               properties=value_map({**inputs, **answer["outputs"]}))
 

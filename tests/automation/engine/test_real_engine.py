@@ -204,6 +204,12 @@ def test_an_up_killed_mid_run_is_recovered(
     in_flight = _pending(state)
     assert all(urn.startswith("urn:pulumi:") for urn in in_flight)
 
+    # The killed run's lock names this host and a pid that is gone: the next run would
+    # remove it (test_pending_recovery). Held elsewhere, it is left for a person to judge.
+    locks = sorted((runner.home / "state" / ".pulumi" / "locks").rglob("*.json"))
+    assert locks
+    for lock in locks:
+        lock.write_text(json.dumps({**json.loads(lock.read_text()), "hostname": "elsewhere"}))
     with pytest.raises(StackLocked) as locked:
         runner.up(target)
     assert f"anycloud cluster unlock {target.key}" in locked.value.message

@@ -495,3 +495,46 @@ def test_a_read_that_fails_naming_nothing_is_tried_once_more() -> None:
     unknown = read_each([(p, "nvidia")], failing, EngineFailed)
     assert (unknown[p.urn].state, unknown[p.urn].detail, calls) == (
         "unknown", "EngineFailed", [1, 1])
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_a_replacement_left_in_flight_is_found_beside_the_vm_it_replaces(
+        tmp_path: Path, provider: str) -> None:
+    """A VM replaced create-before-delete (a new bootstrap token) with the engine killed once
+    the cloud bought the new one: the state holds the old VM under the URN and the new one's
+    create in flight. Clearing the record as "already held" left the new VM running with
+    nothing to delete it (two VMs for one attempt, found by the real engine's crash test).
+    It is looked up with the held VM excluded: on AWS the new instance is imported and the
+    old one marked for the next update to delete; GCP and Azure name a VM by its attempt, so
+    only the held one can answer, and the record is cleared."""
+    cloud = CloudSimulator(ManualClock(), tmp_path / "cloud.json")
+    runner = MockEngineRunner(tmp_path, cloud)
+    target = with_attempts(pool_target(provider), "at-1")
+    runner.up(target)
+    p = vm_creates(runner, target, provider)["at-1"]
+    (old,) = cloud.vms.values()
+    if provider == "aws":  # the replacement AWS bought: another instance, same attempt tag
+        new = type(old)(**{**old.__dict__, "id": "i-0new00000000000000"})
+        cloud.vms[new.id] = new
+
+    def lookup(some: list[PendingCreate]) -> dict[str, Answer]:
+        return look_up(cloud, target, some)[0]
+
+    held = {"urn": p.urn, "type": p.type, "custom": True, "id": old.id, "inputs": {}}
+    deployment = {"resources": [held],
+                  "pending_operations": [{"type": "creating", "resource": {
+                      "urn": p.urn, "type": p.type, "custom": True, "inputs": dict(p.inputs)}}]}
+    outcome = settle([p], {p.urn}, lookup_cloud=lookup, lookup_objects=lambda _: {},
+                     recorded_ids={p.urn: [old.id]})
+    after = adopted(deployment, outcome)
+
+    assert after["pending_operations"] == []
+    if provider == "aws":
+        assert outcome.imported == [(p.urn, new.id)]
+        assert [(r["id"], r.get("delete", False)) for r in after["resources"]] == [
+            (old.id, True), (new.id, False)]
+    else:
+        assert outcome.cleared == [p.urn] and after["resources"] == [held]
+    # Without the held ids (the mock engine's own records), the record is cleared unlooked.
+    assert settle([p], {p.urn}, lookup_cloud=lambda _: {}, lookup_objects=lambda _: {}
+                  ).cleared == [p.urn]

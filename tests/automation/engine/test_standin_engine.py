@@ -23,7 +23,6 @@ import pytest
 
 from automation.clock import ManualClock
 from automation.devcluster.control_plane import ControlPlane
-from automation.engine.errors import StackLocked
 from automation.engine.mock.force_new import rules_for
 from automation.engine.processes import end_session
 from automation.engine.pulumi_driver import AutomationRunner, pending_creates
@@ -156,9 +155,7 @@ def test_an_up_killed_once_the_cloud_bought_a_vm_buys_nothing_twice(
     bought = [a for verb, a in standin.cloud.journal if verb == "create"]
     assert bought.count(killed[0]) == 1
 
-    with pytest.raises(StackLocked):
-        standin.runner.up(target)
-    standin.runner.unlock(target)
+    # The killed run's lock (this host, a pid that is gone) is removed by the next run.
     standin.runner.up(target)
     assert _pending(home, target) == []
     bought = [a for verb, a in standin.cloud.journal if verb == "create"]
