@@ -48,8 +48,8 @@ def cost(ctx: click.Context, by: str, since: str | None, daily: bool, days: int,
          f"price" + (f" (+{report.unpriced_vm_hours:.2f} VM hours with no price)"
                      if report.unpriced_vm_hours else ""))
     if report.simulated_vm_hours:
-        info(f"{report.simulated_vm_hours:.2f} VM hours ran under the mock engine: nothing was "
-             "bought, so they are not counted")
+        info(f"{report.simulated_vm_hours:.2f} VM hours ran on a simulated cloud (the mock "
+             "engine, or the stand-in cloud): nothing was bought, so they are not counted")
     for hint in sorted({h for line in report.lines for h in line.hints}):
         info(f"price unknown: {hint}")
 
@@ -70,8 +70,8 @@ def _daily(ctx: click.Context, days: int, since: str | None, as_json: bool) -> N
          + (f" (+{daily.unpriced_vm_hours:.2f} VM hours with no price)"
             if daily.unpriced_vm_hours else ""))
     if daily.simulated_vm_hours:
-        info(f"{daily.simulated_vm_hours:.2f} VM hours ran under the mock engine: nothing was "
-             "bought, so they are not counted")
+        info(f"{daily.simulated_vm_hours:.2f} VM hours ran on a simulated cloud (the mock "
+             "engine, or the stand-in cloud): nothing was bought, so they are not counted")
     for hint in sorted({h for line in daily.pools for h in line.hints}):
         info(f"price unknown: {hint}")
 

@@ -57,8 +57,9 @@ LEFT JOIN (
                     THEN 1 ELSE 0 END) AS starting,
            SUM(CASE WHEN state = 'releasing' THEN 1 ELSE 0 END) AS draining,
            -- billed: the provider confirmed the VM and it is not released yet (services.cost);
-           -- the mock engine bought nothing
-           SUM(CASE WHEN vm_created_at IS NOT NULL AND COALESCE(engine, '') <> 'mock'
+           -- the mock engine and the stand-in cloud bought nothing
+           SUM(CASE WHEN vm_created_at IS NOT NULL
+                     AND COALESCE(engine, '') NOT IN ('mock', 'standin')
                     THEN 1 ELSE 0 END) AS billed,
            SUM(CASE WHEN engine = 'mock' THEN 1 ELSE 0 END) AS simulated,
            SUM(CASE WHEN engine = 'standin' THEN 1 ELSE 0 END) AS standin,

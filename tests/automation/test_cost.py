@@ -110,6 +110,7 @@ def test_status_and_list_count_only_vms_the_provider_confirmed_and_not_released(
     _attempt(world, pool, "pending", None)  # nothing bought yet
     _attempt(world, pool, "released", T0, T0 + H)
     _attempt(world, pool, "running", T0, engine="mock")  # the mock engine bought nothing
+    _attempt(world, pool, "running", T0, engine="standin")  # nor did the stand-in cloud
     price = _list_price("aws", "m5.xlarge", "us-west-2")
     status = pool_status.node_pool_status(world.ledger, pool)
     assert status.cost is not None and status.cost.vms == 2
@@ -130,7 +131,8 @@ def test_cost_sums_are_exact_over_known_lifetimes(world: App) -> None:
     _attempt(world, aws, "pending", None)  # never bought: nothing
     _attempt(world, gcp, "released", T0 + H / 2, T0 + 3 * H / 2)  # 1 h
     _attempt(world, gcp, "releasing", T0 + 3 * H, None)  # 1 h, not confirmed gone yet
-    _attempt(world, gcp, "running", T0, engine="mock")  # 4 h simulated: bought nothing
+    _attempt(world, gcp, "running", T0 + 2 * H, engine="mock")  # 2 h simulated: bought nothing
+    _attempt(world, gcp, "running", T0 + 2 * H, engine="standin")  # 2 h stand-in: nor here
     now = T0 + 4 * H
     p_aws = _list_price("aws", "m5.xlarge", "us-west-2")
     p_gcp = _list_price("gcp", "n2-standard-4", "us-central1")

@@ -328,7 +328,7 @@ class DriftReport(BaseModel):
     )
     changes: Annotated[list[DriftChange] | None, Field(title="Changes")] = None
     checked_at: Annotated[AwareDatetime, Field(alias="checkedAt", title="Checkedat")]
-    engine: Annotated[Literal["pulumi", "mock"] | str, Field(title="Engine")]
+    engine: Annotated[Literal["pulumi", "mock", "standin"] | str, Field(title="Engine")]
     error: Annotated[str | None, Field(title="Error")] = None
     error_code: Annotated[str | None, Field(alias="errorCode", title="Errorcode")] = (
         None
@@ -1447,9 +1447,9 @@ class NodePoolStatus(BaseModel):
     created_at: Annotated[AwareDatetime, Field(alias="createdAt", title="Createdat")]
     credentials: Annotated[str, Field(title="Credentials")]
     drift: DriftReport | None = None
-    engine: Annotated[Literal["pulumi", "mock"] | str | None, Field(title="Engine")] = (
-        None
-    )
+    engine: Annotated[
+        Literal["pulumi", "mock", "standin"] | str | None, Field(title="Engine")
+    ] = None
     held: PoolHold | None = None
     hosts_service: Annotated[bool, Field(alias="hostsService", title="Hostsservice")]
     id: Annotated[str, Field(title="Id")]
