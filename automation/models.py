@@ -17,6 +17,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from automation.recorded_engines import RecordedEngine
 from automation.redact import redact
 
 # An error or event as users see it (CLI text and --json, the API, the SDK): redacted when
@@ -394,28 +395,6 @@ class DriftChange(CamelModel):
     name: str
     op: Literal["update", "delete"]
     properties: list[str] = Field(default_factory=list)
-
-
-# The engine a run is recorded with: the real one, the mock one, or ``standin``: the real
-# engine whose cloud calls stand-in plugins answered from the simulated cloud
-# (``--simulate --engine pulumi``, ``demo --cluster local``). Neither simulated one bought
-# anything, and a real engine's pass must leave what they recorded alone.
-RecordedEngine = Literal["pulumi", "mock", "standin"]
-SIMULATED_ENGINES = ("mock", "standin")
-
-
-def recorded_engine(runner: Any) -> RecordedEngine:
-    """The engine a pass over ``runner`` records: ``standin`` when a stand-in plugin answers
-    its cloud calls (the runner names it in ``cloud_label``)."""
-    engine: RecordedEngine = "standin" if getattr(runner, "cloud_label", None) else runner.engine
-    return engine
-
-
-def engine_label(engine: str | None) -> str:
-    """How the user reads a recorded engine: whether anything was bought."""
-    return {"mock": "mock (simulated VMs: nothing was bought)",
-            "standin": "pulumi, stand-in cloud (simulated VMs: nothing was bought)",
-            "pulumi": "pulumi"}.get(engine or "", "")
 
 
 def drift_source(engine: str) -> str:

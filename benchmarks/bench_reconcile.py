@@ -83,6 +83,7 @@ class NoEngine:
     fail its turn and the figure's assertion says so."""
 
     engine: Literal["pulumi", "mock"] = "pulumi"
+    cloud_label = None  # the real cloud (``models.recorded_engine``)
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"a converged pass called the engine ({name})")

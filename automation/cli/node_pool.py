@@ -92,7 +92,7 @@ def _hourly(p: Json) -> str:
     """The running cost column: billed VMs x list price; ``?`` when the price is unknown;
     ``simulated`` for a pool the mock engine, or the real one over the stand-in cloud, runs
     (nothing bought)."""
-    from automation.models import SIMULATED_ENGINES
+    from automation.recorded_engines import SIMULATED_ENGINES
 
     if p.get("engine") in SIMULATED_ENGINES:
         return "simulated"
@@ -104,7 +104,7 @@ def _hourly(p: Json) -> str:
 
 def _show(pool: Any) -> None:
     """``node-pool status``'s text, from the pool's JSON (the server's) or its model."""
-    from automation.models import SIMULATED_ENGINES, engine_label
+    from automation.recorded_engines import SIMULATED_ENGINES, engine_label
 
     p: Json = plain(pool)
     counts, error_code, engine = p["counts"], p.get("lastErrorCode"), p.get("engine")

@@ -18,8 +18,9 @@ from automation.app import App
 from automation.engine.runner import StackRunner, StackTarget
 from automation.errors import AnycloudError
 from automation.ledger import schema
-from automation.models import DriftReport, recorded_engine
+from automation.models import DriftReport
 from automation.models import drift_source as source_of
+from automation.recorded_engines import recorded_engine
 
 _T = schema.pool_drift
 # Pools whose stack has been applied and is still theirs: there is something to drift.

@@ -26,7 +26,6 @@ from automation.errors import AnycloudError
 from automation.kube.port import ClusterPort, ClusterUnavailable, pool_namespace, service_namespace
 from automation.ledger import schema
 from automation.ledger.records import record_event
-from automation.models import recorded_engine
 from automation.reconciler import brake as b
 from automation.reconciler import decide as d
 from automation.reconciler import progress as p
@@ -34,6 +33,7 @@ from automation.reconciler.ingress_step import IngressReleaseStep
 from automation.reconciler.lease import Leases
 from automation.reconciler.token_renewal import renewal_reason
 from automation.reconciler.workers import Serialized, WorkerRunner, is_throttling, run_turns
+from automation.recorded_engines import recorded_engine
 from automation.redact import redact
 from automation.reports import write_crash_report
 from automation.settings import BrakeLimits, Limits

@@ -15,13 +15,13 @@ from typing import Any
 from automation.errors import InvalidInput
 from automation.ledger.db import Ledger
 from automation.models import (
-    SIMULATED_ENGINES,
     CostLine,
     CostReport,
     DailyCost,
     GroupBy,
     PoolDailyCost,
 )
+from automation.recorded_engines import SIMULATED_ENGINES
 from automation.services.cost import Price, PriceKey, lookup_prices, short_source, usd
 
 # Every attempt whose VM the provider confirmed (vm_created_at) and that was not released

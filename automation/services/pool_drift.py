@@ -13,8 +13,9 @@ from collections.abc import Callable
 from automation.app import App
 from automation.engine.runner import StackRunner
 from automation.errors import Conflict
-from automation.models import DriftReport, recorded_engine
+from automation.models import DriftReport
 from automation.reconciler import drift
+from automation.recorded_engines import recorded_engine
 from automation.services.pool_status import node_pool_status
 from automation.stack_targets import pool_target
 

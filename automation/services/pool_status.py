@@ -21,10 +21,10 @@ from automation.models import (
     DriftReport,
     NodePoolStatus,
     PoolHold,
-    RecordedEngine,
     VmCounts,
     drift_source,
 )
+from automation.recorded_engines import RecordedEngine
 from automation.redact import HIDDEN, cluster_values, known_values, redact
 from automation.services.cost import PriceKey, lookup_prices, rate
 from automation.settings import BrakeLimits

@@ -109,11 +109,19 @@ def test_three_clouds_at_once_with_their_engines_killed(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_delete_killed_after_the_release_write_on_postgres(tmp_path: Path,
                                                           postgres_url: str) -> None:
-    """A pool's whole life on a PostgreSQL ledger: bought, deleted with the reconciler
-    killed once the release is written, and every VM and network resource gone."""
+    """A pool's whole life on a PostgreSQL ledger: bought, a VM that never joins replaced,
+    ready, deleted with the reconciler killed once the release is written, and every VM and
+    network resource gone."""
     home = make_home(tmp_path, url=postgres_url)
-    _run(home, 6)
+    world = home.world()
+    world.cloud.faults.never_boot_next = 1
+    world.cloud.save()
+    said = _run(home, 16)
     invariants(home, "ready")
+    world = home.world()
+    assert len(world.cloud.vms) == 3, said[-3000:]  # the one that never joined, replaced
+    assert sorted(v.state == "running" for v in world.cloud.vms.values()) == [
+        False, True, True], said[-3000:]
     world = home.world()
     app = home.app(world)
     node_pools.delete_node_pool(app, "cpu")

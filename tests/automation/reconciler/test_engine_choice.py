@@ -26,6 +26,7 @@ class RefusingRunner:
     """A Pulumi-engine stand-in that must not be asked to do anything."""
 
     engine = "pulumi"
+    cloud_label = None  # the real cloud (``models.recorded_engine``)
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the pass asked the engine to {name}")
