@@ -2,9 +2,9 @@
 
 The Pulumi engine by default (``--engine`` or ``ANYCLOUD_ENGINE`` choose); the SDK's mock
 engine only when named (``--engine mock``, ``--simulate`` without ``--engine pulumi``,
-``demo``). A missing engine is an
-error that says how to install it, raised before anything is read or written: a control
-loop that quietly fell back to the mock engine would record invented VMs as running.
+``demo``). A missing engine is an error that says how to install it, raised before anything
+is read or written: a control loop that quietly fell back to the mock engine would record
+invented VMs as running.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 from automation.engine.stale_locks import remove_stale_locks, stale_locks
 
@@ -24,8 +25,9 @@ def _lock(state: Path, name: str, pid: int, host: str | None = None) -> Path:
 def test_only_a_gone_or_reused_pid_of_this_host_is_stale(tmp_path: Path) -> None:
     state = tmp_path / "state"
     url = f"file://{state}?metadata=skip"
-    gone = subprocess.Popen(["true"])
-    gone.wait()
+    # A pid no process can have (above the kernel's pid_max): one that merely exited may be
+    # reused at once by a busy machine's next process.
+    gone = SimpleNamespace(pid=int(Path("/proc/sys/kernel/pid_max").read_text()) + 1)
     # A live process named pulumi (a sleep under that name) holds a lock it may still need.
     fake = tmp_path / "bin" / "pulumi"
     fake.parent.mkdir()
