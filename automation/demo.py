@@ -18,7 +18,6 @@ One narrative (``run_demo``), two cluster sides:
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -27,12 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from automation.app import App
 from automation.catalog.store import data_dir
-from automation.devcluster.engine_env import (
-    LocalTools,
-    engine_environment,
-    environment,
-    local_tools,
-)
+from automation.devcluster.engine_env import EngineSession, LocalTools, local_tools
 from automation.engine.runner import StackKind
 from automation.errors import AnycloudError
 from automation.models import Cluster, WorkloadKind
@@ -296,8 +290,7 @@ class LocalSide:
             self.description = self.mock_pools_description
         self.plane: ControlPlane | None = None
         self.kubelets: Kubelets | None = None
-        self._env: Any = None  # the engine environment, entered until close
-        self._cloud: Any = None  # the simulated cloud served to the stand-in plugins
+        self._session: EngineSession | None = None  # the engine environment, until close
 
     def prepare(self, world: SimWorld) -> None:
         """The simulated clock starts at the wall clock's time, so that what the ledger and
@@ -313,23 +306,16 @@ class LocalSide:
         from automation.devcluster.kubelets import Kubelets
         from automation.models import ClusterState
         from automation.services.clusters import RegisterCluster, register_cluster
+        from automation.simulators.standin import LABEL, PACKAGES, STANDIN_VERSION
 
         tools = self.tools or local_tools()
-        pulumi_home = workdir / "pulumi-home"
-        from automation.simulators.cloud_api import CloudService
-        from automation.simulators.standin import LABEL, PACKAGES, STANDIN_VERSION
-        from automation.simulators.standin.install import install, standin_environment
-
-        changes = engine_environment(tools, pulumi_home, workdir / "tmp")
+        # The stand-ins, and the simulated cloud served to them, for node pools on the real
+        # engine.
+        self._session = EngineSession(tools, workdir, world.cloud if self.real_pools else None)
+        pulumi_home = self._session.pulumi_home
         plugins = {"kubernetes": tools.plugin_version}
-        if self.real_pools:  # the stand-ins, and the simulated cloud served to them
-            env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
-            install(env)
-            self._cloud = CloudService(world.cloud)
-            changes.update({**standin_environment(env), **self._cloud.env})
+        if self.real_pools:
             plugins.update(dict.fromkeys(PACKAGES, STANDIN_VERSION))
-        self._env = environment(changes)
-        self._env.__enter__()
         what = (f"every stack: {tools.pulumi}, kubernetes provider plugin "
                 f"{tools.plugin_version} and the {LABEL} plugins ({', '.join(PACKAGES)} "
                 f"{STANDIN_VERSION})" if self.real_pools else
@@ -404,12 +390,9 @@ class LocalSide:
                 say("controlPlane", f"local control plane stopped ({len(pids)} processes)",
                     {"pids": pids, "stopped": True})
         finally:
-            if self._cloud is not None:
-                self._cloud.close()
-                self._cloud = None
-            if self._env is not None:
-                self._env.__exit__(None, None, None)
-                self._env = None
+            if self._session is not None:
+                self._session.close()
+                self._session = None
 
 
 def _api_server_message(snap: dict[str, Any]) -> str:

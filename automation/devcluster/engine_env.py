@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from automation.errors import AnycloudError
 
@@ -89,3 +90,40 @@ def environment(changes: dict[str, str | None]) -> Iterator[None]:
         yield
     finally:
         apply(saved)
+
+
+class EngineSession:
+    """The real engine's environment in this process until ``close``: the CLI and the
+    kubernetes plugin installed into ``root/pulumi-home`` (``engine_environment``) and, given
+    a simulated ``cloud``, the stand-in cloud plugins installed there and that cloud served
+    to them (``simulators.cloud_api``)."""
+
+    def __init__(self, tools: LocalTools, root: Path, cloud: Any = None) -> None:
+        self.pulumi_home = root / "pulumi-home"
+        self._service: Any = None
+        self._env: Any = None
+        try:
+            changes = engine_environment(tools, self.pulumi_home, root / "tmp")
+            if cloud is not None:
+                from automation.simulators.cloud_api import CloudService
+                from automation.simulators.standin.install import install, standin_environment
+
+                env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
+                install(env)
+                self._service = CloudService(cloud)
+                changes.update({**standin_environment(env), **self._service.env})
+            self._env = environment(changes)
+            self._env.__enter__()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            if self._service is not None:
+                self._service.close()
+                self._service = None
+        finally:
+            if self._env is not None:
+                self._env.__exit__(None, None, None)
+                self._env = None

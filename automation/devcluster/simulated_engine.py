@@ -16,12 +16,11 @@ passphrase are not used (``ENGINE_ENV_DROPPED``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from automation.devcluster import control_plane
-from automation.devcluster.engine_env import engine_environment, environment, local_tools
+from automation.devcluster.engine_env import EngineSession, local_tools
 
 # What the stacks need beside the API server: the garbage collector, which completes the
 # kubernetes provider's deletes (foreground propagation: the object keeps a
@@ -37,8 +36,7 @@ class SimulatedEngine:
     def __init__(self, sim_root: Path) -> None:
         self.root = sim_root / "engine"
         self.plane: control_plane.ControlPlane | None = None
-        self._service: Any = None
-        self._env: Any = None
+        self._session: EngineSession | None = None
 
     @property
     def home(self) -> Path:
@@ -49,19 +47,11 @@ class SimulatedEngine:
         """Start the API server, serve ``cloud`` to the stand-in plugins (installed into the
         simulation's PULUMI_HOME) and enter the engine's environment; the runner."""
         from automation.engine.pulumi_driver import AutomationRunner
-        from automation.simulators.cloud_api import CloudService
         from automation.simulators.standin import LABEL
-        from automation.simulators.standin.install import install, standin_environment
 
         tools = local_tools()  # ToolMissing names what to build, before anything starts
+        self._session = EngineSession(tools, self.root, cloud)
         try:
-            changes = engine_environment(tools, self.root / "pulumi-home", self.root / "tmp")
-            env = {k: v for k, v in {**os.environ, **changes}.items() if v is not None}
-            install(env)
-            self._service = CloudService(cloud)
-            changes.update({**standin_environment(env), **self._service.env})
-            self._env = environment(changes)
-            self._env.__enter__()
             self.plane = control_plane.start(self.root / "api-server", COMPONENTS,
                                              keep=True)
         except BaseException:
@@ -76,9 +66,6 @@ class SimulatedEngine:
                 self.plane.stop()
                 self.plane = None
         finally:
-            if self._service is not None:
-                self._service.close()
-                self._service = None
-            if self._env is not None:
-                self._env.__exit__(None, None, None)
-                self._env = None
+            if self._session is not None:
+                self._session.close()
+                self._session = None
